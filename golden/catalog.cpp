@@ -1,0 +1,145 @@
+#include "golden/catalog.hpp"
+
+#include <cstdlib>
+
+#include "reference/common/errors.hpp"
+
+namespace posenc::golden {
+
+namespace fs = std::filesystem;
+
+fs::path default_data_dir() {
+  if (const char* env = std::getenv("POSENC_DATA"); env && *env) return fs::path(env);
+#ifdef POSENC_SOURCE_DIR
+  return fs::path(POSENC_SOURCE_DIR) / "golden" / "data";
+#else
+  return fs::path("golden") / "data";
+#endif
+}
+
+CaseFiles case_files(const GoldenCase& c) {
+  CaseFiles f;
+  f.tensors = safetensors_encode(c.tensors, {{"posenc_case", c.manifest.value("id", "")}});
+  f.manifest_text = manifest_text(c.manifest);
+  return f;
+}
+
+CatalogEntry write_case(const fs::path& dir, const std::string& scheme, const std::string& id,
+                        const CaseFiles& f) {
+  CatalogEntry e;
+  e.id = id;
+  e.scheme = scheme;
+  e.manifest = scheme + "/" + id + ".json";
+  e.tensors = scheme + "/" + id + ".safetensors";
+  write_file_atomic(dir / e.tensors, f.tensors);
+  write_text_atomic(dir / e.manifest, f.manifest_text);
+  e.manifest_sha256 = sha256_hex(std::span<const std::uint8_t>(
+      reinterpret_cast<const std::uint8_t*>(f.manifest_text.data()), f.manifest_text.size()));
+  e.tensors_sha256 = sha256_hex(f.tensors);
+  const auto m = nlohmann::json::parse(f.manifest_text);
+  e.result = m.value("result", std::string("valid"));
+  return e;
+}
+
+std::string catalog_text(const std::vector<CatalogEntry>& entries) {
+  nlohmann::json j;
+  j["schema"] = "posenc-catalog";
+  j["version"] = kSchemaVersion;
+  j["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& e : entries) {
+    cases.push_back({{"id", e.id},
+                     {"scheme", e.scheme},
+                     {"result", e.result},
+                     {"manifest", e.manifest},
+                     {"manifest_sha256", e.manifest_sha256},
+                     {"tensors", e.tensors},
+                     {"tensors_sha256", e.tensors_sha256}});
+  }
+  j["cases"] = cases;
+  return j.dump(1) + "\n";
+}
+
+std::vector<CatalogEntry> catalog_read(const fs::path& dir) {
+  const fs::path path = dir / "catalog.json";
+  const auto bytes = read_file(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw GoldenFileError(path.string() + ": invalid JSON: " + e.what());
+  }
+  if (!j.is_object() || j.value("schema", "") != "posenc-catalog") {
+    throw GoldenFileError(path.string() + ": not a posenc catalog (schema != posenc-catalog)");
+  }
+  std::vector<CatalogEntry> out;
+  try {
+    for (const auto& c : j.at("cases")) {
+      CatalogEntry e;
+      e.id = c.at("id").get<std::string>();
+      e.scheme = c.at("scheme").get<std::string>();
+      e.result = c.value("result", std::string("valid"));
+      e.manifest = c.at("manifest").get<std::string>();
+      e.tensors = c.at("tensors").get<std::string>();
+      e.manifest_sha256 = c.at("manifest_sha256").get<std::string>();
+      e.tensors_sha256 = c.at("tensors_sha256").get<std::string>();
+      out.push_back(std::move(e));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw GoldenFileError(path.string() + ": malformed catalog entry: " + e.what());
+  }
+  return out;
+}
+
+LoadedCase load_case(const fs::path& manifest_path) {
+  LoadedCase lc;
+  lc.manifest_path = manifest_path;
+  lc.spec = case_spec_read(manifest_path);
+  const std::string tf = lc.spec.manifest.value("tensors_file", lc.spec.id + ".safetensors");
+  const fs::path tpath = manifest_path.parent_path() / tf;
+  lc.golden = tensor_map(safetensors_read(tpath));
+  check_golden_tensors(lc.spec, lc.golden, tpath.string());
+  return lc;
+}
+
+void parse_shard(const std::string& text, int* index, int* count) {
+  const auto slash = text.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    std::size_t a = 0, b = 0;
+    *index = std::stoi(text.substr(0, slash), &a);
+    *count = std::stoi(text.substr(slash + 1), &b);
+    if (a != slash || b != text.size() - slash - 1) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    throw_invalid("parse_shard", "shard must look like i/n with integers", text);
+  }
+  if (*count < 1 || *index < 0 || *index >= *count) {
+    throw_invalid("parse_shard", "shard i/n needs 0 <= i < n", text);
+  }
+}
+
+std::vector<std::pair<const SchemeEntry*, CaseRow>> select_cases(const CaseSelection& sel) {
+  std::regex re;
+  if (!sel.case_regex.empty()) {
+    try {
+      re = std::regex(sel.case_regex);
+    } catch (const std::regex_error& e) {
+      throw_invalid("select_cases", std::string("case must be a valid regex: ") + e.what(),
+                    sel.case_regex);
+    }
+  }
+  if (!sel.scheme.empty()) scheme_by_slug(sel.scheme);  // validates the slug
+  std::vector<std::pair<const SchemeEntry*, CaseRow>> out;
+  int k = 0;
+  for (const auto& s : schemes()) {
+    if (!sel.scheme.empty() && s.slug != sel.scheme) continue;
+    for (auto& row : s.cases()) {
+      if (!sel.case_regex.empty() && !std::regex_search(row.id, re)) continue;
+      if (k++ % sel.shard_count != sel.shard_index) continue;
+      out.emplace_back(&s, std::move(row));
+    }
+  }
+  return out;
+}
+
+}  // namespace posenc::golden

@@ -1,0 +1,58 @@
+// The committed catalog: golden/data/<scheme>/<case_id>.json + .safetensors, and
+// golden/data/catalog.json listing every case with the SHA-256 of both files.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "golden/manifest.hpp"
+#include "golden/registry.hpp"
+#include "golden/verify.hpp"
+
+namespace posenc::golden {
+
+/// $POSENC_DATA if set, else <source tree>/golden/data.
+std::filesystem::path default_data_dir();
+
+struct CatalogEntry {
+  std::string id, scheme, result;
+  std::string manifest, tensors;  // paths relative to the data directory
+  std::string manifest_sha256, tensors_sha256;
+};
+
+/// Encoded files of one case (bit-reproducible).
+struct CaseFiles {
+  std::string manifest_text;
+  std::vector<std::uint8_t> tensors;
+};
+CaseFiles case_files(const GoldenCase& c);
+
+/// Writes the two files of a case atomically under dir/<scheme>/ and returns its entry.
+CatalogEntry write_case(const std::filesystem::path& dir, const std::string& scheme,
+                        const std::string& id, const CaseFiles& f);
+std::string catalog_text(const std::vector<CatalogEntry>& entries);
+std::vector<CatalogEntry> catalog_read(const std::filesystem::path& dir);
+
+/// A case loaded for verification: parsed manifest and all golden tensors, integrity-checked.
+struct LoadedCase {
+  CaseSpec spec;
+  TensorMap golden;
+  std::filesystem::path manifest_path;
+};
+LoadedCase load_case(const std::filesystem::path& manifest_path);
+
+/// Every case of every scheme (in registry order), filtered.
+struct CaseSelection {
+  std::string scheme;      // "" = all
+  std::string case_regex;  // "" = all; std::regex_search on the id
+  int shard_index = 0, shard_count = 1;
+};
+std::vector<std::pair<const SchemeEntry*, CaseRow>> select_cases(const CaseSelection& sel);
+
+/// Parses "i/n" (0 <= i < n); InvalidArgument otherwise.
+void parse_shard(const std::string& text, int* index, int* count);
+
+}  // namespace posenc::golden

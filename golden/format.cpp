@@ -1,0 +1,947 @@
+// Golden file formats: safetensors and .npy codecs, SHA-256, atomic writes (see format.hpp).
+#include "golden/format.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "reference/common/errors.hpp"
+
+namespace posenc::golden {
+namespace {
+
+constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MiB, as the safetensors crate
+constexpr std::string_view kMetadataKey = "__metadata__";
+constexpr unsigned char kNpyMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+constexpr std::size_t kNpyAlign = 64;
+
+// ---------------------------------------------------------------------------------------------
+// Little-endian byte access.
+
+std::uint64_t load_le(const std::uint8_t* p, int n) {
+  std::uint64_t v = 0;
+  for (int k = n - 1; k >= 0; --k) v = (v << 8) | p[k];
+  return v;
+}
+
+void store_le(std::vector<std::uint8_t>& out, std::uint64_t v, int n) {
+  for (int k = 0; k < n; ++k) out.push_back(static_cast<std::uint8_t>(v >> (8 * k)));
+}
+
+// Element of `dtype` at p as a double (exact for every float dtype).
+double decode_f64(DType dtype, const std::uint8_t* p) {
+  const std::uint64_t bits = load_le(p, dtype_size(dtype));
+  switch (dtype) {
+    case DType::kF64: return std::bit_cast<double>(bits);
+    case DType::kF32: return std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+    case DType::kBF16: return bf16_to_float(static_cast<std::uint16_t>(bits));
+    case DType::kF16: return f16_to_double(static_cast<std::uint16_t>(bits));
+    case DType::kI64: return static_cast<double>(std::bit_cast<std::int64_t>(bits));
+    case DType::kI32:
+      return static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(bits)));
+  }
+  return 0.0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes and sizes.
+
+// Product of the dims, or nullopt on a negative dim or int64 overflow.
+std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape) {
+  for (const std::int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) return 0;
+  }
+  std::int64_t n = 1;
+  for (const std::int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+// numel * dtype_size as a byte count, or nullopt on overflow.
+std::optional<std::uint64_t> checked_nbytes(std::span<const std::int64_t> shape, DType dtype) {
+  const std::optional<std::int64_t> n = checked_numel(shape);
+  if (!n) return std::nullopt;
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<std::uint64_t>(*n),
+                             static_cast<std::uint64_t>(dtype_size(dtype)), &bytes)) {
+    return std::nullopt;
+  }
+  return bytes;
+}
+
+std::string shape_string(std::span<const std::int64_t> shape) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (k > 0) s += ", ";
+    s += std::to_string(shape[k]);
+  }
+  return s + "]";
+}
+
+// Throws InvalidArgument unless t.data holds exactly numel * size bytes.
+void require_consistent(const Tensor& t, const char* function) {
+  const std::optional<std::uint64_t> bytes = checked_nbytes(t.shape, t.dtype);
+  if (!bytes) throw_invalid(function, "tensor '" + t.name + "' has an invalid shape",
+                            shape_string(t.shape));
+  if (*bytes != t.data.size()) {
+    throw_invalid(function,
+                  "tensor '" + t.name + "' needs " + std::to_string(*bytes) + " bytes of data",
+                  t.data.size());
+  }
+}
+
+// Tensor of `dtype` from `count` elements whose raw bits come from bits_of(k).
+template <class BitsOf>
+Tensor make_tensor(const char* function, std::string name, DType dtype,
+                   std::vector<std::int64_t> shape, std::size_t count, BitsOf bits_of) {
+  const std::optional<std::int64_t> n = checked_numel(shape);
+  if (!n) throw_invalid(function, "invalid shape", shape_string(shape));
+  if (static_cast<std::uint64_t>(*n) != count) {
+    throw_invalid(function, "shape " + shape_string(shape) + " needs " + std::to_string(*n) +
+                                " values", count);
+  }
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  const int size = dtype_size(dtype);
+  t.data.reserve(count * static_cast<std::size_t>(size));
+  for (std::size_t k = 0; k < count; ++k) store_le(t.data, bits_of(k), size);
+  return t;
+}
+
+std::optional<DType> dtype_from_name(std::string_view s) {
+  for (const DType t : {DType::kF64, DType::kF32, DType::kBF16, DType::kF16, DType::kI64,
+                        DType::kI32}) {
+    if (dtype_name(t) == s) return t;
+  }
+  return std::nullopt;
+}
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw GoldenFileError(source + ": " + what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// safetensors helpers.
+
+// JSON string literal of s (nlohmann's escaping); InvalidArgument on invalid UTF-8.
+std::string json_quote(const std::string& s) {
+  try {
+    return nlohmann::json(s).dump();
+  } catch (const nlohmann::json::exception&) {
+    throw_invalid("safetensors_encode", "name or metadata is not valid UTF-8", "'" + s + "'");
+  }
+}
+
+// A non-negative JSON integer that fits in int64, or nullopt.
+std::optional<std::int64_t> json_non_negative(const nlohmann::json& j) {
+  if (j.is_number_unsigned()) {
+    const auto u = j.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      return std::nullopt;
+    }
+    return static_cast<std::int64_t>(u);
+  }
+  if (j.is_number_integer()) {
+    const auto v = j.get<std::int64_t>();
+    if (v >= 0) return v;
+  }
+  return std::nullopt;
+}
+
+// Parses the header, rejecting invalid JSON and duplicate keys in any object.
+nlohmann::json parse_header(std::string_view text, const std::string& source) {
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::string duplicate;
+  bool has_duplicate = false;
+  const nlohmann::json::parser_callback_t callback =
+      [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using Event = nlohmann::json::parse_event_t;
+        if (event == Event::object_start) {
+          keys.emplace_back();
+        } else if (event == Event::object_end) {
+          if (!keys.empty()) keys.pop_back();
+        } else if (event == Event::key && !keys.empty() && parsed.is_string()) {
+          const auto& k = parsed.get_ref<const std::string&>();
+          if (!keys.back().insert(k).second && !has_duplicate) {
+            has_duplicate = true;
+            duplicate = k;
+          }
+        }
+        return true;
+      };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text.begin(), text.end(), callback);
+  } catch (const nlohmann::json::exception& e) {
+    fail(source, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (has_duplicate) fail(source, "duplicate key " + json_quote(duplicate) + " in header");
+  if (!header.is_object()) fail(source, "header is not a JSON object");
+  return header;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin;
+  std::uint64_t end;
+};
+
+Entry parse_entry(const std::string& name, const nlohmann::json& j, const std::string& source) {
+  const std::string who = "tensor " + json_quote(name);
+  if (!j.is_object()) fail(source, who + ": header entry is not an object");
+  for (const auto& [key, value] : j.items()) {
+    if (key != "dtype" && key != "shape" && key != "data_offsets") {
+      fail(source, who + ": unknown header field " + json_quote(key));
+    }
+  }
+  for (const char* key : {"dtype", "shape", "data_offsets"}) {
+    if (!j.contains(key)) fail(source, who + ": missing field \"" + key + "\"");
+  }
+  Entry e;
+  e.name = name;
+  const nlohmann::json& dtype = j.at("dtype");
+  if (!dtype.is_string()) fail(source, who + ": dtype is not a string");
+  const std::optional<DType> dt = dtype_from_name(dtype.get_ref<const std::string&>());
+  if (!dt) fail(source, who + ": unsupported dtype " + dtype.dump());
+  e.dtype = *dt;
+
+  const nlohmann::json& shape = j.at("shape");
+  if (!shape.is_array()) fail(source, who + ": shape is not an array");
+  for (const nlohmann::json& d : shape) {
+    const std::optional<std::int64_t> v = json_non_negative(d);
+    if (!v) fail(source, who + ": shape entry " + d.dump() + " is not a non-negative integer");
+    e.shape.push_back(*v);
+  }
+  const std::optional<std::uint64_t> nbytes = checked_nbytes(e.shape, e.dtype);
+  if (!nbytes) fail(source, who + ": shape " + shape_string(e.shape) + " overflows");
+
+  const nlohmann::json& offsets = j.at("data_offsets");
+  if (!offsets.is_array() || offsets.size() != 2) {
+    fail(source, who + ": data_offsets is not a [begin, end] pair");
+  }
+  const std::optional<std::int64_t> begin = json_non_negative(offsets[0]);
+  const std::optional<std::int64_t> end = json_non_negative(offsets[1]);
+  if (!begin || !end) fail(source, who + ": data_offsets are not non-negative integers");
+  e.begin = static_cast<std::uint64_t>(*begin);
+  e.end = static_cast<std::uint64_t>(*end);
+  const std::string range = "[" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+  if (e.end < e.begin) fail(source, who + ": data_offsets " + range + " end before begin");
+  if (e.end - e.begin != *nbytes) {
+    fail(source, who + ": data_offsets " + range + " hold " + std::to_string(e.end - e.begin) +
+                     " bytes, but dtype " + std::string(dtype_name(e.dtype)) + " and shape " +
+                     shape_string(e.shape) + " need " + std::to_string(*nbytes));
+  }
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// .npy header: a Python dict literal such as {'descr': '<f4', 'fortran_order': False,
+// 'shape': (2, 3), }. Only that subset of Python syntax is parsed.
+
+struct NpyHeader {
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;
+};
+
+class NpyHeaderParser {
+ public:
+  NpyHeaderParser(std::string_view text, const std::string& source)
+      : text_(text), source_(source) {}
+
+  NpyHeader parse() {
+    NpyHeader h;
+    bool have_descr = false, have_order = false, have_shape = false;
+    skip_ws();
+    expect('{');
+    skip_ws();
+    while (!at('}')) {
+      const std::string key = parse_string();
+      skip_ws();
+      expect(':');
+      skip_ws();
+      if (key == "descr") {
+        if (have_descr) error("duplicate key 'descr'");
+        have_descr = true;
+        h.dtype = descr_to_dtype(parse_string());
+      } else if (key == "fortran_order") {
+        if (have_order) error("duplicate key 'fortran_order'");
+        have_order = true;
+        if (parse_bool()) error("fortran_order True is not supported (C order only)");
+      } else if (key == "shape") {
+        if (have_shape) error("duplicate key 'shape'");
+        have_shape = true;
+        h.shape = parse_tuple();
+      } else {
+        error("unknown key '" + key + "'");
+      }
+      skip_ws();
+      if (at(',')) {
+        ++pos_;
+        skip_ws();
+      } else if (!at('}')) {
+        error("expected ',' or '}'");
+      }
+    }
+    ++pos_;  // '}'
+    skip_ws();
+    if (pos_ != text_.size()) error("unexpected text after the dict");
+    if (!have_descr || !have_order || !have_shape) {
+      error("header dict lacks one of 'descr', 'fortran_order', 'shape'");
+    }
+    return h;
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    fail(source_, "bad .npy header at offset " + std::to_string(pos_) + ": " + what);
+  }
+
+  bool at(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
+
+  void skip_ws() {
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' ||
+            text_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+
+  void expect(char c) {
+    if (!at(c)) error(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+
+  std::string parse_string() {
+    if (!at('\'') && !at('"')) error("expected a string");
+    const char quote = text_[pos_++];
+    const std::size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] != quote) {
+      if (text_[pos_] == '\\') error("escapes in strings are not supported");
+      ++pos_;
+    }
+    if (pos_ >= text_.size()) error("unterminated string");
+    return std::string(text_.substr(start, pos_++ - start));
+  }
+
+  bool parse_bool() {
+    if (text_.substr(pos_, 4) == "True") {
+      pos_ += 4;
+      return true;
+    }
+    if (text_.substr(pos_, 5) == "False") {
+      pos_ += 5;
+      return false;
+    }
+    error("expected True or False");
+  }
+
+  std::int64_t parse_int() {
+    if (pos_ >= text_.size() || text_[pos_] < '0' || text_[pos_] > '9') {
+      error("expected a non-negative integer");
+    }
+    std::int64_t v = 0;
+    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, text_[pos_] - '0', &v)) {
+        error("integer overflows int64");
+      }
+      ++pos_;
+    }
+    return v;
+  }
+
+  std::vector<std::int64_t> parse_tuple() {
+    std::vector<std::int64_t> dims;
+    expect('(');
+    skip_ws();
+    bool trailing_comma = false;
+    while (!at(')')) {
+      dims.push_back(parse_int());
+      skip_ws();
+      trailing_comma = at(',');
+      if (trailing_comma) {
+        ++pos_;
+        skip_ws();
+      } else if (!at(')')) {
+        error("expected ',' or ')' in shape");
+      }
+    }
+    ++pos_;  // ')'
+    if (dims.size() == 1 && !trailing_comma) error("shape (n) is not a tuple, write (n,)");
+    return dims;
+  }
+
+  DType descr_to_dtype(const std::string& descr) const {
+    if (descr.size() == 3 && (descr[0] == '<' || descr[0] == '|')) {
+      const std::string_view code = std::string_view(descr).substr(1);
+      if (code == "f8") return DType::kF64;
+      if (code == "f4") return DType::kF32;
+      if (code == "f2") return DType::kF16;
+      if (code == "i8") return DType::kI64;
+      if (code == "i4") return DType::kI32;
+      if (code == "u2") return DType::kBF16;  // bf16 saved as a uint16 view
+    }
+    if (!descr.empty() && descr[0] == '>') error("big-endian descr '" + descr + "' not supported");
+    error("unsupported descr '" + descr + "'");
+  }
+
+  std::string_view text_;
+  const std::string& source_;
+  std::size_t pos_ = 0;
+};
+
+std::string_view npy_descr(DType t) {
+  switch (t) {
+    case DType::kF64: return "<f8";
+    case DType::kF32: return "<f4";
+    case DType::kBF16: return "<u2";
+    case DType::kF16: return "<f2";
+    case DType::kI64: return "<i8";
+    case DType::kI32: return "<i4";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------------------------
+// SHA-256 (FIPS 180-4). The constants are computed from their definition: the first 32 bits
+// of the fractional parts of the square roots (initial hash) and cube roots (round constants)
+// of the first primes, via exact integer roots of p * 2^64 and p * 2^96.
+
+using u128 = unsigned __int128;
+
+constexpr std::array<std::uint32_t, 64> first_primes() {
+  std::array<std::uint32_t, 64> p{};
+  std::uint32_t n = 2;
+  for (std::size_t k = 0; k < p.size(); ++n) {
+    bool prime = true;
+    for (std::uint32_t d = 2; d * d <= n; ++d) prime = prime && (n % d != 0);
+    if (prime) p[k++] = n;
+  }
+  return p;
+}
+
+// Largest x with x^root <= v (root 2 or 3), by bisection.
+constexpr std::uint64_t integer_root(u128 v, int root) {
+  std::uint64_t lo = 0, hi = std::uint64_t{1} << 36;  // roots here are below 2^35
+  while (hi - lo > 1) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    u128 power = 1;
+    for (int k = 0; k < root; ++k) power *= mid;
+    (power <= v ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+constexpr std::array<std::uint32_t, 8> sha256_initial_hash() {
+  std::array<std::uint32_t, 8> h{};
+  const auto primes = first_primes();
+  for (std::size_t k = 0; k < h.size(); ++k) {
+    h[k] = static_cast<std::uint32_t>(integer_root(static_cast<u128>(primes[k]) << 64, 2));
+  }
+  return h;
+}
+
+constexpr std::array<std::uint32_t, 64> sha256_round_constants() {
+  std::array<std::uint32_t, 64> c{};
+  const auto primes = first_primes();
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    c[k] = static_cast<std::uint32_t>(integer_root(static_cast<u128>(primes[k]) << 96, 3));
+  }
+  return c;
+}
+
+constexpr std::array<std::uint32_t, 8> kSha256H0 = sha256_initial_hash();
+constexpr std::array<std::uint32_t, 64> kSha256K = sha256_round_constants();
+static_assert(kSha256H0[0] == 0x6a09e667u && kSha256H0[7] == 0x5be0cd19u);
+static_assert(kSha256K[0] == 0x428a2f98u && kSha256K[63] == 0xc67178f2u);
+
+void sha256_block(std::array<std::uint32_t, 8>& h, const std::uint8_t* block) {
+  std::array<std::uint32_t, 64> w{};
+  for (int t = 0; t < 16; ++t) {
+    w[t] = (std::uint32_t{block[4 * t]} << 24) | (std::uint32_t{block[4 * t + 1]} << 16) |
+           (std::uint32_t{block[4 * t + 2]} << 8) | std::uint32_t{block[4 * t + 3]};
+  }
+  for (int t = 16; t < 64; ++t) {
+    const std::uint32_t s0 =
+        std::rotr(w[t - 15], 7) ^ std::rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
+    const std::uint32_t s1 =
+        std::rotr(w[t - 2], 17) ^ std::rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
+    w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+  }
+  std::uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6],
+                hh = h[7];
+  for (int t = 0; t < 64; ++t) {
+    const std::uint32_t big_s1 = std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25);
+    const std::uint32_t ch = (e & f) ^ (~e & g);
+    const std::uint32_t t1 = hh + big_s1 + ch + kSha256K[t] + w[t];
+    const std::uint32_t big_s0 = std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22);
+    const std::uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+    const std::uint32_t t2 = big_s0 + maj;
+    hh = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
+  }
+  h[0] += a;
+  h[1] += b;
+  h[2] += c;
+  h[3] += d;
+  h[4] += e;
+  h[5] += f;
+  h[6] += g;
+  h[7] += hh;
+}
+
+// Owns a FILE* and closes it on scope exit.
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+}  // namespace
+
+// -----------------------------------------------------------------------------------------------
+// Tensor.
+
+std::int64_t Tensor::numel() const {
+  const std::optional<std::int64_t> n = checked_numel(shape);
+  if (!n) throw_invalid("Tensor::numel", "negative dimension or overflow in shape",
+                        shape_string(shape));
+  return *n;
+}
+
+std::uint64_t Tensor::get_bits(std::int64_t i) const {
+  const std::int64_t n = numel();
+  if (i < 0 || i >= n) throw_invalid("Tensor::get_bits", "index out of range [0, " +
+                                         std::to_string(n) + ")", i);
+  const auto size = static_cast<std::size_t>(dtype_size(dtype));
+  const auto offset = static_cast<std::size_t>(i) * size;
+  if (offset + size > data.size()) {
+    throw_invalid("Tensor::get_bits", "data shorter than the shape needs", data.size());
+  }
+  return load_le(data.data() + offset, static_cast<int>(size));
+}
+
+double Tensor::get_f64(std::int64_t i) const {
+  const std::uint64_t bits = get_bits(i);
+  std::uint8_t raw[8];
+  for (int k = 0; k < 8; ++k) raw[k] = static_cast<std::uint8_t>(bits >> (8 * k));
+  return decode_f64(dtype, raw);
+}
+
+std::int64_t Tensor::get_i64(std::int64_t i) const {
+  if (dtype != DType::kI64 && dtype != DType::kI32) {
+    throw_invalid("Tensor::get_i64", "integer dtype required", dtype_name(dtype));
+  }
+  const std::uint64_t bits = get_bits(i);
+  if (dtype == DType::kI32) {
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(bits));
+  }
+  return std::bit_cast<std::int64_t>(bits);
+}
+
+Tensor tensor_from_f64(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const double> v) {
+  return make_tensor("tensor_from_f64", std::move(name), DType::kF64, std::move(shape),
+                     v.size(), [&](std::size_t k) { return std::bit_cast<std::uint64_t>(v[k]); });
+}
+
+Tensor tensor_from_f32(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const float> v) {
+  return make_tensor("tensor_from_f32", std::move(name), DType::kF32, std::move(shape),
+                     v.size(), [&](std::size_t k) { return std::bit_cast<std::uint32_t>(v[k]); });
+}
+
+Tensor tensor_from_i64(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const std::int64_t> v) {
+  return make_tensor("tensor_from_i64", std::move(name), DType::kI64, std::move(shape),
+                     v.size(), [&](std::size_t k) { return static_cast<std::uint64_t>(v[k]); });
+}
+
+Tensor tensor_from_i32(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const std::int32_t> v) {
+  return make_tensor("tensor_from_i32", std::move(name), DType::kI32, std::move(shape),
+                     v.size(), [&](std::size_t k) { return static_cast<std::uint32_t>(v[k]); });
+}
+
+Tensor tensor_from_bits16(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                          std::span<const std::uint16_t> v) {
+  if (dtype != DType::kBF16 && dtype != DType::kF16) {
+    throw_invalid("tensor_from_bits16", "dtype must be BF16 or F16", dtype_name(dtype));
+  }
+  return make_tensor("tensor_from_bits16", std::move(name), dtype, std::move(shape), v.size(),
+                     [&](std::size_t k) { return v[k]; });
+}
+
+std::vector<float> tensor_to_f32(const Tensor& t) {
+  if (!dtype_is_float(t.dtype)) {
+    throw_invalid("tensor_to_f32", "float dtype required", dtype_name(t.dtype));
+  }
+  require_consistent(t, "tensor_to_f32");
+  const auto size = static_cast<std::size_t>(dtype_size(t.dtype));
+  std::vector<float> out(t.data.size() / size);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    out[k] = static_cast<float>(decode_f64(t.dtype, t.data.data() + k * size));
+  }
+  return out;
+}
+
+std::vector<double> tensor_to_f64(const Tensor& t) {
+  require_consistent(t, "tensor_to_f64");
+  const auto size = static_cast<std::size_t>(dtype_size(t.dtype));
+  std::vector<double> out(t.data.size() / size);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    out[k] = decode_f64(t.dtype, t.data.data() + k * size);
+  }
+  return out;
+}
+
+// -----------------------------------------------------------------------------------------------
+// safetensors.
+
+std::vector<std::uint8_t> safetensors_encode(const std::vector<Tensor>& tensors,
+                                             const std::map<std::string, std::string>& metadata) {
+  std::vector<const Tensor*> sorted;
+  sorted.reserve(tensors.size());
+  for (const Tensor& t : tensors) {
+    if (t.name == kMetadataKey) {
+      throw_invalid("safetensors_encode", "reserved tensor name", t.name);
+    }
+    require_consistent(t, "safetensors_encode");
+    sorted.push_back(&t);
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Tensor* a, const Tensor* b) { return a->name < b->name; });
+  for (std::size_t k = 1; k < sorted.size(); ++k) {
+    if (sorted[k - 1]->name == sorted[k]->name) {
+      throw_invalid("safetensors_encode", "duplicate tensor name", sorted[k]->name);
+    }
+  }
+
+  std::string header = "{";
+  bool first = true;
+  if (!metadata.empty()) {
+    header += json_quote(std::string(kMetadataKey)) + ":{";
+    bool first_item = true;
+    for (const auto& [key, value] : metadata) {
+      if (!first_item) header += ",";
+      first_item = false;
+      header += json_quote(key) + ":" + json_quote(value);
+    }
+    header += "}";
+    first = false;
+  }
+  std::uint64_t offset = 0;
+  for (const Tensor* t : sorted) {
+    if (!first) header += ",";
+    first = false;
+    header += json_quote(t->name) + ":{\"dtype\":\"" + std::string(dtype_name(t->dtype)) +
+              "\",\"shape\":[";
+    for (std::size_t k = 0; k < t->shape.size(); ++k) {
+      if (k > 0) header += ",";
+      header += std::to_string(t->shape[k]);
+    }
+    const std::uint64_t end = offset + t->data.size();
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    offset = end;
+  }
+  header += "}";
+  while ((8 + header.size()) % 8 != 0) header += ' ';
+
+  std::vector<std::uint8_t> out;
+  out.reserve(8 + header.size() + offset);
+  store_le(out, header.size(), 8);
+  out.insert(out.end(), header.begin(), header.end());
+  for (const Tensor* t : sorted) out.insert(out.end(), t->data.begin(), t->data.end());
+  return out;
+}
+
+std::vector<Tensor> safetensors_decode(std::span<const std::uint8_t> bytes,
+                                       const std::string& source,
+                                       std::map<std::string, std::string>* metadata) {
+  if (bytes.size() < 8) {
+    fail(source, "truncated: file has " + std::to_string(bytes.size()) +
+                     " bytes, less than the 8-byte header length");
+  }
+  const std::uint64_t header_len = load_le(bytes.data(), 8);
+  if (header_len > kMaxHeaderBytes) {
+    fail(source, "header length " + std::to_string(header_len) + " exceeds the limit of " +
+                     std::to_string(kMaxHeaderBytes) + " bytes");
+  }
+  if (header_len > bytes.size() - 8) {
+    fail(source, "truncated: header length says " + std::to_string(header_len) +
+                     " bytes, file has " + std::to_string(bytes.size() - 8) +
+                     " after the length field");
+  }
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
+  const nlohmann::json header = parse_header(text, source);
+
+  std::map<std::string, std::string> meta;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == kMetadataKey) {
+      if (!value.is_object()) fail(source, "__metadata__ is not an object");
+      for (const auto& [key, item] : value.items()) {
+        if (!item.is_string()) {
+          fail(source, "__metadata__ value of " + json_quote(key) + " is not a string");
+        }
+        meta.emplace(key, item.get<std::string>());
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(name, value, source));
+  }
+
+  const std::uint64_t data_size = bytes.size() - 8 - header_len;
+  std::uint64_t max_end = 0;
+  for (const Entry& e : entries) max_end = std::max(max_end, e.end);
+  if (max_end > data_size) {
+    fail(source, "truncated: header says " + std::to_string(max_end) + " bytes of data, file has " +
+                     std::to_string(data_size));
+  }
+  std::vector<const Entry*> by_offset;
+  for (const Entry& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
+    return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
+  });
+  std::uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry* e : by_offset) {
+    if (e->begin < covered) {
+      fail(source, "tensors " + json_quote(previous->name) + " and " + json_quote(e->name) +
+                       " have overlapping data_offsets");
+    }
+    if (e->begin > covered) {
+      fail(source, "gap in the data section: bytes [" + std::to_string(covered) + ", " +
+                       std::to_string(e->begin) + ") belong to no tensor");
+    }
+    covered = e->end;
+    previous = e;
+  }
+  if (covered != data_size) {
+    fail(source, std::to_string(data_size - covered) + " trailing bytes after the last tensor");
+  }
+
+  const std::uint8_t* data = bytes.data() + 8 + header_len;
+  std::vector<Tensor> out;
+  out.reserve(entries.size());
+  for (Entry& e : entries) {
+    Tensor t;
+    t.name = std::move(e.name);
+    t.dtype = e.dtype;
+    t.shape = std::move(e.shape);
+    t.data.assign(data + e.begin, data + e.end);
+    out.push_back(std::move(t));
+  }
+  if (metadata != nullptr) *metadata = std::move(meta);
+  return out;
+}
+
+std::vector<Tensor> safetensors_read(const std::filesystem::path& path,
+                                     std::map<std::string, std::string>* metadata) {
+  const std::vector<std::uint8_t> bytes = read_file(path);
+  return safetensors_decode(bytes, path.string(), metadata);
+}
+
+// -----------------------------------------------------------------------------------------------
+// .npy.
+
+Tensor npy_decode(std::span<const std::uint8_t> bytes, const std::string& name,
+                  const std::string& source) {
+  const std::size_t magic_seen = std::min(bytes.size(), sizeof kNpyMagic);
+  if (!std::equal(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(magic_seen),
+                  std::begin(kNpyMagic))) {
+    fail(source, "not a .npy file (bad magic)");
+  }
+  if (bytes.size() < 8) {
+    fail(source, "truncated: " + std::to_string(bytes.size()) + " bytes, no .npy preamble");
+  }
+  const int major = bytes[6];
+  const int minor = bytes[7];
+  if (minor != 0 || major < 1 || major > 3) {
+    fail(source, "unsupported .npy version " + std::to_string(major) + "." +
+                     std::to_string(minor));
+  }
+  const std::size_t len_size = major == 1 ? 2 : 4;
+  if (bytes.size() < 8 + len_size) {
+    fail(source, "truncated: " + std::to_string(bytes.size()) + " bytes, no header length");
+  }
+  const std::uint64_t header_len = load_le(bytes.data() + 8, static_cast<int>(len_size));
+  const std::size_t header_start = 8 + len_size;
+  if (header_len > bytes.size() - header_start) {
+    fail(source, "truncated: header length says " + std::to_string(header_len) +
+                     " bytes, file has " + std::to_string(bytes.size() - header_start) +
+                     " after the preamble");
+  }
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + header_start),
+                              header_len);
+  NpyHeader h = NpyHeaderParser(text, source).parse();
+  const std::optional<std::uint64_t> need = checked_nbytes(h.shape, h.dtype);
+  if (!need) fail(source, "shape " + shape_string(h.shape) + " overflows");
+  const std::size_t data_start = header_start + header_len;
+  const std::uint64_t have = bytes.size() - data_start;
+  if (have < *need) {
+    fail(source, "truncated: header says " + std::to_string(*need) + " bytes of data, file has " +
+                     std::to_string(have));
+  }
+  if (have > *need) {
+    fail(source, std::to_string(have - *need) + " trailing bytes after the array data");
+  }
+  Tensor t;
+  t.name = name;
+  t.dtype = h.dtype;
+  t.shape = std::move(h.shape);
+  t.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_start), bytes.end());
+  return t;
+}
+
+Tensor npy_read(const std::filesystem::path& path, const std::string& name) {
+  const std::vector<std::uint8_t> bytes = read_file(path);
+  return npy_decode(bytes, name, path.string());
+}
+
+std::vector<std::uint8_t> npy_encode(const Tensor& t) {
+  require_consistent(t, "npy_encode");
+  std::string dict = "{'descr': '" + std::string(npy_descr(t.dtype)) +
+                     "', 'fortran_order': False, 'shape': (";
+  for (std::size_t k = 0; k < t.shape.size(); ++k) {
+    if (k > 0) dict += ", ";
+    dict += std::to_string(t.shape[k]);
+  }
+  if (t.shape.size() == 1) dict += ",";
+  dict += "), }";
+  // Version 1.0 has a 2-byte header length; fall back to 2.0 (4 bytes) when it does not fit.
+  std::size_t preamble = 10;
+  auto padded = [&](std::size_t pre) {
+    return dict.size() + 1 + (kNpyAlign - (pre + dict.size() + 1) % kNpyAlign) % kNpyAlign;
+  };
+  int major = 1;
+  if (padded(preamble) > 0xffff) {
+    major = 2;
+    preamble = 12;
+  }
+  const std::size_t header_len = padded(preamble);
+  std::vector<std::uint8_t> out;
+  out.reserve(preamble + header_len + t.data.size());
+  out.insert(out.end(), std::begin(kNpyMagic), std::end(kNpyMagic));
+  out.push_back(static_cast<std::uint8_t>(major));
+  out.push_back(0);
+  store_le(out, header_len, major == 1 ? 2 : 4);
+  out.insert(out.end(), dict.begin(), dict.end());
+  out.insert(out.end(), header_len - dict.size() - 1, static_cast<std::uint8_t>(' '));
+  out.push_back(static_cast<std::uint8_t>('\n'));
+  out.insert(out.end(), t.data.begin(), t.data.end());
+  return out;
+}
+
+// -----------------------------------------------------------------------------------------------
+// SHA-256.
+
+std::string sha256_hex(std::span<const std::uint8_t> bytes) {
+  std::array<std::uint32_t, 8> h = kSha256H0;
+  const std::size_t full = bytes.size() / 64;
+  for (std::size_t k = 0; k < full; ++k) sha256_block(h, bytes.data() + 64 * k);
+  // Final padding: 0x80, zeros, 64-bit big-endian bit length; one or two blocks.
+  std::array<std::uint8_t, 128> tail{};
+  const std::size_t rest = bytes.size() - 64 * full;
+  if (rest > 0) std::memcpy(tail.data(), bytes.data() + 64 * full, rest);
+  tail[rest] = 0x80;
+  const std::size_t tail_len = rest + 1 + 8 <= 64 ? 64 : 128;
+  const std::uint64_t bit_len = static_cast<std::uint64_t>(bytes.size()) * 8;
+  for (int k = 0; k < 8; ++k) {
+    tail[tail_len - 1 - k] = static_cast<std::uint8_t>(bit_len >> (8 * k));
+  }
+  for (std::size_t k = 0; k < tail_len; k += 64) sha256_block(h, tail.data() + k);
+
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(64);
+  for (const std::uint32_t word : h) {
+    for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(word >> shift) & 0xf];
+  }
+  return out;
+}
+
+// -----------------------------------------------------------------------------------------------
+// Files.
+
+std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path.string(), "cannot open: is a directory");
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  if (!f) fail(path.string(), std::string("cannot open: ") + std::strerror(errno));
+  std::vector<std::uint8_t> out;
+  std::array<std::uint8_t, 1 << 16> buffer;
+  while (true) {
+    const std::size_t got = std::fread(buffer.data(), 1, buffer.size(), f.get());
+    out.insert(out.end(), buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(got));
+    if (got < buffer.size()) break;
+  }
+  if (std::ferror(f.get())) fail(path.string(), std::string("read error: ") + std::strerror(errno));
+  return out;
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
+  const std::string where = path.string();
+  std::error_code ec;
+  const std::filesystem::path parent = path.parent_path();
+  if (!parent.empty()) {
+    std::filesystem::create_directories(parent, ec);
+    if (ec) fail(where, "cannot create directory " + parent.string() + ": " + ec.message());
+  }
+  std::filesystem::path temp = path;
+  temp += ".tmp." + std::to_string(::getpid());
+  auto fail_and_remove = [&](const std::string& what) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    fail(where, what);
+  };
+  std::FILE* raw = std::fopen(temp.c_str(), "wb");
+  if (raw == nullptr) {
+    fail(where, "cannot open temp file " + temp.string() + ": " + std::strerror(errno));
+  }
+  FilePtr f(raw);
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
+    const std::string err = std::strerror(errno);
+    f.reset();
+    fail_and_remove("write error on " + temp.string() + ": " + err);
+  }
+  if (std::fflush(f.get()) != 0 || ::fsync(::fileno(f.get())) != 0) {
+    const std::string err = std::strerror(errno);
+    f.reset();
+    fail_and_remove("flush error on " + temp.string() + ": " + err);
+  }
+  if (std::fclose(f.release()) != 0) {
+    fail_and_remove("close error on " + temp.string() + ": " + std::strerror(errno));
+  }
+  std::filesystem::rename(temp, path, ec);
+  if (ec) fail_and_remove("cannot rename " + temp.string() + ": " + ec.message());
+}
+
+void write_text_atomic(const std::filesystem::path& path, std::string_view text) {
+  write_file_atomic(path, std::span<const std::uint8_t>(
+                              reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+}
+
+}  // namespace posenc::golden

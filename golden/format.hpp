@@ -1,0 +1,120 @@
+// Golden file formats: safetensors and .npy tensors, SHA-256, atomic file writes.
+//
+// safetensors is the plain tensor container of the Hugging Face ecosystem, readable by every
+// engine under test without code execution. Byte layout:
+//   [0, 8)        N, the header length, unsigned 64-bit little-endian
+//   [8, 8 + N)    UTF-8 JSON object: {"__metadata__": {str: str}, "<name>": {"dtype": "F32",
+//                 "shape": [2, 3], "data_offsets": [begin, end]}, ...}, padded with spaces
+//   [8 + N, EOF)  the data section; each tensor is the byte range [begin, end) of it, raw
+//                 little-endian elements in C (row-major) order
+//
+// The encoder is deterministic (sorted keys, sorted data layout, no free whitespace, header
+// padded so that the data section starts at a multiple of 8): the same tensors always give the
+// same bytes, so a golden file can be pinned by its SHA-256 in a manifest and regenerated
+// byte-for-byte on any machine.
+//
+// The decoders are strict. A malformed, truncated or unreadable file is a GoldenFileError whose
+// message starts with the file's path. A well-formed file whose numbers disagree with the
+// reference is not an error here: that mismatch is data, reported by the verifier.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reference/common/dtype.hpp"
+
+namespace posenc::golden {
+
+/// One named tensor: dtype, shape and its elements as little-endian raw bytes in C order.
+struct Tensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> data;
+
+  /// Product of the shape (1 for rank 0); InvalidArgument on a negative dim or overflow.
+  std::int64_t numel() const;
+  /// Element i as a double: exact for every float dtype; integers converted (exact below 2^53).
+  double get_f64(std::int64_t i) const;
+  /// Element i of an I64 or I32 tensor; InvalidArgument for float dtypes.
+  std::int64_t get_i64(std::int64_t i) const;
+  /// Raw bit pattern of element i, zero-extended to 64 bits.
+  std::uint64_t get_bits(std::int64_t i) const;
+};
+
+/// Builds an F64 tensor; InvalidArgument when the shape does not match v.size().
+Tensor tensor_from_f64(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const double> v);
+/// Builds an F32 tensor; InvalidArgument when the shape does not match v.size().
+Tensor tensor_from_f32(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const float> v);
+/// Builds an I64 tensor; InvalidArgument when the shape does not match v.size().
+Tensor tensor_from_i64(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const std::int64_t> v);
+/// Builds an I32 tensor; InvalidArgument when the shape does not match v.size().
+Tensor tensor_from_i32(std::string name, std::vector<std::int64_t> shape,
+                       std::span<const std::int32_t> v);
+/// Builds a BF16 or F16 tensor from bit patterns; InvalidArgument for any other dtype.
+Tensor tensor_from_bits16(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                          std::span<const std::uint16_t> v);
+
+/// Float tensor to floats (F64 rounded to nearest even); InvalidArgument for integer dtypes.
+std::vector<float> tensor_to_f32(const Tensor& t);
+/// Any tensor to doubles: exact for float dtypes, integers converted (exact below 2^53).
+std::vector<double> tensor_to_f64(const Tensor& t);
+
+/// Deterministic safetensors encoding; InvalidArgument on a duplicate or reserved name or on
+/// data whose size does not match dtype and shape.
+///
+/// Layout: 8-byte LE header length N, N bytes of JSON header, then the data. Header keys in
+/// sorted order ("__metadata__" first if metadata is non-empty, then tensor names sorted),
+/// data_offsets assigned in sorted-name order, header padded with spaces so that 8 + N is a
+/// multiple of 8, no whitespace in the JSON other than that padding.
+std::vector<std::uint8_t> safetensors_encode(
+    const std::vector<Tensor>& tensors, const std::map<std::string, std::string>& metadata = {});
+
+/// Strict safetensors decoding; every problem is a GoldenFileError starting with `source`.
+///
+/// Checks: at least 8 bytes; header length at most 100 MiB and within the file; the header is
+/// a JSON object without duplicate keys; every entry has exactly dtype (F64, F32, BF16, F16, I64,
+/// I32), shape (non-negative ints) and data_offsets [begin, end] with end - begin equal to
+/// numel * dtype size; the ranges lie in the data section, do not overlap and cover it without
+/// gaps. Returns the tensors sorted by name and fills *metadata when given.
+std::vector<Tensor> safetensors_decode(std::span<const std::uint8_t> bytes,
+                                       const std::string& source,
+                                       std::map<std::string, std::string>* metadata = nullptr);
+/// Reads and decodes a safetensors file; errors name the path.
+std::vector<Tensor> safetensors_read(const std::filesystem::path& path,
+                                     std::map<std::string, std::string>* metadata = nullptr);
+
+/// Strict .npy decoding (format 1.0, 2.0, 3.0); every problem is a GoldenFileError.
+///
+/// Accepted descr: '<f8', '<f4', '<f2', '<i8', '<i4' ('|' accepted in place of '<') and '<u2',
+/// which is read as BF16 bits: numpy has no bfloat16, so engines save bf16 as a uint16 view.
+/// fortran_order must be False; shape is a tuple of non-negative ints, () and (n,) included;
+/// the data must be exactly numel * size bytes.
+Tensor npy_decode(std::span<const std::uint8_t> bytes, const std::string& name,
+                  const std::string& source);
+/// Reads and decodes a .npy file into a tensor called `name`; errors name the path.
+Tensor npy_read(const std::filesystem::path& path, const std::string& name);
+/// Encodes a tensor as .npy (version 1.0, 2.0 when the header needs it); BF16 becomes '<u2'.
+std::vector<std::uint8_t> npy_encode(const Tensor& t);
+
+/// SHA-256 (FIPS 180-4) of the bytes as 64 lower-case hex digits.
+std::string sha256_hex(std::span<const std::uint8_t> bytes);
+
+/// Whole file as bytes; GoldenFileError "<path>: cannot open ..." or "<path>: read error ...".
+std::vector<std::uint8_t> read_file(const std::filesystem::path& path);
+
+/// Writes "<path>.tmp.<pid>", flushes it, then renames it over path: never a partial file.
+///
+/// Creates missing parent directories. GoldenFileError on failure, after removing the temp file.
+void write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
+/// write_file_atomic of the text's bytes.
+void write_text_atomic(const std::filesystem::path& path, std::string_view text);
+
+}  // namespace posenc::golden

@@ -1,0 +1,49 @@
+// The table of schemes: the only way tools reach scheme-specific code.
+// Each scheme's golden/<slug>_golden.cpp defines one `SchemeEntry <slug>_scheme()`.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/format.hpp"
+#include "golden/manifest.hpp"
+#include "golden/verify.hpp"
+
+namespace posenc::golden {
+
+/// One row of a scheme's case table, as `posenc list` shows it.
+struct CaseRow {
+  std::string id;
+  std::string description;
+};
+
+/// A generated case: the manifest (tensor SHA-256 filled in) and every tensor of its file.
+struct GoldenCase {
+  nlohmann::json manifest;
+  std::vector<Tensor> tensors;
+};
+
+/// Options of the built-in engine (posenc's own optimized kernels run as an external engine
+/// would). `mistake` names a deliberate bug, for demonstrating and testing verify.
+struct EngineOptions {
+  std::string mistake;
+};
+
+struct SchemeEntry {
+  std::string slug;
+  std::string summary;
+  std::vector<CaseRow> (*cases)();
+  GoldenCase (*generate)(const std::string& id);
+  TensorMap (*run_engine)(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o);
+  std::vector<std::string> (*mistakes)();  // names accepted by EngineOptions::mistake
+};
+
+const std::vector<SchemeEntry>& schemes();
+/// InvalidArgument naming the known slugs when `slug` is unknown.
+const SchemeEntry& scheme_by_slug(std::string_view slug);
+
+SchemeEntry rope_scheme();
+
+}  // namespace posenc::golden

@@ -1,0 +1,225 @@
+// RoPE float kernels. Formula: see reference/rope.hpp; contract: optimized/rope.hpp.
+//
+// Numerics: theta_i = pow(base, -2i/d) in long double rounded once to double, phi = m * theta_i
+// in double (relative error <= 2^-52, so |phi| * 2^-52 absolute), cos/sin from glibc (< 1 ulp of double), then one rounding
+// to the kernel type. For float output the table error is therefore about half an ulp of float,
+// and the rotation adds two products and a sum: the 2 eps_f32 bound of the contract.
+#include "optimized/rope.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "reference/common/errors.hpp"
+#include "reference/common/mutant.hpp"
+
+namespace posenc::optimized {
+namespace {
+
+struct Mutants {  // resolved once per call; all false outside the mutant test build
+  bool pairing_swapped = POSENC_MUTANT("opt_pairing_swapped");
+  bool tail_rotated = POSENC_MUTANT("opt_tail_rotated");
+  bool inplace_alias = POSENC_MUTANT("opt_inplace_alias");
+};
+
+template <class T>
+void check_tensor(const char* fn, const char* name, const RopeParams& p, const RopeCache& cache,
+                  RopeShape s, span<const T> x, span<T> y) {
+  if (cache.n_pairs != p.rotary_dim / 2) {
+    throw_invalid(fn, "cache built for rotary_dim/2 = " + std::to_string(p.rotary_dim / 2) +
+                          " pairs has n_pairs", cache.n_pairs);
+  }
+  if (s.n_tokens != static_cast<std::int64_t>(cache.positions.size())) {
+    throw_invalid(fn, std::string(name) + ".n_tokens must equal the cache's " +
+                          std::to_string(cache.positions.size()) + " positions", s.n_tokens);
+  }
+  if (s.n_heads <= 0) throw_invalid(fn, std::string(name) + ".n_heads must be positive", s.n_heads);
+  const std::size_t n = static_cast<std::size_t>(s.n_tokens) * s.n_heads * p.head_dim;
+  if (x.size() != n) {
+    throw_invalid(fn, std::string(name) + " must have tokens*heads*head_dim = " +
+                          std::to_string(n) + " elements", x.size());
+  }
+  if (y.size() != n) {
+    throw_invalid(fn, std::string(name) + "_out must have " + std::to_string(n) + " elements",
+                  y.size());
+  }
+  const T* xb = x.data();
+  const T* yb = y.data();
+  if (xb != yb && xb < yb + n && yb < xb + n) {
+    throw_invalid(fn, std::string(name) + " and its output overlap without being identical",
+                  "partial overlap");
+  }
+}
+
+template <class T>
+const T* cos_table(const RopeCache& c);
+template <>
+const float* cos_table<float>(const RopeCache& c) { return c.cos_f32.data(); }
+template <>
+const double* cos_table<double>(const RopeCache& c) { return c.cos_f64.data(); }
+template <class T>
+const T* sin_table(const RopeCache& c);
+template <>
+const float* sin_table<float>(const RopeCache& c) { return c.sin_f32.data(); }
+template <>
+const double* sin_table<double>(const RopeCache& c) { return c.sin_f64.data(); }
+
+/// One head row. x may equal y: each iteration reads its own pair before writing it.
+template <class T>
+inline void rotate_row(int head_dim, int d, bool interleaved, const Mutants& mut,
+                       const T* c, const T* s, const T* x, T* y) {
+  const int half = d / 2;
+  if (interleaved != mut.pairing_swapped) {
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      const T xa = x[2 * i];
+      const T xb = x[2 * i + 1];
+      y[2 * i] = xa * c[i] - xb * s[i];
+      y[2 * i + 1] = xa * s[i] + xb * c[i];
+    }
+  } else if (!mut.inplace_alias) {
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      const T xa = x[i];
+      const T xb = x[i + half];
+      y[i] = xa * c[i] - xb * s[i];
+      y[i + half] = xa * s[i] + xb * c[i];
+    }
+  } else {
+    for (int i = 0; i < half; ++i) {  // mutant: second component reads the overwritten first
+      const T xb = x[i + half];
+      y[i] = x[i] * c[i] - xb * s[i];
+      y[i + half] = y[i] * s[i] + xb * c[i];
+    }
+  }
+  if (mut.tail_rotated) {
+    for (int k = d; k + 1 < head_dim; k += 2) {
+      const T xa = x[k];
+      const T xb = x[k + 1];
+      y[k] = xa * c[0] - xb * s[0];
+      y[k + 1] = xa * s[0] + xb * c[0];
+    }
+  } else if (x != y && head_dim > d) {
+    std::memcpy(y + d, x + d, sizeof(T) * static_cast<std::size_t>(head_dim - d));
+  }
+}
+
+/// Rows [0, rows_q) belong to q, [rows_q, rows_q + rows_k) to k; one parallel loop over both.
+template <class T>
+void apply_impl(const char* fn, const RopeParams& p, const RopeCache& cache, RopeShape qs,
+                span<const T> q, span<T> q_out, RopeShape ks, span<const T> k, span<T> k_out) {
+  reference::rope_check(p, fn);
+  check_tensor<T>(fn, "q", p, cache, qs, q, q_out);
+  const bool has_k = ks.n_heads != 0 || !k.empty();
+  if (has_k) check_tensor<T>(fn, "k", p, cache, ks, k, k_out);
+  const std::int64_t rows_q = qs.n_tokens * qs.n_heads;
+  const std::int64_t rows_k = has_k ? ks.n_tokens * ks.n_heads : 0;
+  const int h = p.head_dim;
+  const int d = p.rotary_dim;
+  const int np = cache.n_pairs;
+  const bool interleaved = p.layout == RopeLayout::kInterleaved;
+  const Mutants mut;
+  const T* ct = cos_table<T>(cache);
+  const T* st = sin_table<T>(cache);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows_q + rows_k; ++r) {
+    const bool is_q = r < rows_q;
+    const RopeShape& s = is_q ? qs : ks;
+    const std::int64_t rr = is_q ? r : r - rows_q;
+    const std::int64_t token =
+        s.layout == RopeTensorLayout::kTokensHeadsDim ? rr / s.n_heads : rr % s.n_tokens;
+    const T* x = (is_q ? q.data() : k.data()) + rr * h;
+    T* y = (is_q ? q_out.data() : k_out.data()) + rr * h;
+    rotate_row<T>(h, d, interleaved, mut, ct + token * np, st + token * np, x, y);
+  }
+}
+
+}  // namespace
+
+RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> positions,
+                          span<const double> inv_freq, double attention_factor) {
+  constexpr const char* fn = "rope_cache_init";
+  reference::rope_check(p, fn);
+  const int np = p.rotary_dim / 2;
+  RopeCache cache;
+  cache.n_pairs = np;
+  cache.positions.assign(positions.begin(), positions.end());
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    if (positions[t] > kRopeMaxPosition || positions[t] < -kRopeMaxPosition) {
+      throw_invalid(fn, "positions[" + std::to_string(t) + "] must satisfy |m| <= 2^28",
+                    positions[t]);
+    }
+  }
+  if (!inv_freq.empty()) {
+    if (inv_freq.size() != static_cast<std::size_t>(np)) {
+      throw_invalid(fn, "inv_freq must have rotary_dim/2 = " + std::to_string(np) + " entries",
+                    inv_freq.size());
+    }
+    for (double v : inv_freq) {
+      if (!(v > 0.0) || !std::isfinite(v)) throw_invalid(fn, "inv_freq must be finite and > 0", v);
+    }
+    cache.inv_freq.assign(inv_freq.begin(), inv_freq.end());
+  } else {
+    // theta_i in long double, then one rounding to double: with a double exponent 2i/d the
+    // exponent's own rounding would be amplified by ln(base) (up to 16 ulp for base 1e7).
+    const long double base = POSENC_MUTANT("opt_wrong_base") ? p.base + 1.0 : p.base;
+    cache.inv_freq.resize(static_cast<std::size_t>(np));
+    for (int i = 0; i < np; ++i) {
+      cache.inv_freq[i] = static_cast<double>(
+          std::pow(base, -static_cast<long double>(2 * i) / p.rotary_dim));
+    }
+  }
+  if (attention_factor <= 0.0) attention_factor = p.attention_factor;
+  if (!std::isfinite(attention_factor)) {
+    throw_invalid(fn, "attention_factor must be finite", attention_factor);
+  }
+  const bool off_by_one = POSENC_MUTANT("opt_position_off_by_one");
+  const bool angle_f32 = POSENC_MUTANT("opt_angle_float32");
+  const bool sin_flip = POSENC_MUTANT("opt_sin_sign_flipped");
+  const bool cos_only = POSENC_MUTANT("opt_factor_cos_only");
+  const std::size_t n = positions.size() * static_cast<std::size_t>(np);
+  cache.cos_f32.resize(n);
+  cache.sin_f32.resize(n);
+  cache.cos_f64.resize(n);
+  cache.sin_f64.resize(n);
+  const std::int64_t n_tok = static_cast<std::int64_t>(positions.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t t = 0; t < n_tok; ++t) {
+    const std::int64_t m = positions[t] + (off_by_one ? 1 : 0);
+    for (int i = 0; i < np; ++i) {
+      const double phi = angle_f32 ? static_cast<double>(static_cast<float>(m) *
+                                                         static_cast<float>(cache.inv_freq[i]))
+                                   : static_cast<double>(m) * cache.inv_freq[i];
+      const double c = attention_factor * std::cos(phi);
+      double s = (cos_only ? 1.0 : attention_factor) * std::sin(phi);
+      if (sin_flip) s = -s;
+      const std::size_t o = static_cast<std::size_t>(t) * np + i;
+      cache.cos_f64[o] = c;
+      cache.sin_f64[o] = s;
+      cache.cos_f32[o] = static_cast<float>(c);
+      cache.sin_f32[o] = static_cast<float>(s);
+    }
+  }
+  return cache;
+}
+
+void rope_apply(const RopeParams& p, const RopeCache& cache, RopeShape s, span<const float> x,
+                span<float> y) {
+  apply_impl<float>("rope_apply", p, cache, s, x, y, RopeShape{}, {}, {});
+}
+void rope_apply(const RopeParams& p, const RopeCache& cache, RopeShape s, span<const double> x,
+                span<double> y) {
+  apply_impl<double>("rope_apply", p, cache, s, x, y, RopeShape{}, {}, {});
+}
+void rope_apply_qk(const RopeParams& p, const RopeCache& cache, RopeShape q_shape,
+                   span<const float> q, span<float> q_out, RopeShape k_shape,
+                   span<const float> k, span<float> k_out) {
+  apply_impl<float>("rope_apply_qk", p, cache, q_shape, q, q_out, k_shape, k, k_out);
+}
+void rope_apply_qk(const RopeParams& p, const RopeCache& cache, RopeShape q_shape,
+                   span<const double> q, span<double> q_out, RopeShape k_shape,
+                   span<const double> k, span<double> k_out) {
+  apply_impl<double>("rope_apply_qk", p, cache, q_shape, q, q_out, k_shape, k, k_out);
+}
+
+}  // namespace posenc::optimized

@@ -1,0 +1,77 @@
+// RoPE float kernels. Formula: see reference/rope.hpp.
+//
+// Contract
+//   dtypes:       float in / float out (and double in / double out); cos and sin are built from
+//                 angles m * theta_i computed in double, rounded once to the kernel's type, with
+//                 the attention factor folded in (as ONNX caches and HF's cos*attention_scaling)
+//   error metric: per element of a rotated pair (x_a, x_b) at angle phi:
+//                   float:  |y - y*| <= kRopeMaxError    * eps_f32 * a * (|x_a| + |x_b|)
+//                   double: |y - y*| <= (kRopeMaxErrorF64 + kRopeAngleErrorF64 * |phi|)
+//                                       * eps_f64 * a * (|x_a| + |x_b|)
+//                 y* is the exact value (the mp50 oracle); tail channels are bit-identical copies
+//   valid range:  |m| <= kRopeMaxPosition; even rotary_dim <= head_dim; base > 0
+//   layout:       [tokens, heads, head_dim] or [heads, tokens, head_dim], row-major; one position
+//                 per token shared by all heads; y may be x itself (in place); partial overlap
+//                 is rejected
+//   threading:    OpenMP over rows (schedule static), `omp simd` over pairs; every element is
+//                 computed by the same instruction sequence whatever the thread count, so the
+//                 result bits do not depend on it
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "reference/common/span.hpp"
+#include "reference/rope.hpp"  // RopeParams, RopeLayout: the reference defines the contract
+
+namespace posenc::optimized {
+
+using reference::RopeLayout;
+using reference::RopeParams;
+
+/// Bound of the float kernel, in eps_f32 * a * (|x_a| + |x_b|) (measured: see README).
+inline constexpr double kRopeMaxError = 2.0;
+/// Constant and angle-proportional parts of the double kernel's bound, in eps_f64 units.
+inline constexpr double kRopeMaxErrorF64 = 4.0;
+inline constexpr double kRopeAngleErrorF64 = 2.0;
+/// Largest |position| the bounds hold for: the double angle's absolute error
+/// (about |phi| * 2^-52) stays below 0.1 eps_f32 up to here.
+inline constexpr std::int64_t kRopeMaxPosition = std::int64_t{1} << 28;
+
+enum class RopeTensorLayout { kTokensHeadsDim, kHeadsTokensDim };
+
+/// cos/sin tables for a list of token positions: [n_tokens, rotary_dim/2] each, factor folded in.
+struct RopeCache {
+  int n_pairs = 0;
+  std::vector<std::int64_t> positions;
+  std::vector<double> inv_freq;  // theta_i in double
+  std::vector<float> cos_f32, sin_f32;
+  std::vector<double> cos_f64, sin_f64;
+};
+
+/// Builds the cache. inv_freq empty = the default base^(-2i/d); else rotary_dim/2 values (the
+/// scaling schemes' hook). attention_factor <= 0 means p.attention_factor.
+RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> positions,
+                          span<const double> inv_freq = {}, double attention_factor = 0.0);
+
+/// Shape of one q or k tensor.
+struct RopeShape {
+  std::int64_t n_tokens = 0;
+  int n_heads = 0;
+  RopeTensorLayout layout = RopeTensorLayout::kTokensHeadsDim;
+};
+
+/// Rotates x (shape s) into y; y may be x (in place).
+void rope_apply(const RopeParams& p, const RopeCache& cache, RopeShape s, span<const float> x,
+                span<float> y);
+void rope_apply(const RopeParams& p, const RopeCache& cache, RopeShape s, span<const double> x,
+                span<double> y);
+
+/// q and k in one parallel pass (they share tokens and positions; head counts may differ).
+void rope_apply_qk(const RopeParams& p, const RopeCache& cache, RopeShape q_shape,
+                   span<const float> q, span<float> q_out, RopeShape k_shape,
+                   span<const float> k, span<float> k_out);
+void rope_apply_qk(const RopeParams& p, const RopeCache& cache, RopeShape q_shape,
+                   span<const double> q, span<double> q_out, RopeShape k_shape,
+                   span<const double> k, span<double> k_out);
+
+}  // namespace posenc::optimized

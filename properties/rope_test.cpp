@@ -1,0 +1,478 @@
+// RoPE properties: reference invariants (float, double, mp50), oracle cross-precision, the
+// optimized kernels against the oracle, and the golden catalog. Formula: see reference/rope.hpp.
+// Replay a failure: RC_PARAMS="reproduce=..." (printed by RapidCheck) or seed=N.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <rapidcheck/gtest.h>
+
+#include "golden/catalog.hpp"
+#include "golden/format.hpp"
+#include "golden/registry.hpp"
+#include "golden/verify.hpp"
+#include "optimized/rope.hpp"
+#include "properties/compare.hpp"
+#include "properties/generators.hpp"
+#include "reference/common/rounding.hpp"
+#include "reference/common/scalar.hpp"
+#include "reference/rope.hpp"
+
+namespace posenc::properties {
+namespace {
+
+using reference::RopeLayout;
+using reference::RopeParams;
+
+constexpr std::int64_t kMaxTestPosition = std::int64_t{1} << 20;
+
+/// Random valid params; `with_tail` forces rotary_dim < head_dim.
+rc::Gen<RopeParams> gen_rope_params(bool with_tail = false) {
+  return rc::gen::exec([with_tail] {
+    RopeParams p;
+    const int half = *rc::gen::inRange(1, 65);
+    p.rotary_dim = 2 * half;
+    p.head_dim = p.rotary_dim + (with_tail ? *rc::gen::inRange(1, 33) : *rc::gen::inRange(0, 9));
+    p.base = *rc::gen::oneOf(rc::gen::element(10000.0, 500000.0, 1000000.0),
+                             rc::gen::map(rc::gen::inRange(2, 10000001),
+                                          [](int b) { return static_cast<double>(b); }));
+    p.layout = *rc::gen::element(RopeLayout::kInterleaved, RopeLayout::kHalfSplit);
+    RC_CLASSIFY(p.layout == RopeLayout::kInterleaved, "interleaved");
+    RC_CLASSIFY(p.rotary_dim < p.head_dim, "partial");
+    return p;
+  });
+}
+
+template <class Real>
+std::vector<Real> to_real(const std::vector<double>& v) {
+  return std::vector<Real>(v.begin(), v.end());
+}
+
+template <class Real>
+Real dot(const std::vector<Real>& a, const std::vector<Real>& b) {
+  Real s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+template <class Real>
+Real abs_dot(const std::vector<Real>& a, const std::vector<Real>& b) {
+  using std::fabs;
+  Real s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += fabs(a[i]) * fabs(b[i]);
+  return s;
+}
+
+/// Tolerance for an identity that holds exactly in real arithmetic, evaluated in Real with
+/// angles up to `max_angle`: the angle's absolute error is about max_angle * eps.
+template <class Real>
+Real identity_tol(double max_angle, double scale) {
+  return Real(64 * eps_of<Real>() * (1.0 + max_angle) * scale);
+}
+
+// ---- reference properties, typed over float, double and the oracle type ---------------------
+
+POSENC_TYPED_PROP(RopeReference, ZeroPositionIsIdentity) {
+  const RopeParams p = *gen_rope_params();
+  const auto x = to_real<Real>(*gen_dyadic_vector(p.head_dim));
+  const auto y = reference::rope_apply(p, std::int64_t{0}, x);
+  for (int c = 0; c < p.head_dim; ++c) {
+    RC_ASSERT(y[c] == x[c]);
+  }
+}
+
+POSENC_TYPED_PROP(RopeReference, PreservesPairNorms) {
+  const RopeParams p = *gen_rope_params();
+  const std::int64_t m = *gen_position(kMaxTestPosition);
+  const auto x = to_real<Real>(*gen_dyadic_vector(p.head_dim));
+  const auto y = reference::rope_apply(p, m, x);
+  for (int i = 0; i < p.rotary_dim / 2; ++i) {
+    const int a = reference::rope_pair_a(p, i), b = reference::rope_pair_b(p, i);
+    const Real before = x[a] * x[a] + x[b] * x[b];
+    const Real after = y[a] * y[a] + y[b] * y[b];
+    rc_assert_close<Real>(after, before, Real(16 * eps_of<Real>() * (to_double(before) + 1e-30)),
+                          "pair " + std::to_string(i) + " squared norm");
+  }
+}
+
+POSENC_TYPED_PROP(RopeReference, ScoreDependsOnlyOnOffset) {
+  const RopeParams p = *gen_rope_params();
+  const std::int64_t m = *gen_position(kMaxTestPosition);
+  const std::int64_t n = *gen_position(kMaxTestPosition);
+  const std::int64_t t = *gen_position(kMaxTestPosition);
+  const auto q = to_real<Real>(*gen_dyadic_vector(p.head_dim));
+  const auto k = to_real<Real>(*gen_dyadic_vector(p.head_dim));
+  const Real s1 = dot(reference::rope_apply(p, m, q), reference::rope_apply(p, n, k));
+  const Real s2 = dot(reference::rope_apply(p, m + t, q), reference::rope_apply(p, n + t, k));
+  const double max_angle = static_cast<double>(std::max({m, n}) + t);
+  const Real tol = identity_tol<Real>(4 * max_angle, to_double(abs_dot(q, k)) + 1e-30);
+  if (std::is_same_v<Real, mp50>) {  // the claim: about 1e-40 relative in mp50
+    RC_ASSERT(to_double(tol) < 1e-40 * (to_double(abs_dot(q, k)) + 1e-30));
+  }
+  rc_assert_close(s2, s1, tol, "q.k at (m+t, n+t) vs (m, n)");
+}
+
+POSENC_TYPED_PROP(RopeReference, InverseUndoesRotation) {
+  const RopeParams p = *gen_rope_params();
+  const std::int64_t m = *gen_position(kMaxTestPosition);
+  const auto x = to_real<Real>(*gen_dyadic_vector(p.head_dim));
+  const auto t = reference::rope_tables<Real>(p);
+  const auto back = reference::rope_apply_inverse(p, t, m, reference::rope_apply(p, t, m, x));
+  for (int c = 0; c < p.head_dim; ++c) {
+    rc_assert_close(back[c], x[c], identity_tol<Real>(2.0 * m, 2.0),
+                    "channel " + std::to_string(c));
+  }
+}
+
+POSENC_TYPED_PROP(RopeReference, ComposesAdditively) {
+  const RopeParams p = *gen_rope_params();
+  const std::int64_t a = *gen_position(kMaxTestPosition);
+  const std::int64_t b = *gen_position(kMaxTestPosition);
+  const auto x = to_real<Real>(*gen_dyadic_vector(p.head_dim));
+  const auto two_steps = reference::rope_apply(p, a, reference::rope_apply(p, b, x));
+  const auto one_step = reference::rope_apply(p, a + b, x);
+  for (int c = 0; c < p.head_dim; ++c) {
+    rc_assert_close(two_steps[c], one_step[c], identity_tol<Real>(2.0 * (a + b), 2.0),
+                    "R(a)R(b) vs R(a+b), channel " + std::to_string(c));
+  }
+}
+
+POSENC_TYPED_PROP(RopeReference, HalfSplitIsPermutedInterleaved) {
+  RopeParams p = *gen_rope_params();
+  const std::int64_t m = *gen_position(kMaxTestPosition);
+  const auto x = to_real<Real>(*gen_dyadic_vector(p.head_dim));
+  // P: interleaved channel order -> half-split order (Meta -> HF permutation of q/k rows).
+  auto permute = [&](const std::vector<Real>& v) {
+    std::vector<Real> out(v);
+    const int half = p.rotary_dim / 2;
+    for (int i = 0; i < half; ++i) {
+      out[i] = v[2 * i];
+      out[i + half] = v[2 * i + 1];
+    }
+    return out;
+  };
+  p.layout = RopeLayout::kInterleaved;
+  const auto inter = permute(reference::rope_apply(p, m, x));
+  p.layout = RopeLayout::kHalfSplit;
+  const auto half = reference::rope_apply(p, m, permute(x));
+  for (int c = 0; c < p.head_dim; ++c) {
+    RC_ASSERT(half[c] == inter[c]);
+  }
+}
+
+POSENC_TYPED_PROP(RopeReference, TailUntouched) {
+  const RopeParams p = *gen_rope_params(/*with_tail=*/true);
+  const std::int64_t m = *gen_position(kMaxTestPosition);
+  const auto x = to_real<Real>(*gen_dyadic_vector(p.head_dim));
+  const auto y = reference::rope_apply(p, m, x);
+  for (int c = p.rotary_dim; c < p.head_dim; ++c) {
+    RC_ASSERT(y[c] == x[c]);
+  }
+}
+
+POSENC_TYPED_PROP(RopeReference, AttentionFactorScalesScoresBySquare) {
+  RopeParams p = *gen_rope_params();
+  const std::int64_t m = *gen_position(kMaxTestPosition);
+  const std::int64_t n = *gen_position(kMaxTestPosition);
+  const double a = *rc::gen::element(0.5, 0.75, 1.25, 1.5, 2.0);
+  const auto q = to_real<Real>(*gen_dyadic_vector(p.rotary_dim, 10));
+  const auto k = to_real<Real>(*gen_dyadic_vector(p.rotary_dim, 10));
+  p.head_dim = p.rotary_dim;
+  const Real plain = dot(reference::rope_apply(p, m, q), reference::rope_apply(p, n, k));
+  p.attention_factor = a;
+  const Real scaled = dot(reference::rope_apply(p, m, q), reference::rope_apply(p, n, k));
+  rc_assert_close(scaled, Real(a * a) * plain,
+                  identity_tol<Real>(2.0 * std::max(m, n), 4 * to_double(abs_dot(q, k)) + 1e-30),
+                  "score with factor a vs a^2 * score");
+}
+
+POSENC_TYPED_PROP(RopeReference, PositiveAngleRotatesCounterClockwise) {
+  const RopeParams p = *gen_rope_params();
+  const int i = *rc::gen::inRange(0, p.rotary_dim / 2);
+  std::vector<Real> x(static_cast<std::size_t>(p.head_dim), Real(0));
+  x[reference::rope_pair_a(p, i)] = Real(1);
+  // Position 1: the angle is theta_i in (0, 1], so sin > 0 and e_a turns toward e_b.
+  const auto y = reference::rope_apply(p, std::int64_t{1}, x);
+  RC_ASSERT(y[reference::rope_pair_b(p, i)] > Real(0));
+}
+
+POSENC_TYPED_PROP(RopeReference, InvFreqIsGeometricInBase) {
+  using std::log;
+  const RopeParams p = *gen_rope_params();
+  const auto theta = reference::rope_inv_freq<Real>(p);
+  RC_ASSERT(theta[0] == Real(1));
+  const Real log_base = log(Real(p.base));
+  for (int i = 1; i < p.rotary_dim / 2; ++i) {
+    // d * log(theta_i) = -2i * log(base): the base and the exponent's denominator both matter.
+    const Real lhs = Real(p.rotary_dim) * log(theta[i]);
+    const Real rhs = -Real(2 * i) * log_base;
+    rc_assert_close(lhs, rhs, Real(64 * eps_of<Real>() * (1 + to_double(-rhs)) * p.rotary_dim),
+                    "d * log(theta_" + std::to_string(i) + ")");
+  }
+}
+
+// ---- reference spot checks -------------------------------------------------------------------
+
+TEST(RopeReferenceSpot, RejectsBadArguments) {
+  auto expect_message = [](const RopeParams& p, const std::string& needle) {
+    try {
+      reference::rope_apply<double>(p, 0, std::vector<double>(std::max(p.head_dim, 0), 0.0));
+      FAIL() << "no exception for " << needle;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rope_"), std::string::npos) << e.what();
+    }
+  };
+  expect_message({64, 63, 10000.0, RopeLayout::kHalfSplit, 1.0}, "rotary_dim must be even (got 63)");
+  expect_message({64, 66, 10000.0, RopeLayout::kHalfSplit, 1.0}, "rotary_dim must be <= head_dim 64 (got 66)");
+  expect_message({64, 64, 0.0, RopeLayout::kHalfSplit, 1.0}, "base must be finite and > 0 (got 0)");
+  expect_message({64, 64, -5.0, RopeLayout::kHalfSplit, 1.0}, "(got -5)");
+  expect_message({64, 0, 10000.0, RopeLayout::kHalfSplit, 1.0}, "rotary_dim must be positive");
+  expect_message({64, 64, 10000.0, RopeLayout::kHalfSplit, 0.0}, "attention_factor");
+  RopeParams ok{8, 8, 10000.0, RopeLayout::kHalfSplit, 1.0};
+  EXPECT_THROW(reference::rope_apply<double>(ok, 0, std::vector<double>(7)), InvalidArgument);
+  EXPECT_THROW(reference::rope_tables<double>(ok, std::vector<double>(3, 1.0), 1.0), InvalidArgument);
+}
+
+TEST(RopeReferenceSpot, OracleAgreesAtTwoPrecisions) {
+  rc::detail::checkGTest([] {
+    const RopeParams p = *gen_rope_params();
+    const std::int64_t m = *gen_position(std::int64_t{1} << 24);
+    const auto x = *gen_dyadic_vector(p.head_dim, 24);
+    const auto y50 = reference::rope_apply(p, m, to_real<mp50>(x));
+    const auto y100 = reference::rope_apply(p, m, to_real<mp100>(x));
+    for (int c = 0; c < p.head_dim; ++c) {
+      if (round_to_f64(y50[c]) != round_to_f64(y100[c])) {
+        RC_FAIL("channel " + std::to_string(c) + ": mp50 " + y50[c].str(60) + " vs mp100 " +
+                y100[c].str(60) + " round to different doubles");
+      }
+    }
+  });
+}
+
+// ---- optimized kernels against the oracle ----------------------------------------------------
+
+struct OptCase {
+  RopeParams p;
+  optimized::RopeShape qs, ks;
+  std::vector<std::int64_t> pos;
+  std::vector<double> q, k;
+};
+
+rc::Gen<OptCase> gen_opt_case() {
+  return rc::gen::exec([] {
+    OptCase c;
+    c.p = *gen_rope_params();
+    const std::int64_t tokens = *rc::gen::inRange(1, 7);
+    const auto layout = *rc::gen::element(optimized::RopeTensorLayout::kTokensHeadsDim,
+                                          optimized::RopeTensorLayout::kHeadsTokensDim);
+    c.qs = {tokens, *rc::gen::inRange(1, 4), layout};
+    c.ks = {tokens, *rc::gen::inRange(1, 3), layout};
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      c.pos.push_back(*rc::gen::oneOf(gen_position(kMaxTestPosition),
+                                      rc::gen::inRange(-optimized::kRopeMaxPosition,
+                                                       optimized::kRopeMaxPosition + 1)));
+    }
+    c.q = *gen_dyadic_vector(static_cast<int>(tokens * c.qs.n_heads * c.p.head_dim), 24);
+    c.k = *gen_dyadic_vector(static_cast<int>(tokens * c.ks.n_heads * c.p.head_dim), 24);
+    c.p.attention_factor = *rc::gen::element(1.0, 1.0, 1.0, 0.5, 1.2079441541679836);
+    RC_CLASSIFY(layout == optimized::RopeTensorLayout::kHeadsTokensDim, "heads-major");
+    return c;
+  });
+}
+
+/// Checks rotated rows y (kernel type T) against the mp50 oracle element by element.
+template <class T>
+void check_against_oracle(const OptCase& c, const optimized::RopeShape& s,
+                          const std::vector<double>& x, const std::vector<T>& y, double* max_ratio) {
+  const RopeParams& p = c.p;
+  const auto tables = reference::rope_tables<mp50>(p);
+  const int h = p.head_dim;
+  for (std::int64_t t = 0; t < s.n_tokens; ++t) {
+    for (int hh = 0; hh < s.n_heads; ++hh) {
+      const std::int64_t row = s.layout == optimized::RopeTensorLayout::kTokensHeadsDim
+                                   ? t * s.n_heads + hh
+                                   : hh * s.n_tokens + t;
+      const std::vector<double> xr(x.begin() + row * h, x.begin() + (row + 1) * h);
+      const auto want = reference::rope_apply(p, tables, c.pos[t], to_real<mp50>(xr));
+      for (int ch = 0; ch < h; ++ch) {
+        const double got = static_cast<double>(y[row * h + ch]);
+        const int i = reference::rope_pair_of_channel(p, ch);
+        if (i < 0) {
+          RC_ASSERT(got == xr[ch]);
+          continue;
+        }
+        const double cond = p.attention_factor *
+                            (std::fabs(xr[reference::rope_pair_a(p, i)]) + std::fabs(xr[reference::rope_pair_b(p, i)]));
+        const double phi = std::fabs(static_cast<double>(c.pos[t])) * std::pow(p.base, -2.0 * i / p.rotary_dim);
+        const double bound = std::is_same_v<T, float>
+                                 ? optimized::kRopeMaxError * 0x1p-23 * cond
+                                 : (optimized::kRopeMaxErrorF64 + optimized::kRopeAngleErrorF64 * phi) * 0x1p-52 * cond;
+        const double err = std::fabs(static_cast<double>(mp50(got) - want[ch]));
+        if (bound > 0) *max_ratio = std::max(*max_ratio, err / bound);
+        if (err > bound) {
+          RC_FAIL(describe_close("token " + std::to_string(t) + " (position " +
+                                     std::to_string(c.pos[t]) + ") head " + std::to_string(hh) +
+                                     " channel " + std::to_string(ch) + " pair " + std::to_string(i),
+                                 got, static_cast<double>(want[ch]), bound));
+        }
+      }
+    }
+  }
+}
+
+TEST(RopeOptimized, MatchesOracleWithinBound) {
+  double max_f32 = 0, max_f64 = 0;
+  rc::detail::checkGTest([&] {
+    const OptCase c = *gen_opt_case();
+    const auto cache = optimized::rope_cache_init(c.p, c.pos);
+    std::vector<float> qf(c.q.begin(), c.q.end()), kf(c.k.begin(), c.k.end());
+    std::vector<float> qo(qf.size()), ko(kf.size());
+    optimized::rope_apply_qk(c.p, cache, c.qs, qf, qo, c.ks, kf, ko);
+    check_against_oracle<float>(c, c.qs, c.q, qo, &max_f32);
+    check_against_oracle<float>(c, c.ks, c.k, ko, &max_f32);
+    std::vector<double> qd(c.q), kd(c.k), qdo(qd.size()), kdo(kd.size());
+    optimized::rope_apply_qk(c.p, cache, c.qs, qd, qdo, c.ks, kd, kdo);
+    check_against_oracle<double>(c, c.qs, c.q, qdo, &max_f64);
+    check_against_oracle<double>(c, c.ks, c.k, kdo, &max_f64);
+  });
+  // The measured worst case, in units of the contract's bound (the closing note quotes it).
+  std::printf("RopeOptimized measured max error: float %.4f of kRopeMaxError, double %.4f of its bound\n",
+              max_f32, max_f64);
+}
+
+RC_GTEST_PROP(RopeOptimized, IdenticalBitsForAnyThreadCount, ()) {
+  const OptCase c = *gen_opt_case();
+  const auto cache = optimized::rope_cache_init(c.p, c.pos);
+  std::vector<float> qf(c.q.begin(), c.q.end()), kf(c.k.begin(), c.k.end());
+  std::vector<float> ref_q(qf.size()), ref_k(kf.size());
+  omp_set_num_threads(1);
+  optimized::rope_apply_qk(c.p, cache, c.qs, qf, ref_q, c.ks, kf, ref_k);
+  for (int threads : {2, 3, 7}) {
+    omp_set_num_threads(threads);
+    const auto cache_n = optimized::rope_cache_init(c.p, c.pos);
+    std::vector<float> q2(qf.size()), k2(kf.size());
+    optimized::rope_apply_qk(c.p, cache_n, c.qs, qf, q2, c.ks, kf, k2);
+    RC_ASSERT(std::memcmp(q2.data(), ref_q.data(), q2.size() * sizeof(float)) == 0);
+    RC_ASSERT(std::memcmp(k2.data(), ref_k.data(), k2.size() * sizeof(float)) == 0);
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+RC_GTEST_PROP(RopeOptimized, InPlaceEqualsOutOfPlace, ()) {
+  const OptCase c = *gen_opt_case();
+  const auto cache = optimized::rope_cache_init(c.p, c.pos);
+  std::vector<float> qf(c.q.begin(), c.q.end()), kf(c.k.begin(), c.k.end());
+  std::vector<float> qo(qf.size()), ko(kf.size());
+  optimized::rope_apply_qk(c.p, cache, c.qs, qf, qo, c.ks, kf, ko);
+  optimized::rope_apply_qk(c.p, cache, c.qs, qf, qf, c.ks, kf, kf);
+  RC_ASSERT(qf == qo);
+  RC_ASSERT(kf == ko);
+}
+
+TEST(RopeOptimized, RejectsBadArguments) {
+  const RopeParams p{8, 8, 10000.0, RopeLayout::kHalfSplit, 1.0};
+  const std::vector<std::int64_t> pos = {0, 1};
+  const auto cache = optimized::rope_cache_init(p, pos);
+  std::vector<float> x(2 * 1 * 8), y(x.size());
+  const optimized::RopeShape s{2, 1, optimized::RopeTensorLayout::kTokensHeadsDim};
+  auto expect_message = [](auto&& fn, const std::string& needle) {
+    try {
+      fn();
+      FAIL() << "no exception for " << needle;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_message([&] { optimized::rope_cache_init({8, 7, 1e4, RopeLayout::kHalfSplit, 1.0}, pos); },
+                 "rope_cache_init: rotary_dim must be even (got 7)");
+  expect_message([&] {
+    const std::vector<std::int64_t> far = {optimized::kRopeMaxPosition + 1};
+    optimized::rope_cache_init(p, far);
+  }, "rope_cache_init: positions[0] must satisfy |m| <= 2^28 (got 268435457)");
+  expect_message([&] { optimized::rope_apply(p, cache, s, std::span<const float>(x).first(15), y); },
+                 "rope_apply: q must have tokens*heads*head_dim = 16 elements (got 15)");
+  expect_message([&] {
+    optimized::rope_apply(p, cache, {3, 1, s.layout}, x, y);
+  }, "q.n_tokens must equal the cache's 2 positions (got 3)");
+  expect_message([&] {
+    std::vector<float> buf(17);
+    optimized::rope_apply(p, cache, s, std::span<const float>(buf).first(16),
+                          std::span<float>(buf).subspan(1, 16));
+  }, "overlap");
+  expect_message([&] {
+    optimized::rope_apply({8, 8, 1e4, RopeLayout::kHalfSplit, 1.0},
+                          optimized::rope_cache_init({8, 4, 1e4, RopeLayout::kHalfSplit, 1.0}, pos), s, x, y);
+  }, "n_pairs");
+}
+
+// ---- golden catalog ----------------------------------------------------------------------------
+
+std::vector<std::uint8_t> bytes_of(const std::string& s) {
+  return std::vector<std::uint8_t>(s.begin(), s.end());
+}
+
+TEST(RopeGolden, FilesAreUpToDate) {
+  const auto dir = golden::default_data_dir();
+  const auto& rope = golden::scheme_by_slug("rope");
+  const auto rows = rope.cases();
+  ASSERT_GE(rows.size(), 12u);
+  for (const auto& row : rows) {
+    const auto f = golden::case_files(rope.generate(row.id));
+    const auto committed_m = golden::read_file(dir / "rope" / (row.id + ".json"));
+    const auto committed_t = golden::read_file(dir / "rope" / (row.id + ".safetensors"));
+    EXPECT_TRUE(committed_m == bytes_of(f.manifest_text))
+        << row.id << ".json differs from a fresh generation: run `posenc generate`";
+    EXPECT_TRUE(committed_t == f.tensors)
+        << row.id << ".safetensors differs from a fresh generation: run `posenc generate`";
+  }
+  // The catalog lists every case with the SHA-256 of both committed files.
+  const auto entries = golden::catalog_read(dir);
+  std::size_t n_rope = 0;
+  for (const auto& e : entries) {
+    if (e.scheme != "rope") continue;
+    ++n_rope;
+    EXPECT_EQ(golden::sha256_hex(golden::read_file(dir / e.manifest)), e.manifest_sha256) << e.id;
+    EXPECT_EQ(golden::sha256_hex(golden::read_file(dir / e.tensors)), e.tensors_sha256) << e.id;
+  }
+  EXPECT_EQ(n_rope, rows.size());
+}
+
+TEST(RopeGolden, OptimizedPassesVerify) {
+  const auto dir = golden::default_data_dir();
+  const auto& rope = golden::scheme_by_slug("rope");
+  for (const auto& row : rope.cases()) {
+    const auto lc = golden::load_case(dir / "rope" / (row.id + ".json"));
+    const auto out = rope.run_engine(lc.spec, lc.golden, {});
+    const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
+    EXPECT_EQ(r.status, "PASS") << golden::format_case_text(r, true);
+    EXPECT_EQ(r.n_checked(), 6) << row.id;
+  }
+}
+
+TEST(RopeGolden, EngineMistakesAreCaught) {
+  const auto dir = golden::default_data_dir();
+  const auto& rope = golden::scheme_by_slug("rope");
+  for (const auto& row : rope.cases()) {
+    const auto lc = golden::load_case(dir / "rope" / (row.id + ".json"));
+    for (const auto& mistake : rope.mistakes()) {
+      const auto out = rope.run_engine(lc.spec, lc.golden, {mistake});
+      const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
+      EXPECT_EQ(r.status, "FAIL") << row.id << " with mistake " << mistake;
+      if (mistake == "fp32-angles") {
+        // A float32-angle pipeline is a declared precision, not a bug: its profile passes it.
+        const auto r2 = golden::verify_case(lc.spec, lc.golden, out, {"fp32-angles", {}, true});
+        EXPECT_EQ(r2.status, "PASS") << golden::format_case_text(r2, true);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace posenc::properties
