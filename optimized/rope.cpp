@@ -7,6 +7,9 @@
 #include "optimized/rope.hpp"
 
 #include <cmath>
+#include <limits>
+
+#include <omp.h>
 #include <cstring>
 #include <string>
 
@@ -45,7 +48,7 @@ void check_tensor(const char* fn, const char* name, const RopeParams& p, const R
   }
   const T* xb = x.data();
   const T* yb = y.data();
-  if (xb != yb && xb < yb + n && yb < xb + n) {
+  if (xb != yb && xb < yb + n && yb < xb + n && !POSENC_MUTANT("opt_overlap_unchecked")) {
     throw_invalid(fn, std::string(name) + " and its output overlap without being identical",
                   "partial overlap");
   }
@@ -121,6 +124,7 @@ void apply_impl(const char* fn, const RopeParams& p, const RopeCache& cache, Rop
   const Mutants mut;
   const T* ct = cos_table<T>(cache);
   const T* st = sin_table<T>(cache);
+  const bool thread_dependent = POSENC_MUTANT("opt_thread_dependent");
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows_q + rows_k; ++r) {
     const bool is_q = r < rows_q;
@@ -131,6 +135,9 @@ void apply_impl(const char* fn, const RopeParams& p, const RopeCache& cache, Rop
     const T* x = (is_q ? q.data() : k.data()) + rr * h;
     T* y = (is_q ? q_out.data() : k_out.data()) + rr * h;
     rotate_row<T>(h, d, interleaved, mut, ct + token * np, st + token * np, x, y);
+    if (thread_dependent && omp_get_thread_num() != 0) {  // mutant: rows of other threads differ
+      for (int c = 0; c < d; ++c) y[c] = static_cast<T>(y[c] + y[c] * std::numeric_limits<T>::epsilon());
+    }
   }
 }
 

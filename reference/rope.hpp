@@ -59,7 +59,7 @@ constexpr const char* rope_layout_name(RopeLayout l) {
 inline void rope_check(const RopeParams& p, const char* function = "rope_check") {
   if (p.head_dim <= 0) throw_invalid(function, "head_dim must be positive", p.head_dim);
   if (p.rotary_dim <= 0) throw_invalid(function, "rotary_dim must be positive", p.rotary_dim);
-  if (p.rotary_dim % 2 != 0) throw_invalid(function, "rotary_dim must be even", p.rotary_dim);
+  if (p.rotary_dim % 2 != 0 && !POSENC_MUTANT("ref_even_check_dropped")) throw_invalid(function, "rotary_dim must be even", p.rotary_dim);
   if (p.rotary_dim > p.head_dim) {
     throw_invalid(function, "rotary_dim must be <= head_dim " + std::to_string(p.head_dim),
                   p.rotary_dim);
