@@ -88,6 +88,7 @@ TensorSpec tensor_from(const nlohmann::json& j, bool expected, const std::string
     ax.name = a.value("name", std::string());
     ax.positions = a.value("positions", std::string());
     if (a.contains("pair_map")) ax.pair_map = a.at("pair_map").get<std::vector<int>>();
+    if (a.contains("labels")) ax.labels = a.at("labels").get<std::vector<std::string>>();
     t.axes.push_back(std::move(ax));
   }
   if (!t.axes.empty() && t.axes.size() != t.shape.size()) {
@@ -165,6 +166,7 @@ nlohmann::json tensor_spec_to_json(const TensorSpec& t, bool expected) {
       nlohmann::json ja = {{"name", a.name}};
       if (!a.positions.empty()) ja["positions"] = a.positions;
       if (!a.pair_map.empty()) ja["pair_map"] = a.pair_map;
+      if (!a.labels.empty()) ja["labels"] = a.labels;
       axes.push_back(ja);
     }
     j["axes"] = axes;

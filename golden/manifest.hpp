@@ -5,8 +5,8 @@
 // check: kind (exact | ulp | conditioned), a bound per tolerance profile, and the names of its
 // companion tensors in the same safetensors file:
 //   <name>.exact  f64, the oracle value (mp50 rounded to double) the error is measured from
-//   <name>.cond   f64, the condition scale c of a conditioned check
-//   <name>.phase  f64, the angle sensitivity used by the fp32-angles profile
+//   <name>.cond   f32 or f64, the condition scale c of a conditioned check
+//   <name>.phase  f32 or f64, the angle sensitivity used by the fp32-angles profile
 // Error of element j, in units of its scale:
 //   ulp:          |y - y*| / (ulp_dtype(y*) + peps * phase_j)
 //   conditioned:  |y - y*| / (eps_dtype * c_j + peps * phase_j)
@@ -49,6 +49,7 @@ struct AxisSpec {
   std::string name;            // "token", "head", "channel", "query", "key", "pair"
   std::string positions;       // input tensor with this axis' positions, or ""
   std::vector<int> pair_map;   // channel -> pair index (-1 = tail), or empty
+  std::vector<std::string> labels;  // input tensors indexed along this axis, printed as "name v"
 };
 
 struct TensorSpec {

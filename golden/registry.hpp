@@ -45,5 +45,11 @@ const std::vector<SchemeEntry>& schemes();
 const SchemeEntry& scheme_by_slug(std::string_view slug);
 
 SchemeEntry rope_scheme();
+SchemeEntry attention_scheme();
+SchemeEntry nope_scheme();
+SchemeEntry alibi_scheme();
+SchemeEntry learned_scheme();
+SchemeEntry sinusoidal_scheme();
+SchemeEntry t5_bias_scheme();
 
 }  // namespace posenc::golden

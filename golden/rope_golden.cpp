@@ -279,6 +279,8 @@ std::vector<double> to_f64(const std::vector<mp50>& v) {
 // fp32-angles: an engine that rounds the position, inv_freq (float32 pow: relative error up to
 // (1 + ln base) u) and the product m * theta to float32 has |d phi| <= (3 + ln base) u |phi|,
 // u = 2^-24; 4 eps_f32 = 8u per unit of bound, and the bounds below are >= 2: 16u >= 3 + ln(1e6).
+std::vector<float> to_f32(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
 const double kPhaseEpsF32 = 4 * 0x1p-23;
 
 TensorSpec expected_spec(const std::string& name, const std::string& stage, DType t,
@@ -419,8 +421,9 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
     tensors.push_back(target_tensor(s.name, s.dtype, s.shape, *values[e]));
     s.sha256 = sha256_hex(tensors.back().data);
     tensors.push_back(tensor_from_f64(s.exact, s.shape, to_f64(*values[e])));
-    if (!s.cond.empty()) tensors.push_back(tensor_from_f64(s.cond, s.shape, *conds[e]));
-    if (!s.phase.empty()) tensors.push_back(tensor_from_f64(s.phase, s.shape, *phases[e]));
+    // Scales need no more than float precision: stored as f32 to keep the files small.
+    if (!s.cond.empty()) tensors.push_back(tensor_from_f32(s.cond, s.shape, to_f32(*conds[e])));
+    if (!s.phase.empty()) tensors.push_back(tensor_from_f32(s.phase, s.shape, to_f32(*phases[e])));
   }
 
   std::vector<TensorSpec> inputs = {

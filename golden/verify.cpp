@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "reference/common/errors.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 
@@ -61,6 +62,12 @@ std::string describe(const TensorSpec& spec, const TensorMap& golden, std::int64
         os << " (position " << it->second.get_i64(coords[k]) << ')';
       }
     }
+    for (const auto& label : ax->labels) {
+      auto it = golden.find(label);
+      if (it != golden.end() && coords[k] < it->second.numel()) {
+        os << " (" << label << ' ' << it->second.get_i64(coords[k]) << ')';
+      }
+    }
     if (!ax->pair_map.empty() && ax->name != "pair" &&
         coords[k] < static_cast<std::int64_t>(ax->pair_map.size())) {
       const int pair = ax->pair_map[coords[k]];
@@ -81,6 +88,7 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
   r.stage = spec.stage;
   r.kind = spec.check.kind;
   r.bound = spec.check.bound_for(opt.profile);
+  if (POSENC_MUTANT("golden_verify_lenient")) r.bound *= 1e12;  // a verifier that passes anything
   if (act.dtype != spec.dtype) {
     r.status = "ERROR";
     r.message = "dtype is " + std::string(dtype_short(act.dtype)) + ", the case expects " +

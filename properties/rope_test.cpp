@@ -20,6 +20,7 @@
 #include "optimized/rope.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
+#include "properties/golden_checks.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/rope.hpp"
@@ -414,64 +415,17 @@ TEST(RopeOptimized, RejectsBadArguments) {
 
 // ---- golden catalog ----------------------------------------------------------------------------
 
-std::vector<std::uint8_t> bytes_of(const std::string& s) {
-  return std::vector<std::uint8_t>(s.begin(), s.end());
-}
-
-TEST(RopeGolden, FilesAreUpToDate) {
-  const auto dir = golden::default_data_dir();
-  const auto& rope = golden::scheme_by_slug("rope");
-  const auto rows = rope.cases();
-  ASSERT_GE(rows.size(), 12u);
-  for (const auto& row : rows) {
-    const auto f = golden::case_files(rope.generate(row.id));
-    const auto committed_m = golden::read_file(dir / "rope" / (row.id + ".json"));
-    const auto committed_t = golden::read_file(dir / "rope" / (row.id + ".safetensors"));
-    EXPECT_TRUE(committed_m == bytes_of(f.manifest_text))
-        << row.id << ".json differs from a fresh generation: run `posenc generate`";
-    EXPECT_TRUE(committed_t == f.tensors)
-        << row.id << ".safetensors differs from a fresh generation: run `posenc generate`";
-  }
-  // The catalog lists every case with the SHA-256 of both committed files.
-  const auto entries = golden::catalog_read(dir);
-  std::size_t n_rope = 0;
-  for (const auto& e : entries) {
-    if (e.scheme != "rope") continue;
-    ++n_rope;
-    EXPECT_EQ(golden::sha256_hex(golden::read_file(dir / e.manifest)), e.manifest_sha256) << e.id;
-    EXPECT_EQ(golden::sha256_hex(golden::read_file(dir / e.tensors)), e.tensors_sha256) << e.id;
-  }
-  EXPECT_EQ(n_rope, rows.size());
-}
-
-TEST(RopeGolden, OptimizedPassesVerify) {
-  const auto dir = golden::default_data_dir();
-  const auto& rope = golden::scheme_by_slug("rope");
-  for (const auto& row : rope.cases()) {
-    const auto lc = golden::load_case(dir / "rope" / (row.id + ".json"));
-    const auto out = rope.run_engine(lc.spec, lc.golden, {});
-    const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
-    EXPECT_EQ(r.status, "PASS") << golden::format_case_text(r, true);
-    EXPECT_EQ(r.n_checked(), 6) << row.id;
-  }
-}
+TEST(RopeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("rope", 12); }
+TEST(RopeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("rope"); }
 
 TEST(RopeGolden, EngineMistakesAreCaught) {
-  const auto dir = golden::default_data_dir();
-  const auto& rope = golden::scheme_by_slug("rope");
-  for (const auto& row : rope.cases()) {
-    const auto lc = golden::load_case(dir / "rope" / (row.id + ".json"));
-    for (const auto& mistake : rope.mistakes()) {
-      const auto out = rope.run_engine(lc.spec, lc.golden, {mistake});
-      const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
-      EXPECT_EQ(r.status, "FAIL") << row.id << " with mistake " << mistake;
-      if (mistake == "fp32-angles") {
-        // A float32-angle pipeline is a declared precision, not a bug: its profile passes it.
-        const auto r2 = golden::verify_case(lc.spec, lc.golden, out, {"fp32-angles", {}, true});
-        EXPECT_EQ(r2.status, "PASS") << golden::format_case_text(r2, true);
-      }
-    }
-  }
+  expect_engine_mistakes_caught("rope", [](const std::string&, const std::string&) { return false; });
+  // A float32-angle pipeline is a declared precision, not a bug: its profile passes it.
+  for_each_golden_case("rope", [](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    const auto out = s.run_engine(lc.spec, lc.golden, {"fp32-angles"});
+    const auto r = golden::verify_case(lc.spec, lc.golden, out, {"fp32-angles", {}, true});
+    EXPECT_EQ(r.status, "PASS") << golden::format_case_text(r, true);
+  });
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ set(BF16CASE rope_half_d96_r24_b1e4_neox_20b_bf16)
 expect(2 "dtype is f32, the case expects bf16" verify "${DATA}/rope/${BF16CASE}.json" --actual "${WORK}/good.safetensors")
 
 # Sharded generation + catalog rebuild reproduces the committed catalog byte for byte.
-expect(0 "" generate --scheme rope --shard 0/2 --no-catalog --out "${WORK}/gen")
-expect(0 "" generate --scheme rope --shard 1/2 --no-catalog --out "${WORK}/gen")
+expect(0 "" generate --shard 0/2 --no-catalog --out "${WORK}/gen")
+expect(0 "" generate --shard 1/2 --no-catalog --out "${WORK}/gen")
 expect(0 "" catalog --data "${WORK}/gen")
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/gen/catalog.json" "${DATA}/catalog.json"
                 RESULT_VARIABLE same)

@@ -288,6 +288,24 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog)
     std::fprintf(stderr, "[%zu/%zu] %s  %.2f s\n", i + 1, cases.size(), row.id.c_str(), seconds_since(t1));
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cases.size(), bytes, seconds_since(t0));
+  // A whole scheme was regenerated: remove its files whose case no longer exists.
+  if (sel.case_regex.empty() && sel.shard_count == 1) {
+    std::set<std::string> slugs, keep;
+    for (const auto& [sch, row] : cases) {
+      slugs.insert(sch->slug);
+      keep.insert(row.id);
+    }
+    for (const auto& slug : slugs) {
+      if (!fs::is_directory(out / slug)) continue;
+      for (const auto& f : fs::directory_iterator(out / slug)) {
+        const std::string stem = f.path().stem().string();
+        if (f.is_regular_file() && !keep.count(stem)) {
+          std::fprintf(stderr, "removed stale %s\n", f.path().c_str());
+          fs::remove(f.path());
+        }
+      }
+    }
+  }
   if (!no_catalog) write_catalog_from_files(out);
   return kExitPass;
 }

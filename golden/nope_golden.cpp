@@ -1,0 +1,86 @@
+// Golden cases for NoPE layers: causal attention outputs with no positional term.
+// Formula: see reference/nope.hpp.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "golden/attention_case.hpp"
+#include "golden/registry.hpp"
+#include "reference/common/errors.hpp"
+#include "reference/nope.hpp"
+
+namespace posenc::golden {
+namespace {
+
+using reference::AttentionParams;
+using reference::AttentionScale;
+
+std::vector<AttentionCaseDef> nope_case_table() {
+  struct Shape {
+    std::string name, description;
+    AttentionParams p;
+    std::int64_t tq, tk;
+  };
+  const std::vector<Shape> shapes = {
+      {"causal_h4_kv2_d64_t48", "prefill of 48 tokens, 4 query heads over 2 kv heads",
+       {4, 2, 64, 64, AttentionScale::kInvSqrtHeadDim, 1.0, true, 0, 0}, 48, 48},
+      {"decode_h4_kv2_d64_q4_k64", "4 decode queries at positions 60..63 over a 64-token cache",
+       {4, 2, 64, 64, AttentionScale::kInvSqrtHeadDim, 1.0, true, 0, 60}, 4, 64},
+  };
+  std::vector<AttentionCaseDef> v;
+  std::uint64_t seed = 0x90be0000;
+  for (const auto& s : shapes) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      AttentionCaseDef c;
+      c.id = "nope_" + s.name + "_" + std::string(dtype_short(t));
+      c.scheme = "nope";
+      c.variant = "causal";
+      c.description = "NoPE layer: " + s.description + ", target " + std::string(dtype_short(t));
+      c.params = reference::nope_params(s.p);
+      c.tq = s.tq;
+      c.tk = s.tk;
+      c.dtype = t;
+      c.seed = seed++;
+      c.value_range = 2.0;
+      c.extra = {{"citation", "A. Kazemnejad et al., arXiv:2305.19466v2, Sec. 2"},
+                 {"flags", {"NopeLayer", "MaskSemantics", "KvCacheOffset"}}};
+      v.push_back(std::move(c));
+    }
+  }
+  return v;
+}
+
+std::vector<CaseRow> nope_cases() {
+  std::vector<CaseRow> rows;
+  for (const auto& c : nope_case_table()) rows.push_back({c.id, c.description});
+  return rows;
+}
+
+GoldenCase nope_generate(const std::string& id) {
+  for (const auto& c : nope_case_table()) {
+    if (c.id == id) return attention_case_generate(c);
+  }
+  throw_invalid("nope_generate", "no nope case has this id", id);
+}
+
+std::vector<std::string> nope_mistakes() { return {"no-mask", "causal-off-by-one"}; }
+
+TensorMap nope_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  AttentionParams p = attention_params_from_manifest(spec.manifest);
+  const auto mk = nope_mistakes();
+  if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
+    throw_invalid("nope_run_engine", "unknown mistake (known: no-mask, causal-off-by-one)", o.mistake);
+  }
+  if (o.mistake == "no-mask") p.causal = false;
+  if (o.mistake == "causal-off-by-one") p.query_offset += 1;
+  return attention_case_run_engine(spec, golden, nullptr, p);
+}
+
+}  // namespace
+
+SchemeEntry nope_scheme() {
+  return SchemeEntry{"nope", "no positional encoding: causal attention only", &nope_cases,
+                     &nope_generate, &nope_run_engine, &nope_mistakes};
+}
+
+}  // namespace posenc::golden

@@ -1,0 +1,200 @@
+// Attention float kernel. Formula: see reference/attention.hpp; contract: optimized/attention.hpp.
+//
+// Numerics: the online softmax keeps a running row maximum m and sum l; when a tile raises the
+// maximum, the accumulated output and l are rescaled by exp(m_old - m_new) <= 1, so nothing
+// overflows and the result equals the two-pass softmax up to rounding. Key tiles that the
+// causal or window mask hides entirely are skipped, which makes causal attention about half
+// the work of full attention.
+#define EIGEN_DONT_PARALLELIZE  // one OpenMP level: tasks, not GEMM threads
+#include "optimized/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+#include <omp.h>
+
+#include "reference/common/errors.hpp"
+#include "reference/common/mutant.hpp"
+
+namespace posenc::optimized {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstStrided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+
+float scale_of(const AttentionParams& p) {
+  switch (p.scale_kind) {
+    case AttentionScale::kInvSqrtHeadDim:
+      return static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+    case AttentionScale::kNone: return 1.0f;
+    case AttentionScale::kGiven: return static_cast<float>(p.scale);
+  }
+  return 1.0f;
+}
+
+}  // namespace
+
+void attention_forward(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
+                       std::int64_t tk, span<const float> q, span<const float> k,
+                       span<const float> v, span<float> out, const AttentionBias* bias) {
+  constexpr const char* fn = "attention_forward";
+  reference::attention_check(p, tq, tk, fn);
+  const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
+  auto need = [&](const char* name, std::size_t got, std::size_t want) {
+    if (got != want) {
+      throw_invalid(fn, std::string(name) + " must have " + std::to_string(want) + " elements",
+                    got);
+    }
+  };
+  need("q", q.size(), static_cast<std::size_t>(tq * H * d));
+  need("k", k.size(), static_cast<std::size_t>(tk * Hkv * d));
+  need("v", v.size(), static_cast<std::size_t>(tk * Hkv * dv));
+  need("out", out.size(), static_cast<std::size_t>(tq * H * dv));
+  if (!m.key_padding.empty()) need("key_padding", m.key_padding.size(), static_cast<std::size_t>(tk));
+  if (!m.allowed.empty()) need("allowed", m.allowed.size(), static_cast<std::size_t>(tq * tk));
+  const float* ob = out.data();
+  for (const float* in : {q.data(), k.data(), v.data()}) {
+    const std::size_t n = in == q.data() ? q.size() : in == k.data() ? k.size() : v.size();
+    if (n && out.size() && in < ob + out.size() && ob < in + n) {
+      throw_invalid(fn, "out must not overlap q, k or v", "overlap");
+    }
+  }
+  const float scale = scale_of(p);
+  const int group = H / Hkv;
+  const std::int64_t n_qblocks = (tq + kAttentionQueryTile - 1) / kAttentionQueryTile;
+  const std::int64_t n_tasks = static_cast<std::int64_t>(H) * n_qblocks;
+  const bool mut_causal = POSENC_MUTANT("opt_causal_includes_next");
+  const bool mut_no_rescale = POSENC_MUTANT("opt_online_softmax_no_rescale");
+  const bool mut_thread = POSENC_MUTANT("opt_thread_dependent");
+  const bool mut_scale = POSENC_MUTANT("opt_scale_after_bias");
+
+#pragma omp parallel
+  {
+    RowMatrix s(kAttentionQueryTile, kAttentionKeyTile), acc(kAttentionQueryTile, dv);
+    std::vector<float> bias_tile(static_cast<std::size_t>(kAttentionQueryTile) * kAttentionKeyTile);
+    std::vector<float> row_max(kAttentionQueryTile), row_sum(kAttentionQueryTile);
+#pragma omp for schedule(static)
+    for (std::int64_t task = 0; task < n_tasks; ++task) {
+      const int h = static_cast<int>(task / n_qblocks);
+      const std::int64_t i0 = (task % n_qblocks) * kAttentionQueryTile;
+      const int nq = static_cast<int>(std::min<std::int64_t>(kAttentionQueryTile, tq - i0));
+      const int hk = h / group;
+      const ConstStrided qb(q.data() + (i0 * H + h) * d, nq, d, Eigen::OuterStride<>(H * d));
+      acc.topRows(nq).setZero();
+      std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<float>::infinity());
+      std::fill(row_sum.begin(), row_sum.end(), 0.0f);
+      const std::int64_t qpos_first = p.query_offset + i0;
+      const std::int64_t qpos_last = qpos_first + nq - 1;
+      for (std::int64_t j0 = 0; j0 < tk; j0 += kAttentionKeyTile) {
+        const int nk = static_cast<int>(std::min<std::int64_t>(kAttentionKeyTile, tk - j0));
+        if (p.causal && j0 > qpos_last + (mut_causal ? 1 : 0)) break;  // later tiles hidden too
+        if (p.window > 0 && j0 + nk - 1 <= qpos_first - p.window) continue;
+        const ConstStrided kb(k.data() + (j0 * Hkv + hk) * d, nk, d, Eigen::OuterStride<>(Hkv * d));
+        const ConstStrided vb(v.data() + (j0 * Hkv + hk) * dv, nk, dv, Eigen::OuterStride<>(Hkv * dv));
+        auto st = s.topLeftCorner(nq, nk);
+        st.noalias() = qb * kb.transpose();
+        if (!mut_scale) st *= scale;
+        if (bias) {
+          bias->fill(h, i0, nq, j0, nk, bias_tile.data());
+          for (int r = 0; r < nq; ++r) {
+            for (int c = 0; c < nk; ++c) st(r, c) += bias_tile[static_cast<std::size_t>(r) * nk + c];
+          }
+        }
+        if (mut_scale) st *= scale;
+        for (int r = 0; r < nq; ++r) {
+          const std::int64_t i = i0 + r, qpos = p.query_offset + i;
+          float tile_max = -std::numeric_limits<float>::infinity();
+          for (int c = 0; c < nk; ++c) {
+            const std::int64_t j = j0 + c;
+            bool vis = true;
+            if (p.causal && j > qpos + (mut_causal ? 1 : 0)) vis = false;
+            if (p.window > 0 && !(qpos - p.window < j)) vis = false;
+            if (!m.key_padding.empty() && m.key_padding[static_cast<std::size_t>(j)]) vis = false;
+            if (!m.allowed.empty() && !m.allowed[static_cast<std::size_t>(i * tk + j)]) vis = false;
+            if (!vis) st(r, c) = -std::numeric_limits<float>::infinity();
+            tile_max = std::max(tile_max, st(r, c));
+          }
+          if (tile_max == -std::numeric_limits<float>::infinity()) {
+            st.row(r).setZero();  // nothing visible in this tile: contributes nothing
+            continue;
+          }
+          const float new_max = std::max(row_max[r], tile_max);
+          const float alpha = mut_no_rescale ? 1.0f : std::exp(row_max[r] - new_max);
+          float sum = 0.0f;
+          for (int c = 0; c < nk; ++c) {
+            const float e = std::exp(st(r, c) - new_max);  // exp(-inf) = 0 for masked keys
+            st(r, c) = e;
+            sum += e;
+          }
+          row_sum[r] = row_sum[r] * alpha + sum;
+          acc.row(r) *= alpha;
+          row_max[r] = new_max;
+        }
+        acc.topRows(nq).noalias() += st * vb;
+      }
+      for (int r = 0; r < nq; ++r) {
+        float* o = out.data() + ((i0 + r) * H + h) * dv;
+        const float inv = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
+        for (int c = 0; c < dv; ++c) o[c] = acc(r, c) * inv;
+        if (mut_thread && omp_get_thread_num() != 0) {
+          for (int c = 0; c < dv; ++c) o[c] += o[c] * std::numeric_limits<float>::epsilon();
+        }
+      }
+    }
+  }
+}
+
+void attention_probs(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
+                     std::int64_t tk, span<const float> q, span<const float> k, span<float> probs,
+                     const AttentionBias* bias) {
+  constexpr const char* fn = "attention_probs";
+  reference::attention_check(p, tq, tk, fn);
+  const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim;
+  if (q.size() != static_cast<std::size_t>(tq * H * d)) throw_invalid(fn, "q must have Tq*H*d elements", q.size());
+  if (k.size() != static_cast<std::size_t>(tk * Hkv * d)) throw_invalid(fn, "k must have Tk*Hkv*d elements", k.size());
+  if (probs.size() != static_cast<std::size_t>(H * tq * tk)) {
+    throw_invalid(fn, "probs must have H*Tq*Tk elements", probs.size());
+  }
+  const float scale = scale_of(p);
+  const int group = H / Hkv;
+  const bool mut_causal = POSENC_MUTANT("opt_causal_includes_next");
+  const std::int64_t rows = static_cast<std::int64_t>(H) * tq;
+#pragma omp parallel
+  {
+    std::vector<float> brow(static_cast<std::size_t>(tk));
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const int h = static_cast<int>(r / tq);
+      const std::int64_t i = r % tq, qpos = p.query_offset + i;
+      const float* qi = q.data() + (i * H + h) * d;
+      float* pr = probs.data() + r * tk;
+      if (bias && tk > 0) bias->fill(h, i, 1, 0, static_cast<int>(tk), brow.data());
+      float mx = -std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < tk; ++j) {
+        const float* kj = k.data() + (j * Hkv + h / group) * d;
+        float dot = 0.0f;
+        for (int c = 0; c < d; ++c) dot += qi[c] * kj[c];
+        float sc = dot * scale + (bias ? brow[static_cast<std::size_t>(j)] : 0.0f);
+        const bool vis = (!p.causal || j <= qpos + (mut_causal ? 1 : 0)) && (p.window == 0 || qpos - p.window < j) &&
+                         (m.key_padding.empty() || !m.key_padding[static_cast<std::size_t>(j)]) &&
+                         (m.allowed.empty() || m.allowed[static_cast<std::size_t>(i * tk + j)]);
+        if (!vis) sc = -std::numeric_limits<float>::infinity();
+        pr[j] = sc;
+        mx = std::max(mx, sc);
+      }
+      if (mx == -std::numeric_limits<float>::infinity()) {
+        std::fill(pr, pr + tk, 0.0f);
+        continue;
+      }
+      float sum = 0.0f;
+      for (std::int64_t j = 0; j < tk; ++j) sum += (pr[j] = std::exp(pr[j] - mx));
+      for (std::int64_t j = 0; j < tk; ++j) pr[j] /= sum;
+    }
+  }
+}
+
+}  // namespace posenc::optimized

@@ -1,0 +1,63 @@
+// Attention float kernel: tiled, online softmax. Formula: see reference/attention.hpp.
+//
+// Contract
+//   dtypes:       float in, float out; scores, softmax statistics and accumulators in float
+//   error metric: per output element o_ic, with p the exact probabilities,
+//                   A_ic = sum_j p_ij |v_jc|                                 (value scale)
+//                   B_ic = sum_j p_ij |v_jc - o_ic| (scale |q_i|.|k_j| + |bias_ij|)  (score scale)
+//                   |o - o*| <= kAttentionMaxError * eps_f32 * (A_ic + B_ic)
+//                 the bound is empirical (measured with margin over random shapes up to
+//                 Tq, Tk <= 300, d <= 128; see README), not a worst-case proof: a float dot
+//                 product of d terms can in the worst case err by d/2 eps
+//   valid range:  any Tq, Tk >= 0; scores must stay finite in float
+//   layout:       q [Tq, H, d], k [Tk, Hkv, d], v [Tk, Hkv, dv], out [Tq, H, dv], row-major;
+//                 out must not alias the inputs
+//   masks:        causal, sliding window, key padding and an arbitrary [Tq, Tk] boolean mask,
+//                 with query i at absolute position query_offset + i; a fully masked row gives
+//                 the zero vector (as the reference)
+//   bias:         an AttentionBias fills one [query tile, key tile] block at a time, so no
+//                 Tq x Tk matrix is ever materialised
+//   threading:    OpenMP over (head, 32-query block) tasks, schedule static; each output row is
+//                 computed by one task with a fixed tile order, so bits do not depend on the
+//                 thread count; Eigen GEMM inside a tile runs single-threaded
+#pragma once
+#include <cstdint>
+
+#include "reference/attention.hpp"
+#include "reference/common/span.hpp"
+
+namespace posenc::optimized {
+
+using reference::AttentionMask;
+using reference::AttentionParams;
+using reference::AttentionScale;
+
+/// Empirical bound of attention_forward in eps_f32 * (A + B) units (contract above).
+inline constexpr double kAttentionMaxError = 16.0;
+
+/// Query and key tile sizes.
+inline constexpr int kAttentionQueryTile = 32;
+inline constexpr int kAttentionKeyTile = 64;
+
+/// An additive score bias computed per tile (ALiBi, T5, ...).
+class AttentionBias {
+ public:
+  virtual ~AttentionBias() = default;
+  /// tile[r * nk + c] = bias(head, query q0 + r, key k0 + c), for r < nq, c < nk.
+  virtual void fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
+                    float* tile) const = 0;
+};
+
+/// out = attention(q, k, v) for all heads; bias may be null.
+void attention_forward(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
+                       std::int64_t tk, span<const float> q, span<const float> k,
+                       span<const float> v, span<float> out, const AttentionBias* bias = nullptr);
+
+/// Probabilities [H, Tq, Tk] with the same scale, bias and masks (two-pass softmax in float,
+/// one row per OpenMP iteration). For engines that expose probabilities and for checking bias
+/// schemes stage by stage; attention_forward never builds this matrix.
+void attention_probs(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
+                     std::int64_t tk, span<const float> q, span<const float> k, span<float> probs,
+                     const AttentionBias* bias = nullptr);
+
+}  // namespace posenc::optimized
