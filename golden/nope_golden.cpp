@@ -63,16 +63,17 @@ GoldenCase nope_generate(const std::string& id) {
   throw_invalid("nope_generate", "no nope case has this id", id);
 }
 
-std::vector<std::string> nope_mistakes() { return {"no-mask", "causal-off-by-one"}; }
+std::vector<std::string> nope_mistakes() { return {"no-mask", "causal-off-by-one", "no-scale"}; }
 
 TensorMap nope_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
   AttentionParams p = attention_params_from_manifest(spec.manifest);
   const auto mk = nope_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
-    throw_invalid("nope_run_engine", "unknown mistake (known: no-mask, causal-off-by-one)", o.mistake);
+    throw_invalid("nope_run_engine", "unknown mistake (known: no-mask, causal-off-by-one, no-scale)", o.mistake);
   }
   if (o.mistake == "no-mask") p.causal = false;
   if (o.mistake == "causal-off-by-one") p.query_offset += 1;
+  if (o.mistake == "no-scale") p.scale_kind = AttentionScale::kNone;  // scores not divided by sqrt(d)
   return attention_case_run_engine(spec, golden, nullptr, p);
 }
 
