@@ -1,4 +1,5 @@
 // Shared attention-case generator and engine. Formula: see reference/attention.hpp.
+#include "golden/oracle_tensors.hpp"
 #include "golden/attention_case.hpp"
 
 #include <cmath>
@@ -66,26 +67,6 @@ Oracle<Real> oracle(const AttentionCaseDef& c, const std::vector<double>& q,
   return o;
 }
 
-Tensor rounded(const std::string& name, DType t, std::vector<std::int64_t> shape,
-               const std::vector<mp50>& v) {
-  if (t == DType::kF32) {
-    std::vector<float> f;
-    for (const auto& x : v) f.push_back(round_to_f32(x));
-    return tensor_from_f32(name, std::move(shape), f);
-  }
-  std::vector<std::uint16_t> b;
-  for (const auto& x : v) b.push_back(t == DType::kBF16 ? round_to_bf16(x) : round_to_f16(x));
-  return tensor_from_bits16(name, t, std::move(shape), b);
-}
-
-Tensor engine_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
-                     const std::vector<float>& v) {
-  if (t == DType::kF32) return tensor_from_f32(name, std::move(shape), v);
-  std::vector<std::uint16_t> b;
-  for (float x : v) b.push_back(t == DType::kBF16 ? float_to_bf16(x) : double_to_f16(x));
-  return tensor_from_bits16(name, t, std::move(shape), b);
-}
-
 }  // namespace
 
 GoldenCase attention_case_generate(const AttentionCaseDef& c) {
@@ -102,17 +83,8 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
 
   const auto o50 = oracle<mp50>(c, q, k, v, c.bias50);
   const auto o100 = oracle<mp100>(c, q, k, v, c.bias100);
-  auto cross = [&](const char* name, const std::vector<mp50>& a, const std::vector<mp100>& b) {
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (round_to_f64(a[i]) != round_to_f64(b[i]) ||
-          round_to_dtype(a[i], t) != round_to_dtype(b[i], t)) {
-        throw std::runtime_error("attention_case_generate: " + c.id + ": mp50 and mp100 round " +
-                                 name + "[" + std::to_string(i) + "] differently");
-      }
-    }
-  };
-  cross("probs", o50.probs, o100.probs);
-  cross("out", o50.out, o100.out);
+  cross_check(c.id, "probs", t, o50.probs, o100.probs);
+  cross_check(c.id, "out", t, o50.out, o100.out);
 
   // Condition scales (double is ample for a scale).
   const double scale = static_cast<double>(reference::attention_scale<mp50>(p));
@@ -179,7 +151,7 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   tensors.push_back(tensor_from_i64("key_positions", {c.tk}, kpos));
   auto input = [&](const std::string& name, std::vector<std::int64_t> shape,
                    const std::vector<double>& x) {
-    return rounded(name, t, std::move(shape), std::vector<mp50>(x.begin(), x.end()));
+    return target_tensor(name, t, std::move(shape), std::vector<mp50>(x.begin(), x.end()));
   };
   tensors.push_back(input("q", {c.tq, H, d}, q));
   tensors.push_back(input("k", {c.tk, Hkv, d}, k));
@@ -201,11 +173,9 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   const std::vector<const std::vector<double>*> conds = {&p_cond, &o_cond};
   for (std::size_t e = 0; e < expected.size(); ++e) {
     TensorSpec& s = expected[e];
-    tensors.push_back(rounded(s.name, t, s.shape, *values[e]));
+    tensors.push_back(target_tensor(s.name, t, s.shape, *values[e]));
     s.sha256 = sha256_hex(tensors.back().data);
-    std::vector<double> ex;
-    for (const auto& x : *values[e]) ex.push_back(round_to_f64(x));
-    tensors.push_back(tensor_from_f64(s.exact, s.shape, ex));
+    tensors.push_back(tensor_from_f64(s.exact, s.shape, to_f64(*values[e])));
     tensors.push_back(tensor_from_f32(s.cond, s.shape, std::vector<float>(conds[e]->begin(), conds[e]->end())));
   }
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/oracle_tensors.hpp"
 #include "golden/prng.hpp"
 #include "golden/registry.hpp"
 #include "optimized/learned.hpp"
@@ -194,38 +195,6 @@ LearnedOracle<Real> learned_oracle(const LearnedParams& p, const std::vector<dou
   const std::vector<Real> re(e.begin(), e.end());
   return {reference::learned_lookup<Real>(p, rt, pos),
           reference::learned_apply<Real>(p, rt, pos, re)};
-}
-
-Tensor target_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
-                     const std::vector<mp50>& v) {
-  if (t == DType::kF32) {
-    std::vector<float> f;
-    for (const auto& x : v) f.push_back(round_to_f32(x));
-    return tensor_from_f32(name, std::move(shape), f);
-  }
-  std::vector<std::uint16_t> b;
-  for (const auto& x : v) b.push_back(t == DType::kBF16 ? round_to_bf16(x) : round_to_f16(x));
-  return tensor_from_bits16(name, t, std::move(shape), b);
-}
-
-/// The generator fails loudly if the two oracle precisions round differently.
-void cross_check(const std::string& id, const std::string& name, DType t,
-                 const std::vector<mp50>& a, const std::vector<mp100>& b) {
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (round_to_f64(a[i]) != round_to_f64(b[i]) ||
-        round_to_dtype(a[i], t) != round_to_dtype(b[i], t)) {
-      throw std::runtime_error("learned_generate: " + id + ": mp50 and mp100 round " + name + "[" +
-                               std::to_string(i) + "] differently (" + a[i].str(40) + " vs " +
-                               b[i].str(40) + ")");
-    }
-  }
-}
-
-std::vector<double> to_f64(const std::vector<mp50>& v) {
-  std::vector<double> d;
-  d.reserve(v.size());
-  for (const auto& x : v) d.push_back(round_to_f64(x));
-  return d;
 }
 
 AxisSpec axis(const std::string& name, const std::string& positions) {

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "golden/oracle_tensors.hpp"
+#include "golden/hard_positions.hpp"
 #include "golden/prng.hpp"
 #include "golden/registry.hpp"
 #include "optimized/sinusoidal.hpp"
@@ -80,61 +82,6 @@ std::vector<SinusoidalCaseDef> sinusoidal_case_table() {
   return v;
 }
 
-/// Positions whose pair-0 angle (omega_0 = 1 in both variants, so the angle is the position)
-/// lies closest to a multiple of pi/2: sin or cos is then near zero. Mirrors the RoPE search
-/// (golden/rope_golden.cpp): IEEE double only (remainder is exact), the same on every machine.
-std::vector<std::int64_t> near_half_pi_positions(std::int64_t limit, int count) {
-  std::vector<std::pair<double, std::int64_t>> best;
-  const double half_pi = 1.5707963267948966;
-  for (std::int64_t m = 1; m < limit; ++m) {
-    const double r = std::fabs(std::remainder(static_cast<double>(m), half_pi));
-    if (static_cast<int>(best.size()) < count || r < best.back().first) {
-      best.emplace_back(r, m);
-      std::sort(best.begin(), best.end());
-      if (static_cast<int>(best.size()) > count) best.pop_back();
-    }
-  }
-  std::vector<std::int64_t> out;
-  for (const auto& b : best) out.push_back(b.second);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-struct HardPosition {
-  std::int64_t m;
-  std::string why;
-};
-
-/// The hard positions of DESIGN.md, as in the RoPE cases.
-const std::vector<HardPosition>& hard_positions() {
-  static const std::vector<HardPosition> list = [] {
-    std::vector<HardPosition> v = {
-        {0, "sin = 0, cos = 1 in every channel"},
-        {1, "first step; angle = inv_freq"},
-        {255, "last integer exact in bf16 below 256"},
-        {256, "2^8: bf16 integer spacing becomes 2"},
-        {257, "not representable in bf16 (rounds to 256 or 258)"},
-        {2047, "f16 integer limit - 1"},
-        {2048, "2^11: f16 integer spacing becomes 2"},
-        {2049, "not representable in f16"},
-        {4095, "2^12 - 1"},
-        {8191, "2^13 - 1"},
-        {32767, "2^15 - 1"},
-        {65535, "2^16 - 1"},
-        {131071, "2^17 - 1"},
-        {262143, "2^18 - 1"},
-        {1048575, "2^20 - 1"},
-        {16777215, "2^24 - 1: last odd integer exact in f32"},
-        {16777217, "2^24 + 1: not representable in f32"},
-    };
-    for (std::int64_t m : near_half_pi_positions(std::int64_t{1} << 20, 2)) {
-      v.push_back({m, "channel-0 angle within 1e-6 of a multiple of pi/2"});
-    }
-    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.m < b.m; });
-    return v;
-  }();
-  return list;
-}
 
 /// One exactly representable e value in (-1, 1): an integer times a power of two from the
 /// counter-based PRNG; bf16 carries 8 significant bits, f32 24.
@@ -160,41 +107,6 @@ SinusoidalOracle<Real> sinusoidal_oracle(const SinusoidalParams& p,
   o.h.resize(er.size());
   reference::sinusoidal_add<Real>(p, pos, er, o.h);
   return o;
-}
-
-Tensor target_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
-                     const std::vector<mp50>& v) {
-  if (t == DType::kF32) {
-    std::vector<float> f;
-    for (const auto& x : v) f.push_back(round_to_f32(x));
-    return tensor_from_f32(name, std::move(shape), f);
-  }
-  std::vector<std::uint16_t> b;
-  for (const auto& x : v) b.push_back(t == DType::kBF16 ? round_to_bf16(x) : round_to_f16(x));
-  return tensor_from_bits16(name, t, std::move(shape), b);
-}
-
-/// The generator fails loudly if the two oracle precisions round differently.
-void cross_check(const std::string& id, const std::string& name, DType t,
-                 const std::vector<mp50>& a, const std::vector<mp100>& b) {
-  if (a.size() != b.size()) {
-    throw std::runtime_error("sinusoidal_generate: " + id + ": " + name + " sizes differ");
-  }
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (round_to_f64(a[i]) != round_to_f64(b[i]) ||
-        round_to_dtype(a[i], t) != round_to_dtype(b[i], t)) {
-      throw std::runtime_error("sinusoidal_generate: " + id + ": mp50 and mp100 round " + name +
-                               "[" + std::to_string(i) + "] differently (" + a[i].str(40) + " vs " +
-                               b[i].str(40) + ")");
-    }
-  }
-}
-
-std::vector<double> to_f64(const std::vector<mp50>& v) {
-  std::vector<double> d;
-  d.reserve(v.size());
-  for (const auto& x : v) d.push_back(round_to_f64(x));
-  return d;
 }
 
 // Bounds, in units of each element's scale (README "Checks"). Derived worst cases for a

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/oracle_tensors.hpp"
 #include "golden/attention_case.hpp"
 #include "golden/prng.hpp"
 #include "golden/registry.hpp"
@@ -334,26 +335,6 @@ std::vector<T5AttentionCase> attention_cases() {
 double table_value(DType t, std::uint64_t seed, std::uint64_t i) {
   if (t == DType::kBF16) return std::ldexp(static_cast<double>(prng_int(seed, 4, i, 127)), -5);
   return std::ldexp(static_cast<double>(prng_int(seed, 4, i, (1 << 22) - 1)), -20);
-}
-
-Tensor target_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
-                     const std::vector<mp50>& v) {
-  if (t == DType::kF32) {
-    std::vector<float> f;
-    for (const auto& x : v) f.push_back(round_to_f32(x));
-    return tensor_from_f32(name, std::move(shape), f);
-  }
-  std::vector<std::uint16_t> b;
-  for (const auto& x : v) b.push_back(t == DType::kBF16 ? round_to_bf16(x) : round_to_f16(x));
-  return tensor_from_bits16(name, t, std::move(shape), b);
-}
-
-Tensor engine_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
-                     const std::vector<float>& v) {
-  if (t == DType::kF32) return tensor_from_f32(name, std::move(shape), v);
-  std::vector<std::uint16_t> b;
-  for (float x : v) b.push_back(t == DType::kBF16 ? float_to_bf16(x) : double_to_f16(x));
-  return tensor_from_bits16(name, t, std::move(shape), b);
 }
 
 GoldenCase attention_generate(T5AttentionCase c) {

@@ -22,6 +22,7 @@
 #include "golden/verify.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
+#include "properties/golden_checks.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/learned.hpp"
@@ -499,47 +500,9 @@ TEST(LearnedOptimized, RejectsBadArguments) {
 
 // ---- golden catalog ----------------------------------------------------------------------------
 
-std::vector<std::uint8_t> bytes_of(const std::string& s) {
-  return std::vector<std::uint8_t>(s.begin(), s.end());
-}
+TEST(LearnedGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("learned", 6); }
 
-TEST(LearnedGolden, FilesAreUpToDate) {
-  const auto dir = golden::default_data_dir();
-  const auto& learned = golden::scheme_by_slug("learned");
-  const auto rows = learned.cases();
-  ASSERT_GE(rows.size(), 6u);
-  for (const auto& row : rows) {
-    const auto f = golden::case_files(learned.generate(row.id));
-    const auto committed_m = golden::read_file(dir / "learned" / (row.id + ".json"));
-    const auto committed_t = golden::read_file(dir / "learned" / (row.id + ".safetensors"));
-    EXPECT_TRUE(committed_m == bytes_of(f.manifest_text))
-        << row.id << ".json differs from a fresh generation: run `posenc generate`";
-    EXPECT_TRUE(committed_t == f.tensors)
-        << row.id << ".safetensors differs from a fresh generation: run `posenc generate`";
-  }
-  // The catalog lists every case with the SHA-256 of both committed files.
-  const auto entries = golden::catalog_read(dir);
-  std::size_t n_learned = 0;
-  for (const auto& e : entries) {
-    if (e.scheme != "learned") continue;
-    ++n_learned;
-    EXPECT_EQ(golden::sha256_hex(golden::read_file(dir / e.manifest)), e.manifest_sha256) << e.id;
-    EXPECT_EQ(golden::sha256_hex(golden::read_file(dir / e.tensors)), e.tensors_sha256) << e.id;
-  }
-  EXPECT_EQ(n_learned, rows.size());
-}
-
-TEST(LearnedGolden, OptimizedPassesVerify) {
-  const auto dir = golden::default_data_dir();
-  const auto& learned = golden::scheme_by_slug("learned");
-  for (const auto& row : learned.cases()) {
-    const auto lc = golden::load_case(dir / "learned" / (row.id + ".json"));
-    const auto out = learned.run_engine(lc.spec, lc.golden, {});
-    const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
-    EXPECT_EQ(r.status, "PASS") << golden::format_case_text(r, true);
-    EXPECT_EQ(r.n_checked(), 3) << row.id;
-  }
-}
+TEST(LearnedGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("learned"); }
 
 TEST(LearnedGolden, EngineMistakesAreCaught) {
   const auto dir = golden::default_data_dir();

@@ -22,6 +22,7 @@
 #include "optimized/sinusoidal.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
+#include "properties/golden_checks.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/sinusoidal.hpp"
@@ -525,47 +526,9 @@ TEST(SinusoidalOptimized, RejectsBadArguments) {
 
 // ---- golden catalog ----------------------------------------------------------------------------
 
-std::vector<std::uint8_t> bytes_of(const std::string& s) {
-  return std::vector<std::uint8_t>(s.begin(), s.end());
-}
+TEST(SinusoidalGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("sinusoidal", 6); }
 
-TEST(SinusoidalGolden, FilesAreUpToDate) {
-  const auto dir = golden::default_data_dir();
-  const auto& scheme = golden::scheme_by_slug("sinusoidal");
-  const auto rows = scheme.cases();
-  ASSERT_GE(rows.size(), 6u);
-  for (const auto& row : rows) {
-    const auto f = golden::case_files(scheme.generate(row.id));
-    const auto committed_m = golden::read_file(dir / "sinusoidal" / (row.id + ".json"));
-    const auto committed_t = golden::read_file(dir / "sinusoidal" / (row.id + ".safetensors"));
-    EXPECT_TRUE(committed_m == bytes_of(f.manifest_text))
-        << row.id << ".json differs from a fresh generation: run `posenc generate`";
-    EXPECT_TRUE(committed_t == f.tensors)
-        << row.id << ".safetensors differs from a fresh generation: run `posenc generate`";
-  }
-  // The catalog lists every case with the SHA-256 of both committed files.
-  const auto entries = golden::catalog_read(dir);
-  std::size_t n = 0;
-  for (const auto& e : entries) {
-    if (e.scheme != "sinusoidal") continue;
-    ++n;
-    EXPECT_EQ(golden::sha256_hex(golden::read_file(dir / e.manifest)), e.manifest_sha256) << e.id;
-    EXPECT_EQ(golden::sha256_hex(golden::read_file(dir / e.tensors)), e.tensors_sha256) << e.id;
-  }
-  EXPECT_EQ(n, rows.size());
-}
-
-TEST(SinusoidalGolden, OptimizedPassesVerify) {
-  const auto dir = golden::default_data_dir();
-  const auto& scheme = golden::scheme_by_slug("sinusoidal");
-  for (const auto& row : scheme.cases()) {
-    const auto lc = golden::load_case(dir / "sinusoidal" / (row.id + ".json"));
-    const auto out = scheme.run_engine(lc.spec, lc.golden, {});
-    const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
-    EXPECT_EQ(r.status, "PASS") << golden::format_case_text(r, true);
-    EXPECT_EQ(r.n_checked(), 3) << row.id;
-  }
-}
+TEST(SinusoidalGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("sinusoidal"); }
 
 TEST(SinusoidalGolden, EngineMistakesAreCaught) {
   const auto dir = golden::default_data_dir();

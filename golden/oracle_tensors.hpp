@@ -1,0 +1,64 @@
+// Helpers every generator and built-in engine shares: oracle values (mp50) rounded once to a
+// stored dtype, the mp50/mp100 cross-check that makes a generator fail loudly, and engine
+// outputs (float) rounded to the case dtype.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "golden/format.hpp"
+#include "reference/common/rounding.hpp"
+#include "reference/common/scalar.hpp"
+
+namespace posenc::golden {
+
+/// Oracle values correctly rounded (once) to dtype t.
+inline Tensor target_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
+                            const std::vector<mp50>& v) {
+  if (t == DType::kF32) {
+    std::vector<float> f;
+    for (const auto& x : v) f.push_back(round_to_f32(x));
+    return tensor_from_f32(name, std::move(shape), f);
+  }
+  if (t == DType::kF64) {
+    std::vector<double> d;
+    for (const auto& x : v) d.push_back(round_to_f64(x));
+    return tensor_from_f64(name, std::move(shape), d);
+  }
+  std::vector<std::uint16_t> b;
+  for (const auto& x : v) b.push_back(t == DType::kBF16 ? round_to_bf16(x) : round_to_f16(x));
+  return tensor_from_bits16(name, t, std::move(shape), b);
+}
+
+/// Throws unless mp50 and mp100 round every value to the same double and the same dtype-t value.
+inline void cross_check(const std::string& id, const std::string& name, DType t,
+                        const std::vector<mp50>& a, const std::vector<mp100>& b) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (round_to_f64(a[i]) != round_to_f64(b[i]) ||
+        round_to_dtype(a[i], t) != round_to_dtype(b[i], t)) {
+      throw std::runtime_error("generate: " + id + ": mp50 and mp100 round " + name + "[" +
+                               std::to_string(i) + "] differently (" + a[i].str(40) + " vs " +
+                               b[i].str(40) + ")");
+    }
+  }
+}
+
+/// Oracle values rounded to double (the `.exact` companions).
+inline std::vector<double> to_f64(const std::vector<mp50>& v) {
+  std::vector<double> d;
+  d.reserve(v.size());
+  for (const auto& x : v) d.push_back(round_to_f64(x));
+  return d;
+}
+
+/// An engine's float output rounded to the case dtype (nearest even).
+inline Tensor engine_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
+                            const std::vector<float>& v) {
+  if (t == DType::kF32) return tensor_from_f32(name, std::move(shape), v);
+  std::vector<std::uint16_t> b;
+  for (float x : v) b.push_back(t == DType::kBF16 ? float_to_bf16(x) : double_to_f16(x));
+  return tensor_from_bits16(name, t, std::move(shape), b);
+}
+
+}  // namespace posenc::golden
