@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "golden/attention_case.hpp"
+#include "golden/oracle_tensors.hpp"
 #include "golden/registry.hpp"
 #include "optimized/alibi.hpp"
 #include "reference/alibi.hpp"
@@ -80,20 +81,10 @@ std::vector<Real> rule_slopes(int n, SlopeRule rule) {
 
 Json base_manifest(const std::string& id, const std::string& description, const std::string& result,
                    int level) {
-  Json m;
-  m["schema"] = kSchemaName;
-  m["version"] = kSchemaVersion;
-  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
-  m["id"] = id;
-  m["scheme"] = "alibi";
-  m["result"] = result;
-  m["level"] = level;
-  m["description"] = description;
+  Json m = manifest_header(id, "alibi", "", result, level, description);
+  m.erase("variant");  // set by the caller
   m["citation"] = kCitation;
-  m["oracle"] = {{"backend", "mpfr (boost::multiprecision mpfr_float_backend<50>, et_off)"},
-                 {"precision_bits", std::numeric_limits<mp50>::digits},
-                 {"cross_check_bits", std::numeric_limits<mp100>::digits},
-                 {"rounding", "correct rounding to nearest-even, once"}};
+  m["oracle"] = mp_oracle_json("correct rounding to nearest-even, once");
   return m;
 }
 

@@ -179,15 +179,7 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
     tensors.push_back(tensor_from_f32(s.cond, s.shape, std::vector<float>(conds[e]->begin(), conds[e]->end())));
   }
 
-  Json m;
-  m["schema"] = kSchemaName;
-  m["version"] = kSchemaVersion;
-  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
-  m["id"] = c.id;
-  m["scheme"] = c.scheme;
-  m["variant"] = c.variant;
-  m["result"] = "valid";
-  m["level"] = 1;
+  Json m = manifest_header(c.id, c.scheme, c.variant, "valid", 1);
   m["description"] = c.description;
   m["conventions"] = {
       {"scores", "s_ij = scale * (q_i . k_j) + bias_ij; masked entries excluded from the softmax"},
@@ -210,10 +202,7 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
                  {"tq", c.tq},
                  {"tk", c.tk},
                  {"dtype", std::string(dtype_short(t))}};
-  m["oracle"] = {{"backend", "mpfr (boost::multiprecision mpfr_float_backend<50>, et_off)"},
-                 {"precision_bits", std::numeric_limits<mp50>::digits},
-                 {"cross_check_bits", std::numeric_limits<mp100>::digits},
-                 {"rounding", "correct rounding to nearest-even, once (round-to-odd for bf16)"}};
+  m["oracle"] = mp_oracle_json();
   m["seed"] = c.seed;
   m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k, 3 = v";
   for (const auto& [key, val] : c.extra.items()) m[key] = val;

@@ -291,15 +291,7 @@ GoldenCase learned_generate_def(const LearnedCaseDef& def) {
   tensors.push_back(tensor_from_f64("h.cond", {tn, d}, h_cond));
   const std::vector<TensorSpec> expected = {s_ids, s_rows, s_h};
 
-  Json m;
-  m["schema"] = kSchemaName;
-  m["version"] = kSchemaVersion;
-  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
-  m["id"] = def.id;
-  m["scheme"] = "learned";
-  m["variant"] = "absolute";
-  m["result"] = "valid";
-  m["level"] = 1;
+  Json m = manifest_header(def.id, "learned", "absolute", "valid", 1);
   m["description"] = "Learned absolute positions, " + def.preset.name + " (max_positions " +
                      std::to_string(m_rows) + "; d_model reduced from " +
                      std::to_string(def.preset.preset_d_model) + " to " + std::to_string(d) +
@@ -339,10 +331,7 @@ GoldenCase learned_generate_def(const LearnedCaseDef& def) {
                  {"position_offset", def.position_offset},
                  {"n_tokens", tn},
                  {"dtype", std::string(dtype_short(t))}};
-  m["oracle"] = {{"backend", "mpfr (boost::multiprecision mpfr_float_backend<50>, et_off)"},
-                 {"precision_bits", std::numeric_limits<mp50>::digits},
-                 {"cross_check_bits", std::numeric_limits<mp100>::digits},
-                 {"rounding", "correct rounding to nearest-even, once (round-to-odd for bf16)"}};
+  m["oracle"] = mp_oracle_json();
   m["seed"] = def.seed;
   m["prng"] =
       "splitmix64 counter: value(seed, stream, i); stream 1 = table, 2 = e; f32: table = "

@@ -3,11 +3,15 @@
 // outputs (float) rounded to the case dtype.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "golden/format.hpp"
+#include "golden/manifest.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 
@@ -59,6 +63,33 @@ inline Tensor engine_tensor(const std::string& name, DType t, std::vector<std::i
   std::vector<std::uint16_t> b;
   for (float x : v) b.push_back(t == DType::kBF16 ? float_to_bf16(x) : double_to_f16(x));
   return tensor_from_bits16(name, t, std::move(shape), b);
+}
+
+/// The keys every manifest starts with (schema, version, generator, id, scheme, variant,
+/// result, level, description); generators add the scheme's own keys.
+inline nlohmann::json manifest_header(const std::string& id, const std::string& scheme,
+                                      const std::string& variant, const std::string& result,
+                                      int level, const std::string& description = "") {
+  nlohmann::json m;
+  m["schema"] = kSchemaName;
+  m["version"] = kSchemaVersion;
+  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
+  m["id"] = id;
+  m["scheme"] = scheme;
+  m["variant"] = variant;
+  m["result"] = result;
+  m["level"] = level;
+  m["description"] = description;
+  return m;
+}
+
+/// The manifest's "oracle" block for values computed in mp50 and cross-checked in mp100.
+inline nlohmann::json mp_oracle_json(
+    const std::string& rounding = "correct rounding to nearest-even, once (round-to-odd for bf16)") {
+  return {{"backend", "mpfr (boost::multiprecision mpfr_float_backend<50>, et_off)"},
+          {"precision_bits", std::numeric_limits<mp50>::digits},
+          {"cross_check_bits", std::numeric_limits<mp100>::digits},
+          {"rounding", rounding}};
 }
 
 }  // namespace posenc::golden

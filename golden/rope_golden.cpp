@@ -344,15 +344,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
   };
   for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].sha256 = sha256_hex(tensors[i].data);
 
-  Json m;
-  m["schema"] = kSchemaName;
-  m["version"] = kSchemaVersion;
-  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
-  m["id"] = def.id;
-  m["scheme"] = "rope";
-  m["variant"] = reference::rope_layout_name(p.layout);
-  m["result"] = "valid";
-  m["level"] = 1;
+  Json m = manifest_header(def.id, "rope", reference::rope_layout_name(p.layout), "valid", 1);
   m["description"] = "RoPE, " + def.preset.name + " (" + reference::rope_layout_name(p.layout) +
                      ", head_dim " + std::to_string(h) + ", rotary_dim " + std::to_string(d) +
                      ", base " + base_tag(p.base) + "), target " +
@@ -385,10 +377,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
                  {"n_q_heads", hq},
                  {"n_kv_heads", hk},
                  {"dtype", std::string(dtype_short(t))}};
-  m["oracle"] = {{"backend", "mpfr (boost::multiprecision mpfr_float_backend<50>, et_off)"},
-                 {"precision_bits", std::numeric_limits<mp50>::digits},
-                 {"cross_check_bits", std::numeric_limits<mp100>::digits},
-                 {"rounding", "correct rounding to nearest-even, once (round-to-odd for bf16)"}};
+  m["oracle"] = mp_oracle_json();
   m["seed"] = def.seed;
   m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k; q, k = "
               "integer * 2^-24 (f32) or integer * 2^-8 (bf16), |integer| < 2^24 or 256";

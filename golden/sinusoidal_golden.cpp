@@ -241,15 +241,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].sha256 = sha256_hex(tensors[i].data);
 
   const std::string variant = reference::sinusoidal_variant_name(p.variant);
-  Json m;
-  m["schema"] = kSchemaName;
-  m["version"] = kSchemaVersion;
-  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
-  m["id"] = def.id;
-  m["scheme"] = "sinusoidal";
-  m["variant"] = variant;
-  m["result"] = "valid";
-  m["level"] = 1;
+  Json m = manifest_header(def.id, "sinusoidal", variant, "valid", 1);
   m["description"] = "Sinusoidal PE, " +
                      (def.preset.empty() ? std::string("odd d_model") : def.preset) + " (" +
                      variant + ", d_model " + std::to_string(d) + ", base 1e4), target " +
@@ -274,10 +266,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
        "channel's frequency index as its pair, the zero column as tail"}};
   m["params"] = {{"d_model", d}, {"variant", variant}, {"base", p.base},
                  {"n_freq", n},  {"n_tokens", tn},     {"dtype", std::string(dtype_short(t))}};
-  m["oracle"] = {{"backend", "mpfr (boost::multiprecision mpfr_float_backend<50>, et_off)"},
-                 {"precision_bits", std::numeric_limits<mp50>::digits},
-                 {"cross_check_bits", std::numeric_limits<mp100>::digits},
-                 {"rounding", "correct rounding to nearest-even, once (round-to-odd for bf16)"}};
+  m["oracle"] = mp_oracle_json();
   m["seed"] = def.seed;
   m["prng"] =
       "splitmix64 counter: value(seed, stream, i); stream 1 = e; e = integer * 2^-24 "
