@@ -206,12 +206,7 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   m["seed"] = c.seed;
   m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k, 3 = v";
   for (const auto& [key, val] : c.extra.items()) m[key] = val;
-  m["tensors_file"] = c.id + ".safetensors";
-  Json jin = Json::array(), jex = Json::array();
-  for (const auto& s : inputs) jin.push_back(tensor_spec_to_json(s, false));
-  for (const auto& s : expected) jex.push_back(tensor_spec_to_json(s, true));
-  m["inputs"] = jin;
-  m["expected"] = jex;
+  manifest_add_tensors(m, c.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
 

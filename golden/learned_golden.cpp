@@ -346,12 +346,7 @@ GoldenCase learned_generate_def(const LearnedCaseDef& def) {
   Json flags = {"PositionOffset", "LearnedAbsoluteOrigin", "TableBounds"};
   if (def.position_offset != 0) flags.push_back("KvCacheOffset");
   m["flags"] = flags;
-  m["tensors_file"] = def.id + ".safetensors";
-  Json jin = Json::array(), jex = Json::array();
-  for (const auto& s : inputs) jin.push_back(tensor_spec_to_json(s, false));
-  for (const auto& s : expected) jex.push_back(tensor_spec_to_json(s, true));
-  m["inputs"] = jin;
-  m["expected"] = jex;
+  manifest_add_tensors(m, def.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
 

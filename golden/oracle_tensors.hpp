@@ -3,6 +3,7 @@
 // outputs (float) rounded to the case dtype.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -90,6 +91,43 @@ inline nlohmann::json mp_oracle_json(
           {"precision_bits", std::numeric_limits<mp50>::digits},
           {"cross_check_bits", std::numeric_limits<mp100>::digits},
           {"rounding", rounding}};
+}
+
+/// Angle epsilon of the fp32-angles profile (derivations in rope_golden.cpp and
+/// sinusoidal_golden.cpp): 4 eps_f32, i.e. 8u of angle error per unit of |phi| and of bound.
+inline constexpr double kPhaseEpsF32 = 4 * 0x1p-23;
+
+/// An expected tensor with companions <name>.exact, .cond (conditioned checks) and .phase
+/// (when `phase`: the fp32-angles profile then adds kPhaseEpsF32 * phase to the scale).
+inline TensorSpec expected_spec(const std::string& name, const std::string& stage, DType t,
+                                std::vector<std::int64_t> shape, const std::string& kind,
+                                std::map<std::string, double> bounds, bool phase) {
+  TensorSpec s;
+  s.name = name;
+  s.stage = stage;
+  s.dtype = t;
+  s.shape = std::move(shape);
+  s.check.kind = kind;
+  s.check.bounds = std::move(bounds);
+  s.exact = name + ".exact";
+  if (kind == "conditioned") s.cond = name + ".cond";
+  if (phase) {
+    s.phase = name + ".phase";
+    s.check.phase_eps = {{"fp32-angles", kPhaseEpsF32}};
+  }
+  return s;
+}
+
+/// Adds tensors_file, inputs and expected (with their SHA-256 already set) to a manifest.
+inline void manifest_add_tensors(nlohmann::json& m, const std::string& id,
+                                 const std::vector<TensorSpec>& inputs,
+                                 const std::vector<TensorSpec>& expected) {
+  m["tensors_file"] = id + ".safetensors";
+  nlohmann::json jin = nlohmann::json::array(), jex = nlohmann::json::array();
+  for (const auto& s : inputs) jin.push_back(tensor_spec_to_json(s, false));
+  for (const auto& s : expected) jex.push_back(tensor_spec_to_json(s, true));
+  m["inputs"] = jin;
+  m["expected"] = jex;
 }
 
 }  // namespace posenc::golden

@@ -192,26 +192,7 @@ RopeOracle<Real> rope_oracle(const RopeParams& p, const std::vector<std::int64_t
 // u = 2^-24; 4 eps_f32 = 8u per unit of bound, and the bounds below are >= 2: 16u >= 3 + ln(1e6).
 std::vector<float> to_f32(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
 
-const double kPhaseEpsF32 = 4 * 0x1p-23;
-
-TensorSpec expected_spec(const std::string& name, const std::string& stage, DType t,
-                         std::vector<std::int64_t> shape, const std::string& kind,
-                         std::map<std::string, double> bounds, bool phase) {
-  TensorSpec s;
-  s.name = name;
-  s.stage = stage;
-  s.dtype = t;
-  s.shape = std::move(shape);
-  s.check.kind = kind;
-  s.check.bounds = std::move(bounds);
-  s.exact = name + ".exact";
-  if (kind == "conditioned") s.cond = name + ".cond";
-  if (phase) {
-    s.phase = name + ".phase";
-    s.check.phase_eps = {{"fp32-angles", kPhaseEpsF32}};
-  }
-  return s;
-}
+// (kPhaseEpsF32 itself lives in golden/oracle_tensors.hpp.)
 
 GoldenCase rope_generate_def(const RopeCaseDef& def) {
   const RopeParams& p = def.preset.params;
@@ -395,12 +376,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
   if (d < h) flags.push_back("PartialRotary");
   if (hq != hk) flags.push_back("GroupedQueryHeads");
   m["flags"] = flags;
-  m["tensors_file"] = def.id + ".safetensors";
-  Json jin = Json::array(), jex = Json::array();
-  for (const auto& s : inputs) jin.push_back(tensor_spec_to_json(s, false));
-  for (const auto& s : expected) jex.push_back(tensor_spec_to_json(s, true));
-  m["inputs"] = jin;
-  m["expected"] = jex;
+  manifest_add_tensors(m, def.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
 

@@ -124,26 +124,7 @@ SinusoidalOracle<Real> sinusoidal_oracle(const SinusoidalParams& p,
 // sinf/cosf's own rounding; inv_freq alone is off by <= 20.4u relative, <= 21 ulp: bound 24.
 // `posenc engine --mistake fp32-angles` emulates these pipelines (a test checks it passes);
 // measured over these cases they use at most 0.35 of the fp32-angles bounds.
-const double kPhaseEpsF32 = 4 * 0x1p-23;
-
-TensorSpec expected_spec(const std::string& name, const std::string& stage, DType t,
-                         std::vector<std::int64_t> shape, const std::string& kind,
-                         std::map<std::string, double> bounds, bool phase) {
-  TensorSpec s;
-  s.name = name;
-  s.stage = stage;
-  s.dtype = t;
-  s.shape = std::move(shape);
-  s.check.kind = kind;
-  s.check.bounds = std::move(bounds);
-  s.exact = name + ".exact";
-  if (kind == "conditioned") s.cond = name + ".cond";
-  if (phase) {
-    s.phase = name + ".phase";
-    s.check.phase_eps = {{"fp32-angles", kPhaseEpsF32}};
-  }
-  return s;
-}
+// (kPhaseEpsF32 itself lives in golden/oracle_tensors.hpp.)
 
 AxisSpec axis(const std::string& name, const std::string& positions, std::vector<int> pair_map) {
   AxisSpec a;
@@ -284,12 +265,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   Json flags = {"SinusoidalConvention", "AnglePrecision", "PositionOffset"};
   if (d % 2 == 1) flags.push_back("OddDModel");
   m["flags"] = flags;
-  m["tensors_file"] = def.id + ".safetensors";
-  Json jin = Json::array(), jex = Json::array();
-  for (const auto& s : inputs) jin.push_back(tensor_spec_to_json(s, false));
-  for (const auto& s : expected) jex.push_back(tensor_spec_to_json(s, true));
-  m["inputs"] = jin;
-  m["expected"] = jex;
+  manifest_add_tensors(m, def.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
 
