@@ -7,12 +7,15 @@
 //     and MPT forms (equal probabilities), a decode step, and the symmetric bidirectional form.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
-#include "golden/attention_case.hpp"
-#include "golden/oracle_tensors.hpp"
-#include "golden/registry.hpp"
+#include "golden/cases/attention_case.hpp"
+#include "golden/cases/budgets.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/cases/oracle_tensors.hpp"
+#include "golden/cases/registry.hpp"
 #include "optimized/alibi.hpp"
 #include "reference/alibi.hpp"
 #include "reference/common/errors.hpp"
@@ -88,10 +91,46 @@ Json base_manifest(const std::string& id, const std::string& description, const 
   return m;
 }
 
+// ---- budgets (README "Profiles") ---------------------------------------------------------
+// Slopes are float32 tables in every pipeline (HF builds them in float32 whatever the model
+// dtype), so every profile applies to them:
+//   strict   correctly rounded: 0.5 ulp (+ 2^-28: long double exp2, then float)
+//   fp32     BLOOM (a float32 base fl32(2^(-8/c)) raised to k = h + 1 by torch.pow) or MPT
+//            (1 / powf(2, k 8/P)): extra = the worst relative error over every faithful powf
+//            and both float32 neighbours of the base, times |m| (golden/cases/budgets.hpp):
+//            up to 32 ulp, which a 0.5-ulp check would call a bug
+//   fp32-recurrence  ggml (m0 = powf(2, -8/c), powf(m0, h + 1)): the same enumeration
+//   bf16, f16  as fp32
+// In attention, a relative slope error rho moves the bias m d by rho |m d| (the extras of
+// golden/cases/attention_case.cpp); an f16 KQ mask (llama.cpp with a 16-bit cache) rounds the
+// distance itself, a further relative error |fl16(d) - d| / |d| that fp32-recurrence accepts
+// for 16-bit targets.
+
+ProfileBudget slope_budget(const std::string& profile) {
+  if (profile == "strict") return bound_of(0.5 + 0x1p-28);
+  return bound_of(0.0);
+}
+
+/// The worst relative slope error of every profile but strict, for head h of n.
+std::map<std::string, double> slope_rel_errors(int n, int h) {
+  const double mpt = budgets::alibi_slope_rel_error_mpt(n, h);
+  const double powers = POSENC_MUTANT("gold_alibi_slope_powers_term_dropped")
+                            ? mpt
+                            : budgets::alibi_slope_rel_error_powers(n, h);
+  const double fp32 = std::max(powers, mpt);
+  return {{"fp32", fp32}, {"fp32-recurrence", powers}, {"bf16", fp32}, {"f16", fp32}};
+}
+
+/// |fl16(d) - d| / |d|: the distance rounding of an f16 KQ mask.
+double f16_distance_rel_error(std::int64_t d) {
+  if (d == 0) return 0.0;
+  const double r = f16_to_double(double_to_f16(static_cast<double>(d)));
+  return std::fabs(r - static_cast<double>(d)) / std::fabs(static_cast<double>(d));
+}
+
 GoldenCase slope_generate(const SlopeCase& c) {
   std::vector<std::int64_t> entry_n, entry_h;
   std::vector<mp50> s50;
-  std::vector<mp100> s100;
   for (int n : c.head_counts) {
     const auto a = rule_slopes<mp50>(n, c.rule);
     const auto b = rule_slopes<mp100>(n, c.rule);
@@ -106,27 +145,26 @@ GoldenCase slope_generate(const SlopeCase& c) {
   }
   const std::int64_t ne = static_cast<std::int64_t>(s50.size());
   std::vector<float> f;
-  std::vector<double> ex;
-  for (const auto& x : s50) {
-    f.push_back(round_to_f32(x));
-    ex.push_back(round_to_f64(x));
-  }
+  for (const auto& x : s50) f.push_back(round_to_f32(x));
   std::vector<Tensor> tensors = {tensor_from_i64("n_heads", {ne}, entry_n),
-                                 tensor_from_i64("head", {ne}, entry_h),
-                                 tensor_from_f32("slopes", {ne}, f),
-                                 tensor_from_f64("slopes.exact", {ne}, ex)};
-  TensorSpec in_n{"n_heads", "input", DType::kI64, {ne}, sha256_hex(tensors[0].data), {}, {}, "", "", ""};
-  TensorSpec in_h{"head", "input", DType::kI64, {ne}, sha256_hex(tensors[1].data), {}, {}, "", "", ""};
-  TensorSpec sl;
-  sl.name = "slopes";
-  sl.stage = "table";
-  sl.dtype = DType::kF32;
-  sl.shape = {ne};
-  sl.sha256 = sha256_hex(tensors[2].data);
-  sl.check.kind = "ulp";
-  sl.check.bounds = {{"strict", 2.0}};
-  sl.exact = "slopes.exact";
-  sl.axes = {{"entry", "", {}, {"n_heads", "head"}}};
+                                 tensor_from_i64("head", {ne}, entry_h)};
+  std::vector<TensorSpec> inputs = {input_spec(tensors[0]), input_spec(tensors[1])};
+  ExpectedTensor sl;
+  sl.spec.name = "slopes";
+  sl.spec.stage = "table";
+  sl.spec.dtype = DType::kF32;
+  sl.spec.shape = {ne};
+  sl.spec.check.kind = "ulp";
+  sl.spec.axes = {{"entry", "", {}, {"n_heads", "head"}}};
+  sl.values = s50;
+  for (const auto& prof : profiles()) sl.spec.check.profiles[prof.name] = slope_budget(prof.name);
+  std::map<std::string, std::vector<double>> extra;
+  for (std::int64_t e = 0; e < ne; ++e) {
+    const auto rho = slope_rel_errors(static_cast<int>(entry_n[e]), static_cast<int>(entry_h[e]));
+    for (const auto& [prof, r] : rho) extra[prof].push_back(r * std::fabs(static_cast<double>(s50[e])) * 1.0001);
+  }
+  sl.extra = std::move(extra);
+  std::vector<TensorSpec> expected = {add_expected(&tensors, std::move(sl))};
   const std::string result = c.rule == SlopeRule::kCorrect ? "valid" : "invalid";
   Json m = base_manifest(c.id, c.description, result, c.head_counts.size() > 1 ? 3 : 1);
   m["variant"] = "slopes";
@@ -148,9 +186,12 @@ GoldenCase slope_generate(const SlopeCase& c) {
     m["tables"] = {{"slopes", sj}};
   }
   m["flags"] = {"AlibiSlopes", "NonPowerOfTwoHeads"};
-  m["tensors_file"] = c.id + ".safetensors";
-  m["inputs"] = {tensor_spec_to_json(in_n, false), tensor_spec_to_json(in_h, false)};
-  m["expected"] = {tensor_spec_to_json(sl, true)};
+  m["pipelines"] = {
+      {"fp32", "BLOOM: base = fl32(2^(-8/c)), torch.pow(base, k); MPT: 1/powf(2, k 8/P) (both "
+               "enumerated over every faithful powf and either neighbour of the base)"},
+      {"fp32-recurrence", "ggml: m0 = powf(2, -8/c), slope = powf(m0, h + 1) (m1 = powf(2, "
+                          "-4/c) for the extra heads), every faithful powf"}};
+  manifest_add_tensors(m, c.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
 
@@ -164,23 +205,28 @@ struct AlibiAttentionCase {
 std::vector<AlibiAttentionCase> attention_cases() {
   struct Shape {
     std::string name, description;
-    int heads;
+    int heads, kv_heads, head_dim;
     AlibiForm form;
     bool causal;
     std::int64_t tq, tk, offset;
     std::vector<DType> dtypes;
   };
   const std::vector<Shape> shapes = {
-      {"paper_causal_h16_d64_t16", "BLOOM-560m shape, paper form -m(i-j), causal", 16,
+      {"paper_causal_h16_d64_t16", "BLOOM-560m shape, paper form -m(i-j), causal", 16, 16, 64,
        AlibiForm::kPaper, true, 16, 16, 0, {DType::kF32, DType::kBF16}},
-      {"bloom_causal_h16_d64_t16", "BLOOM-560m shape, BLOOM form m*j, causal", 16, AlibiForm::kBloom,
-       true, 16, 16, 0, {DType::kF32}},
-      {"mpt_causal_h12_d64_t16", "12 heads, MPT form m(j-(Tk-1)), causal", 12, AlibiForm::kMpt, true,
-       16, 16, 0, {DType::kF32}},
-      {"paper_decode_h12_d64_q4_k40", "12 heads, paper form, 4 decode queries at 36..39", 12,
-       AlibiForm::kPaper, true, 4, 40, 36, {DType::kF32, DType::kBF16}},
-      {"symmetric_h12_d64_t16", "12 heads, symmetric -m|i-j|, bidirectional", 12,
+      {"bloom_causal_h16_d64_t16", "BLOOM-560m shape, BLOOM form m*j, causal", 16, 16, 64,
+       AlibiForm::kBloom, true, 16, 16, 0, {DType::kF32}},
+      {"mpt_causal_h12_d64_t16", "12 heads, MPT form m(j-(Tk-1)), causal", 12, 12, 64,
+       AlibiForm::kMpt, true, 16, 16, 0, {DType::kF32}},
+      {"paper_decode_h12_d64_q4_k40", "12 heads, paper form, 4 decode queries at 36..39", 12, 12,
+       64, AlibiForm::kPaper, true, 4, 40, 36, {DType::kF32, DType::kBF16}},
+      {"symmetric_h12_d64_t16", "12 heads, symmetric -m|i-j|, bidirectional", 12, 12, 64,
        AlibiForm::kSymmetric, false, 16, 16, 0, {DType::kF32}},
+      {"paper_decode_h4_kv1_d16_q1_k4200",
+       "4 heads (slopes 2^-2 .. 2^-8) sharing one kv head, paper form, one decode query at "
+       "position 4199 over 4200 keys: distances up to 4199, beyond f16's exact integers (an f16 "
+       "KQ mask stores them with spacing 2 above 2048 and 4 above 4096)",
+       4, 1, 16, AlibiForm::kPaper, true, 1, 4200, 4199, {DType::kF16}},
   };
   std::vector<AlibiAttentionCase> v;
   std::uint64_t seed = 0xa11b0000;
@@ -193,8 +239,8 @@ std::vector<AlibiAttentionCase> attention_cases() {
       d.scheme = "alibi";
       d.variant = reference::alibi_form_name(s.form);
       d.description = "ALiBi attention: " + s.description + ", value dim 16, target " + std::string(dtype_short(t));
-      d.params = AttentionParams{s.heads, s.heads, 64, 16, AttentionScale::kInvSqrtHeadDim, 1.0,
-                                 s.causal, 0, s.offset};
+      d.params = AttentionParams{s.heads, s.kv_heads, s.head_dim, 16,
+                                 AttentionScale::kInvSqrtHeadDim, 1.0, s.causal, 0, s.offset};
       d.tq = s.tq;
       d.tk = s.tk;
       d.dtype = t;
@@ -210,6 +256,21 @@ std::vector<AlibiAttentionCase> attention_cases() {
       };
       d.bias100 = [m100, off, tk, form](int h, std::int64_t i, std::int64_t j) {
         return reference::alibi_bias<mp100>(form, m100[h], off, i, j, tk);
+      };
+      const bool narrow = t != DType::kF32;
+      std::map<std::string, std::vector<double>> rho_h;  // per profile and head
+      for (int h = 0; h < s.heads; ++h) {
+        for (const auto& [prof, r] : slope_rel_errors(s.heads, h)) rho_h[prof].push_back(r);
+      }
+      rho_h["strict"].assign(static_cast<std::size_t>(s.heads), 0.0);
+      d.bias_rel_error = [rho_h, narrow, off, tk, form](const std::string& prof, int h, std::int64_t i,
+                                                        std::int64_t j) {
+        double rho = rho_h.at(prof)[static_cast<std::size_t>(h)];
+        if (prof == "fp32-recurrence" && narrow && !POSENC_MUTANT("gold_alibi_f16_mask_term_dropped")) {
+          const double dist = reference::alibi_bias<double>(form, 1.0, off, i, j, tk);
+          rho += f16_distance_rel_error(static_cast<std::int64_t>(std::llround(dist)));
+        }
+        return rho;
       };
       Json slopes = Json::array();
       for (int h = 0; h < s.heads; ++h) {
@@ -227,6 +288,14 @@ std::vector<AlibiAttentionCase> attention_cases() {
                             {"scaled", "the bias is added after the 1/sqrt(d) scaling, unscaled"},
                             {"slopes", slopes}}},
                  {"flags", {"AlibiSlopes", "AlibiBiasForm", "KvCacheOffset"}}};
+      if (narrow) {
+        d.extra["distance_rounding"] =
+            "an f16 KQ mask (llama.cpp with a 16-bit cache) stores the distance in f16: above "
+            "2048 it is rounded to a spacing of 2, above 4096 of 4. Accepted by the "
+            "fp32-recurrence and " + std::string(dtype_short(t)) + " profiles (their budgets hold "
+            "one 16-bit rounding of the bias); rejected by strict and fp32, which compute the "
+            "bias in float32 from exact distances";
+      }
       v.push_back(std::move(c));
     }
   }
@@ -303,6 +372,12 @@ class EngineBias : public optimized::AttentionBias {
   bool flip_;
 };
 
+/// A pipeline's float32 slopes: BLOOM's for fp32 and the eager pipelines, ggml's for
+/// fp32-recurrence.
+std::vector<float> pipeline_slopes(const std::string& pipeline, int n) {
+  return pipeline == "fp32-recurrence" ? pipelines::ggml_slopes(n) : pipelines::bloom_slopes(n);
+}
+
 TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
   const auto mk = alibi_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
@@ -310,7 +385,23 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
                   "unknown mistake (known: naive-slopes, slopes-reversed, sign-flipped, no-bias-in-decode)",
                   o.mistake);
   }
+  if (o.pipeline != "exact" && !o.mistake.empty()) {
+    throw_invalid("alibi_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+  }
   const std::string kind = spec.manifest.value("alibi_case", std::string());
+  if (kind == "slopes" && o.pipeline != "exact") {
+    const Tensor& tn = golden.at("n_heads");
+    std::vector<float> out;
+    for (std::int64_t i = 0; i < tn.numel();) {
+      const int n = static_cast<int>(tn.get_i64(i));
+      const auto m = pipeline_slopes(o.pipeline, n);
+      out.insert(out.end(), m.begin(), m.end());
+      i += n;
+    }
+    TensorMap r;
+    r.emplace("slopes", tensor_from_f32("slopes", {tn.numel()}, out));
+    return r;
+  }
   if (kind == "slopes") {
     const Tensor& tn = golden.at("n_heads");
     std::vector<float> out;
@@ -330,6 +421,19 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
   const Json& aj = spec.manifest.at("alibi");
   const AlibiForm form = form_from(aj.at("form").get<std::string>());
   const std::int64_t tk = spec.manifest.at("params").at("tk").get<std::int64_t>();
+  if (o.pipeline != "exact") {
+    // BLOOM: bias = fl32(m * d); ggml: fl32(m * d) with the distance as the KQ mask holds it
+    // (f16 when the case's tensors are 16-bit).
+    const auto m = pipeline_slopes(o.pipeline, p.n_heads);
+    const bool f16_mask = o.pipeline == "fp32-recurrence" && golden.at("q").dtype != DType::kF32;
+    const std::int64_t off = p.query_offset;
+    const PipelineBias bias = [m, f16_mask, off, tk, form](int h, std::int64_t i, std::int64_t j) {
+      float dist = static_cast<float>(reference::alibi_bias<double>(form, 1.0, off, i, j, tk));
+      if (f16_mask) dist = pipelines::fl(dist, DType::kF16);
+      return m[static_cast<std::size_t>(h)] * dist;
+    };
+    return attention_case_run_pipeline(spec, golden, o.pipeline, bias, p);
+  }
   if (o.mistake.empty()) {  // the product path: optimized::AlibiBias
     const optimized::AlibiBias bias(AlibiParams{p.n_heads, form}, p, tk);
     return attention_case_run_engine(spec, golden, &bias, p);

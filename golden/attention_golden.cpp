@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "golden/attention_case.hpp"
-#include "golden/registry.hpp"
+#include "golden/cases/attention_case.hpp"
+#include "golden/cases/registry.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
@@ -79,6 +79,10 @@ TensorMap attention_run_engine(const CaseSpec& spec, const TensorMap& golden, co
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("attention_run_engine", "unknown mistake (known: no-scale, causal-off-by-one, no-mask)",
                   o.mistake);
+  }
+  if (o.pipeline != "exact") {
+    if (!o.mistake.empty()) throw_invalid("attention_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+    return attention_case_run_pipeline(spec, golden, o.pipeline, nullptr, p);
   }
   if (o.mistake == "no-scale") {
     p.scale_kind = p.scale_kind == AttentionScale::kNone ? AttentionScale::kInvSqrtHeadDim

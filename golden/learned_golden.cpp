@@ -20,9 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "golden/oracle_tensors.hpp"
-#include "golden/prng.hpp"
-#include "golden/registry.hpp"
+#include "golden/cases/budgets.hpp"
+#include "golden/cases/oracle_tensors.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/format/prng.hpp"
+#include "golden/cases/registry.hpp"
 #include "optimized/learned.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
@@ -204,27 +206,20 @@ AxisSpec axis(const std::string& name, const std::string& positions) {
   return a;
 }
 
-/// An expected tensor: one check kind with its strict bound, companions by naming convention
-/// (NAME.exact when `exact`, NAME.cond for a conditioned check).
-TensorSpec expected_spec(const std::string& name, const std::string& stage, DType t,
-                         std::vector<std::int64_t> shape, const std::string& kind, double bound,
-                         std::vector<AxisSpec> axes, bool exact) {
-  TensorSpec s;
-  s.name = name;
-  s.stage = stage;
-  s.dtype = t;
-  s.shape = std::move(shape);
-  s.check.kind = kind;
-  s.check.bounds = {{"strict", bound}};
-  s.axes = std::move(axes);
-  if (exact) s.exact = name + ".exact";
-  if (kind == "conditioned") s.cond = name + ".cond";
-  return s;
+// ---- budgets (README "Profiles") ---------------------------------------------------------
+// A gather is exact in every pipeline (position_ids, rows: exact checks under every profile).
+// h = e + P: one add of two values of the target dtype t, correctly rounded when done in t
+// (bf16, f16 eager: ulps 0.5), and in float32 then cast (strict, fp32, fp32-recurrence: the
+// float32 sum is exact unless the exponents differ by more than 24 - p_t bits, then rounded
+// once more; ulps 0.5 + 0.5 r for a 16-bit target, 0.5 for f32). No profile adds more: the
+// learned table has no angle, so every pipeline must land within a rounding of the exact sum.
+ProfileBudget sum_budget(const std::string& profile, DType t) {
+  if (profile == "bf16" || profile == "f16") {
+    const std::string na = activation_na(profile, t);
+    return na.empty() ? bound_of(0.0, 0.5) : not_applicable(na);
+  }
+  return bound_of(0.0, t == DType::kF32 ? 0.5 : 0.5 + 0.5 * budgets::f32_in(t));
 }
-
-/// Bound of h in units of eps_dtype * (|e| + |P|): a correctly rounded add is within 0.5; 1
-/// also admits an engine that adds in float32 and rounds the sum once more to bf16.
-constexpr double kSumBound = 1.0;
 
 GoldenCase learned_generate_def(const LearnedCaseDef& def) {
   const DType t = def.dtype;
@@ -254,13 +249,7 @@ GoldenCase learned_generate_def(const LearnedCaseDef& def) {
   std::vector<double> h_cond(e.size());
   for (std::size_t j = 0; j < e.size(); ++j) h_cond[j] = std::fabs(e[j]) + std::fabs(rows64[j]);
 
-  TensorSpec s_ids = expected_spec("position_ids", "index", DType::kI64, {tn}, "exact", 0.0,
-                                   {axis("token", "position_ids")}, false);
   const std::vector<AxisSpec> row_axes = {axis("token", "position_ids"), axis("channel", "")};
-  TensorSpec s_rows = expected_spec("rows", "table", t, {tn, d}, "exact", 0.0, row_axes, true);
-  TensorSpec s_h =
-      expected_spec("h", "embedded", t, {tn, d}, "conditioned", kSumBound, row_axes, true);
-
   std::vector<Tensor> tensors;
   tensors.push_back(tensor_from_i64("positions", {tn}, pos));
   auto input_tensor = [&](const std::string& name, std::vector<std::int64_t> shape,
@@ -270,26 +259,24 @@ GoldenCase learned_generate_def(const LearnedCaseDef& def) {
   };
   tensors.push_back(input_tensor("table", {m_rows, d}, table));
   tensors.push_back(input_tensor("e", {tn, d}, e));
-  std::vector<TensorSpec> inputs(3);
-  const std::vector<std::vector<std::int64_t>> input_shapes = {{tn}, {m_rows, d}, {tn, d}};
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    inputs[i].name = tensors[i].name;
-    inputs[i].stage = "input";
-    inputs[i].dtype = tensors[i].dtype;
-    inputs[i].shape = input_shapes[i];
-    inputs[i].sha256 = sha256_hex(tensors[i].data);
-  }
+  std::vector<TensorSpec> inputs;
+  for (const auto& x : tensors) inputs.push_back(input_spec(x));
 
-  tensors.push_back(tensor_from_i64("position_ids", {tn}, ids));
-  s_ids.sha256 = sha256_hex(tensors.back().data);
-  tensors.push_back(target_tensor("rows", t, {tn, d}, o50.rows));
-  s_rows.sha256 = sha256_hex(tensors.back().data);
-  tensors.push_back(tensor_from_f64("rows.exact", {tn, d}, rows64));
-  tensors.push_back(target_tensor("h", t, {tn, d}, o50.h));
-  s_h.sha256 = sha256_hex(tensors.back().data);
-  tensors.push_back(tensor_from_f64("h.exact", {tn, d}, to_f64(o50.h)));
-  tensors.push_back(tensor_from_f64("h.cond", {tn, d}, h_cond));
-  const std::vector<TensorSpec> expected = {s_ids, s_rows, s_h};
+  const Tensor ids_tensor = tensor_from_i64("position_ids", {tn}, ids);
+  const Tensor rows_tensor = target_tensor("rows", t, {tn, d}, o50.rows);
+  ExpectedTensor e_ids, e_rows, e_h;
+  e_ids.spec = {"position_ids", "index", DType::kI64, {tn}, "", {"exact", exact_budgets(t)},
+                {axis("token", "position_ids")}};
+  e_ids.exact_tensor = &ids_tensor;
+  e_rows.spec = {"rows", "table", t, {tn, d}, "", {"exact", exact_budgets(t)}, row_axes};
+  e_rows.exact_tensor = &rows_tensor;
+  e_h.spec = {"h", "embedded", t, {tn, d}, "", {"conditioned", {}}, row_axes};
+  for (const auto& prof : profiles()) e_h.spec.check.profiles[prof.name] = sum_budget(prof.name, t);
+  e_h.values = o50.h;
+  e_h.cond = h_cond;
+  const std::vector<TensorSpec> expected = {add_expected(&tensors, std::move(e_ids)),
+                                            add_expected(&tensors, std::move(e_rows)),
+                                            add_expected(&tensors, std::move(e_h))};
 
   Json m = manifest_header(def.id, "learned", "absolute", "valid", 1);
   m["description"] = "Learned absolute positions, " + def.preset.name + " (max_positions " +
@@ -346,6 +333,8 @@ GoldenCase learned_generate_def(const LearnedCaseDef& def) {
   Json flags = {"PositionOffset", "LearnedAbsoluteOrigin", "TableBounds"};
   if (def.position_offset != 0) flags.push_back("KvCacheOffset");
   m["flags"] = flags;
+  m["detection"] = Json::array(
+      {{{"flag", "PositionOffset"}, {"stages", {"position_ids", "rows", "h"}}, {"blind", ""}}});
   manifest_add_tensors(m, def.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
@@ -370,18 +359,6 @@ GoldenCase learned_generate(const std::string& id) {
 
 std::vector<std::string> learned_mistakes() { return {"offset", "ignore-offset", "double-add"}; }
 
-Tensor output_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
-                     const std::vector<float>& v) {
-  if (t == DType::kF32) return tensor_from_f32(name, std::move(shape), v);
-  if (t == DType::kF64) {
-    const std::vector<double> d(v.begin(), v.end());
-    return tensor_from_f64(name, std::move(shape), d);
-  }
-  std::vector<std::uint16_t> b;
-  for (float x : v) b.push_back(t == DType::kBF16 ? float_to_bf16(x) : double_to_f16(x));
-  return tensor_from_bits16(name, t, std::move(shape), b);
-}
-
 /// Mistakes: "offset" reads one row too far (an off-by-one origin; clamped at the table end,
 /// where a real engine would fault); "ignore-offset" drops the cache offset (mlx-lm #93): a
 /// no-op when the offset is 0, which is why the decode cases exist; "double-add" adds the
@@ -398,6 +375,13 @@ TensorMap learned_run_engine(const CaseSpec& spec, const TensorMap& golden,
     throw_invalid("learned_run_engine",
                   "unknown mistake (known: offset, ignore-offset, double-add)", o.mistake);
   }
+  const DType t = golden.at("e").dtype;
+  if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
+    throw_invalid("learned_run_engine", why, o.pipeline);
+  }
+  if (o.pipeline != "exact" && !o.mistake.empty()) {
+    throw_invalid("learned_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+  }
   const Tensor& tpos = golden.at("positions");
   std::vector<std::int64_t> pos(static_cast<std::size_t>(tpos.numel()));
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));
@@ -411,18 +395,22 @@ TensorMap learned_run_engine(const CaseSpec& spec, const TensorMap& golden,
   const std::vector<float> e = tensor_to_f32(golden.at("e"));
   std::vector<float> rows(e.size()), h(e.size());
   optimized::learned_lookup(p, table, pos, rows);
-  optimized::learned_apply(p, table, pos, e, h);
+  if (o.pipeline == "exact") {
+    optimized::learned_apply(p, table, pos, e, h);
+  } else {  // one add in the pipeline's compute dtype (float32 for fp32 / fp32-recurrence)
+    const DType c = pipelines::compute_dtype(o.pipeline);
+    for (std::size_t j = 0; j < h.size(); ++j) h[j] = pipelines::fl(e[j] + rows[j], c);
+  }
   if (o.mistake == "double-add") {
     for (std::size_t j = 0; j < h.size(); ++j) h[j] += rows[j];
   }
   std::vector<std::int64_t> ids(pos.size());
   for (std::size_t i = 0; i < pos.size(); ++i) ids[i] = p.position_offset + pos[i];
 
-  const DType t = golden.at("e").dtype;
   TensorMap out;
   out.emplace("position_ids", tensor_from_i64("position_ids", {tn}, ids));
-  out.emplace("rows", output_tensor("rows", t, {tn, d}, rows));
-  out.emplace("h", output_tensor("h", t, {tn, d}, h));
+  out.emplace("rows", engine_tensor("rows", t, {tn, d}, rows));
+  out.emplace("h", engine_tensor("h", t, {tn, d}, h));
   return out;
 }
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "golden/attention_case.hpp"
-#include "golden/registry.hpp"
+#include "golden/cases/attention_case.hpp"
+#include "golden/cases/registry.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/nope.hpp"
 
@@ -70,6 +70,10 @@ TensorMap nope_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
   const auto mk = nope_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("nope_run_engine", "unknown mistake (known: no-mask, causal-off-by-one, no-scale)", o.mistake);
+  }
+  if (o.pipeline != "exact") {
+    if (!o.mistake.empty()) throw_invalid("nope_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+    return attention_case_run_pipeline(spec, golden, o.pipeline, nullptr, p);
   }
   if (o.mistake == "no-mask") p.causal = false;
   if (o.mistake == "causal-off-by-one") p.query_offset += 1;

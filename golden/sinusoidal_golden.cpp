@@ -19,10 +19,12 @@
 #include <utility>
 #include <vector>
 
-#include "golden/oracle_tensors.hpp"
-#include "golden/hard_positions.hpp"
-#include "golden/prng.hpp"
-#include "golden/registry.hpp"
+#include "golden/cases/budgets.hpp"
+#include "golden/cases/hard_positions.hpp"
+#include "golden/cases/oracle_tensors.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/format/prng.hpp"
+#include "golden/cases/registry.hpp"
 #include "optimized/sinusoidal.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
@@ -109,22 +111,68 @@ SinusoidalOracle<Real> sinusoidal_oracle(const SinusoidalParams& p,
   return o;
 }
 
-// Bounds, in units of each element's scale (README "Checks"). Derived worst cases for a
-// pipeline that rounds a double-accurate value once (table) and adds in the target dtype or
-// in float: pe <= 0.25 + 0.06 (the double angle's error at 2^24 + 1) = 0.32, h <= 0.32 +
-// 0.5 (1 + |e|) / (1 + |e|) = 0.82 of a unit (bf16: 0.25 and 0.75). Measured with posenc's own
-// kernel over these cases: pe 0.25, h 0.72 (f32) / 0.50 (bf16), inv_freq 0.50 ulp. Hence
-// strict = 1 for pe and h, and 2 ulp for inv_freq (correct rounding from double is <= 0.5).
+// ---- budgets: the error analysis of each profile's pipeline (README "Profiles") ------------
 //
-// fp32-angles: a float32 pipeline (t2t exp(-i * ln(base) / (n - 1)), fairseq, or
-// 1 / powf(base, 2i/d)) carries a relative frequency error <= (2 ln base + 2) u, u = 2^-24
-// (the exponent's rounding is amplified by ln base = 9.21), and the float32 position and product
-// add 2u: |d phi| <= (2 ln base + 4) u |phi| = 22.4 u |phi|. With the angle epsilon
-// kPhaseEpsF32 = 4 eps_f32 = 8u per unit and bound 4, the budget is 32u |phi| plus 4 eps for
-// sinf/cosf's own rounding; inv_freq alone is off by <= 20.4u relative, <= 21 ulp: bound 24.
-// `posenc engine --mistake fp32-angles` emulates these pipelines (a test checks it passes);
-// measured over these cases they use at most 0.35 of the fp32-angles bounds.
-// (kPhaseEpsF32 itself lives in golden/oracle_tensors.hpp.)
+// Symbols: t = target dtype, r = eps_f32 / eps_t, u = 2^-24, phi = m * inv_freq_i the exact
+// angle. pe has c = 1 (|pe| <= 1, so its error is absolute), h = e + pe has c = 1 + |e|.
+// strict (`--pipeline exact`, posenc's kernel): inv_freq in long double, phi in double (error
+//   <= 2^-52 |phi| <= 0.05 eps_f32 for |m| <= 2^24 + 1), sin/cos in double, rounded to float32
+//   and then to t.
+//     inv_freq  0.5 ulp + 2^-28
+//     pe        bound 0.1 r, ulps 0.5 (f32) or 0.5 + 0.5 r (16-bit: f32, then t)
+//     h         pe's float32 value is within 0.25 eps_f32 (half an ulp of |pe| < 1) + 0.1:
+//               bound 0.35 r; the float32 add and the cast: ulps as pe
+// fp32 (tensor2tensor / fairseq for concat: exp(fl(i) * -fl(ln(base)/(n-1))); a float32 port of
+//   the paper: 1/powf(base, fl(2i)/fl(d))): the worst relative frequency error delta_i over every
+//   faithful expf / powf (golden/cases/budgets.hpp), phi^ = fl(fl(m) inv_freq) within
+//   eps_i |phi|, eps_i = (1 + rho_m)(1 + delta_i)(1 + u) - 1; sinf/cosf within 2 ulp (<= eps_f32).
+//     inv_freq  extra delta_i inv_freq_i
+//     pe        bound r, ulps the cast, extra eps_i |phi|
+//     h         bound r, ulps 0.5 (+ 0.5 r when cast), extra eps_i |phi|
+// fp32-recurrence: not applicable (ggml engines read sinusoid tables from the model file, made
+//   in float64 by the converter: such an engine is judged by strict).
+// bf16, f16 (PyTorch eager in t): the float32 table cast to t (pe: as fp32), h = e + pe in t:
+//   pe's error 0.25 eps_t (half an ulp) + r, then the add: bound 0.25 + r, ulps 0.5, extra as fp32.
+// Every bound and extra gets 1% for second-order terms.
+
+constexpr double kSecondOrder = 1.01;
+
+struct StageBudgets {
+  ProfileBudget inv_freq, pe, h;
+};
+
+StageBudgets sinusoidal_budgets(const std::string& profile, DType t) {
+  const double r = budgets::f32_in(t), cast = budgets::cast_to(t);
+  const double sum_ulps = t == DType::kF32 ? 0.5 : 0.5 + 0.5 * r;
+  const double s = kSecondOrder;
+  StageBudgets b;
+  if (profile == "strict") {
+    b.inv_freq = bound_of(0.5 + 0x1p-28);
+    b.pe = bound_of(0.1 * r, sum_ulps);
+    b.h = bound_of(0.35 * r * s, sum_ulps);
+    return b;
+  }
+  if (profile == "fp32-recurrence") {
+    b.inv_freq = b.pe = b.h = not_applicable(
+        "ggml engines read sinusoid tables from the model file (made in float64 by the "
+        "converter): judge them with strict");
+    return b;
+  }
+  const std::string na = activation_na(profile, t);
+  if (!na.empty()) {
+    b.inv_freq = b.pe = b.h = not_applicable(na);
+    return b;
+  }
+  b.inv_freq = bound_of(0.0);
+  b.pe = bound_of(r * s, cast);
+  if (profile == "fp32") {
+    b.h = bound_of(r * s, sum_ulps);
+  } else {  // bf16, f16
+    b.h = bound_of((0.25 + r) * s, 0.5);
+  }
+  if (POSENC_MUTANT("gold_sinusoidal_eager_add_dropped") && profile != "fp32") b.h.bound = r * s;
+  return b;
+}
 
 AxisSpec axis(const std::string& name, const std::string& positions, std::vector<int> pair_map) {
   AxisSpec a;
@@ -151,6 +199,13 @@ const char* inv_freq_text(SinusoidalVariant v) {
                "the last is exactly 1/base";
 }
 
+/// Worst relative error of the float32 pipeline's frequency i (exact enumeration).
+double fp32_freq_rel_error(const SinusoidalParams& p, int i) {
+  if (POSENC_MUTANT("gold_sinusoidal_freq_term_dropped")) return 0.0;
+  if (p.variant == SinusoidalVariant::kPaper) return budgets::hf_inv_freq_rel_error(p.base, p.d_model, i);
+  return budgets::t2t_inv_freq_rel_error(p.base, reference::sinusoidal_n_freq(p), i);
+}
+
 GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   const SinusoidalParams& p = def.params;
   reference::sinusoidal_check(p, "sinusoidal_generate");
@@ -170,56 +225,78 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   cross_check(def.id, "pe", t, o50.pe, o100.pe);
   cross_check(def.id, "h", t, o50.h, o100.h);
 
-  // Condition scales and angle sensitivities (double is ample for a scale).
+  std::map<std::string, StageBudgets> sb;
+  std::vector<std::string> angle_profiles;
+  for (const auto& prof : profiles()) {
+    sb[prof.name] = sinusoidal_budgets(prof.name, t);
+    if (prof.name != "strict" && sb[prof.name].pe.applies) angle_profiles.push_back(prof.name);
+  }
+  std::vector<double> delta(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) delta[i] = fp32_freq_rel_error(p, i);
+
+  // Condition scales, angle extras (double is ample for a scale).
   const auto inv64 = to_f64(o50.inv_freq);
-  std::vector<double> pe_cond(e.size()), pe_phase(e.size()), h_cond(e.size());
+  std::vector<double> pe_cond(e.size(), 0.0), h_cond(e.size(), 0.0), amp(e.size(), 0.0);
+  std::vector<double> angle_extra(e.size(), 0.0);
+  std::vector<std::int64_t> el_pos(e.size());
   std::vector<int> channel_freq(static_cast<std::size_t>(d));
   for (int c = 0; c < d; ++c) channel_freq[c] = reference::sinusoidal_freq_of_channel(p, c);
   for (std::int64_t tt = 0; tt < tn; ++tt) {
+    const double rho = budgets::position_rel_error_f32(pos[tt]);
     for (int c = 0; c < d; ++c) {
       const std::size_t j = static_cast<std::size_t>(tt * d + c);
+      el_pos[j] = pos[tt];
       const int i = channel_freq[c];
       if (i < 0) continue;  // the zero column: scale 0, so only the exact value passes
       pe_cond[j] = 1.0;
-      pe_phase[j] = std::fabs(static_cast<double>(pos[tt]) * inv64[i]);
+      amp[j] = 1.0;
       h_cond[j] = 1.0 + std::fabs(e[j]);
+      const double phi = static_cast<double>(abs(mp50(pos[tt]) * o50.inv_freq[i]));
+      angle_extra[j] = phi * budgets::product_rel_error(rho, delta[i]) * kSecondOrder;
     }
   }
-
-  std::vector<TensorSpec> expected = {
-      expected_spec("inv_freq", "table", DType::kF32, {n}, "ulp",
-                    {{"strict", 2.0}, {"fp32-angles", 24.0}}, false),
-      expected_spec("pe", "table", t, {tn, d}, "conditioned",
-                    {{"strict", 1.0}, {"fp32-angles", 4.0}}, true),
-      expected_spec("h", "added", t, {tn, d}, "conditioned",
-                    {{"strict", 1.0}, {"fp32-angles", 4.0}}, true),
-  };
-  expected[0].axes = {axis("freq", "", {})};
-  expected[1].axes =
-      expected[2].axes = {axis("token", "positions", {}), axis("channel", "", channel_freq)};
-
   std::vector<Tensor> tensors;
   tensors.push_back(tensor_from_i64("positions", {tn}, pos));
   tensors.push_back(target_tensor("e", t, {tn, d}, std::vector<mp50>(e.begin(), e.end())));
-  const std::vector<const std::vector<mp50>*> values = {&o50.inv_freq, &o50.pe, &o50.h};
-  const std::vector<const std::vector<double>*> conds = {nullptr, &pe_cond, &h_cond};
-  const std::vector<const std::vector<double>*> phases = {nullptr, &pe_phase, &pe_phase};
-  for (std::size_t k = 0; k < expected.size(); ++k) {
-    TensorSpec& s = expected[k];
-    tensors.push_back(target_tensor(s.name, s.dtype, s.shape, *values[k]));
-    s.sha256 = sha256_hex(tensors.back().data);
-    tensors.push_back(tensor_from_f64(s.exact, s.shape, to_f64(*values[k])));
-    // Scales need no more than float precision: f32 keeps the files small.
-    auto f32 = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
-    if (!s.cond.empty()) tensors.push_back(tensor_from_f32(s.cond, s.shape, f32(*conds[k])));
-    if (!s.phase.empty()) tensors.push_back(tensor_from_f32(s.phase, s.shape, f32(*phases[k])));
-  }
+  std::vector<TensorSpec> inputs = {input_spec(tensors[0]), input_spec(tensors[1])};
 
-  std::vector<TensorSpec> inputs = {
-      {"positions", "input", DType::kI64, {tn}, "", {}, {}, "", "", ""},
-      {"e", "input", t, {tn, d}, "", {}, {}, "", "", ""},
+  ExpectedTensor ei;
+  ei.spec.name = "inv_freq";
+  ei.spec.stage = "table";
+  ei.spec.dtype = DType::kF32;
+  ei.spec.shape = {n};
+  ei.spec.check.kind = "ulp";
+  ei.spec.axes = {axis("freq", "", {})};
+  ei.values = o50.inv_freq;
+  for (const auto& prof : profiles()) ei.spec.check.profiles[prof.name] = sb[prof.name].inv_freq;
+  for (const auto& prof : angle_profiles) {
+    std::vector<double> x(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) x[i] = delta[i] * inv64[i] * kSecondOrder;
+    ei.extra[prof] = x;
+  }
+  auto table = [&](const std::string& name, const std::string& stage,
+                   const std::vector<mp50>& values, const std::vector<double>& cond, bool is_pe) {
+    ExpectedTensor x;
+    x.spec.name = name;
+    x.spec.stage = stage;
+    x.spec.dtype = t;
+    x.spec.shape = {tn, d};
+    x.spec.check.kind = "conditioned";
+    x.spec.axes = {axis("token", "positions", {}), axis("channel", "", channel_freq)};
+    x.values = values;
+    x.cond = cond;
+    x.amp = amp;
+    x.positions = el_pos;
+    for (const auto& prof : profiles()) {
+      x.spec.check.profiles[prof.name] = is_pe ? sb[prof.name].pe : sb[prof.name].h;
+    }
+    for (const auto& prof : angle_profiles) x.extra[prof] = angle_extra;
+    return x;
   };
-  for (std::size_t i = 0; i < inputs.size(); ++i) inputs[i].sha256 = sha256_hex(tensors[i].data);
+  std::vector<TensorSpec> expected;
+  expected.push_back(add_expected(&tensors, std::move(ei)));
+  expected.push_back(add_expected(&tensors, table("pe", "table", o50.pe, pe_cond, true)));
+  expected.push_back(add_expected(&tensors, table("h", "added", o50.h, h_cond, false)));
 
   const std::string variant = reference::sinusoidal_variant_name(p.variant);
   Json m = manifest_header(def.id, "sinusoidal", variant, "valid", 1);
@@ -237,7 +314,8 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   m["conventions"] = {
       {"layout", layout_text(p.variant)},
       {"inv_freq", inv_freq_text(p.variant)},
-      {"angle", "phi[t][i] = positions[t] * inv_freq[i], exact (no float32 rounding)"},
+      {"angle", "phi[t][i] = positions[t] * inv_freq[i], exact (no float32 rounding; the "
+                "profiles budget for a pipeline's)"},
       {"position_origin",
        "positions are the absolute indices PE is evaluated at; the first "
        "token is 0 (fairseq's padding_idx + 1 origin is the caller's shift)"},
@@ -262,9 +340,20 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
                    {"decimal", o50.inv_freq[i].str(25, std::ios_base::scientific)}});
   }
   m["tables"] = {{"inv_freq", inv}};
+  m["pipelines"] = {
+      {"fp32", {{"inv_freq_rel_error_max", *std::max_element(delta.begin(), delta.end())},
+                {"model", p.variant == SinusoidalVariant::kPaper
+                              ? "inv_freq = 1/powf(base, fl(2i)/fl(d_model)) (every faithful "
+                                "powf), phi = fl(fl(m) inv_freq), sinf/cosf within 2 ulp"
+                              : "inv_freq = expf(fl(i) * -fl(ln(base)/(n-1))) (every faithful "
+                                "expf), phi = fl(fl(m) inv_freq), sinf/cosf within 2 ulp"}}}};
   Json flags = {"SinusoidalConvention", "AnglePrecision", "PositionOffset"};
   if (d % 2 == 1) flags.push_back("OddDModel");
   m["flags"] = flags;
+  m["detection"] = Json::array(
+      {{{"flag", "PositionOffset"}, {"stages", {"pe", "h"}},
+        {"blind", "inv_freq does not depend on the position"}},
+       {{"flag", "SinusoidalConvention"}, {"stages", {"inv_freq", "pe", "h"}}, {"blind", ""}}});
   manifest_add_tensors(m, def.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
@@ -290,21 +379,13 @@ GoldenCase sinusoidal_generate(const std::string& id) {
 // ---- the built-in engine: posenc's optimized kernel, fed and read through files ----------
 
 std::vector<std::string> sinusoidal_mistakes() {
-  return {"other-variant", "offset", "fp32-angles", "sin-cos-swapped"};
-}
-
-Tensor output_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
-                     const std::vector<float>& v) {
-  if (t == DType::kF32) return tensor_from_f32(name, std::move(shape), v);
-  std::vector<std::uint16_t> b;
-  for (float x : v) b.push_back(t == DType::kBF16 ? float_to_bf16(x) : double_to_f16(x));
-  return tensor_from_bits16(name, t, std::move(shape), b);
+  return {"other-variant", "offset", "sin-cos-swapped"};
 }
 
 /// The float32 pipelines of tensor2tensor / fairseq (kConcat) and of a float32 port of the
 /// paper's formula (kPaper): frequencies, position, angle, sin and cos all in float.
 void fp32_pipeline(const SinusoidalParams& p, const std::vector<std::int64_t>& pos,
-                   std::vector<double>* inv, std::vector<float>* pe) {
+                   std::vector<float>* inv, std::vector<float>* pe) {
   const int d = p.d_model;
   const int n = reference::sinusoidal_n_freq(p);
   std::vector<float> w(static_cast<std::size_t>(n));
@@ -317,7 +398,7 @@ void fp32_pipeline(const SinusoidalParams& p, const std::vector<std::int64_t>& p
     const float delta = static_cast<float>(std::log(p.base) / std::max(n - 1, 1));
     for (int i = 0; i < n; ++i) w[i] = std::exp(static_cast<float>(i) * -delta);
   }
-  inv->assign(w.begin(), w.end());
+  *inv = w;
   pe->assign(pos.size() * static_cast<std::size_t>(d), 0.0f);
   for (std::size_t t = 0; t < pos.size(); ++t) {
     for (int i = 0; i < n; ++i) {
@@ -342,9 +423,22 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
   const auto& mk = sinusoidal_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("sinusoidal_run_engine",
-                  "unknown mistake (known: other-variant, offset, "
-                  "fp32-angles, sin-cos-swapped)",
+                  o.mistake == "fp32-angles"
+                      ? "fp32-angles is a pipeline now: use --pipeline fp32"
+                      : "unknown mistake (known: other-variant, offset, sin-cos-swapped)",
                   o.mistake);
+  }
+  const DType t = golden.at("e").dtype;
+  if (o.pipeline == "fp32-recurrence") {
+    throw_invalid("sinusoidal_run_engine",
+                  "pipeline does not apply: ggml engines read sinusoid tables from the model "
+                  "file (judge them with strict)", o.pipeline);
+  }
+  if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
+    throw_invalid("sinusoidal_run_engine", why, o.pipeline);
+  }
+  if (o.pipeline != "exact" && !o.mistake.empty()) {
+    throw_invalid("sinusoidal_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const std::string mistake = POSENC_MUTANT("gold_mistake_ignored") ? "" : o.mistake;
   const Tensor& tpos = golden.at("positions");
@@ -360,19 +454,23 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
   const int d = p.d_model;
   const std::int64_t tn = static_cast<std::int64_t>(pos.size());
   const std::vector<float> e = tensor_to_f32(golden.at("e"));
-  std::vector<double> inv;
-  std::vector<float> pe, h(e.size());
-  if (mistake == "fp32-angles") {
+  std::vector<float> inv, pe, h(e.size());
+  if (o.pipeline != "exact") {
     fp32_pipeline(p, pos, &inv, &pe);
-    for (std::size_t j = 0; j < e.size(); ++j) h[j] = e[j] + pe[j];
+    const DType c = pipelines::compute_dtype(o.pipeline);
+    for (std::size_t j = 0; j < e.size(); ++j) {
+      // eager: the float32 table cast to the compute dtype, one add in it
+      h[j] = pipelines::fl(e[j] + pipelines::fl(pe[j], c), c);
+    }
   } else {
-    inv = optimized::sinusoidal_inv_freq(p);
+    const auto inv64 = optimized::sinusoidal_inv_freq(p);
+    inv.assign(inv64.begin(), inv64.end());
     pe = optimized::sinusoidal_rows(p, pos);
     optimized::sinusoidal_add(p, pos, e, h);
   }
   if (mistake == "sin-cos-swapped") {
-    for (std::int64_t t = 0; t < tn; ++t) {
-      float* row = pe.data() + t * d;
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      float* row = pe.data() + tt * d;
       for (int i = 0; i < reference::sinusoidal_n_freq(p); ++i) {
         const int cc = reference::sinusoidal_cos_channel(p, i);
         if (cc >= 0) std::swap(row[reference::sinusoidal_sin_channel(p, i)], row[cc]);
@@ -381,7 +479,6 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
     for (std::size_t j = 0; j < e.size(); ++j) h[j] = e[j] + pe[j];
   }
 
-  const DType t = golden.at("e").dtype;
   TensorMap out;
   auto put = [&](Tensor x) {
     std::string name = x.name;
@@ -389,12 +486,9 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
   };
   // An engine of the other variant has another number of frequencies when d_model is odd;
   // it then reports only its tables of the case's shape.
-  if (static_cast<int>(inv.size()) == n_case) {
-    const std::vector<float> inv32(inv.begin(), inv.end());
-    put(output_tensor("inv_freq", DType::kF32, {n_case}, inv32));
-  }
-  put(output_tensor("pe", t, {tn, d}, pe));
-  put(output_tensor("h", t, {tn, d}, h));
+  if (static_cast<int>(inv.size()) == n_case) put(engine_tensor("inv_freq", DType::kF32, {n_case}, inv));
+  put(engine_tensor("pe", t, {tn, d}, pe));
+  put(engine_tensor("h", t, {tn, d}, h));
   return out;
 }
 

@@ -24,10 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "golden/oracle_tensors.hpp"
-#include "golden/attention_case.hpp"
-#include "golden/prng.hpp"
-#include "golden/registry.hpp"
+#include "golden/cases/oracle_tensors.hpp"
+#include "golden/cases/attention_case.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/format/prng.hpp"
+#include "golden/cases/registry.hpp"
 #include "optimized/t5_bias.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
@@ -160,22 +161,13 @@ GoldenCase bucket_generate(const BucketCase& c) {
 
   std::vector<Tensor> tensors;
   tensors.push_back(tensor_from_i64("relative_position", {n}, r));
-  TensorSpec in;
-  in.name = "relative_position";
-  in.stage = "input";
-  in.dtype = DType::kI64;
-  in.shape = {n};
-  in.sha256 = sha256_hex(tensors.back().data);
-  tensors.push_back(tensor_from_i32("buckets", {n}, b));
-  TensorSpec ex;
-  ex.name = "buckets";
-  ex.stage = "table";
-  ex.dtype = DType::kI32;
-  ex.shape = {n};
-  ex.sha256 = sha256_hex(tensors.back().data);
-  ex.check.kind = "exact";
-  ex.check.bounds = {{"strict", 0.0}};
-  ex.axes = {{"r", "", {}, {"relative_position"}}};
+  std::vector<TensorSpec> inputs = {input_spec(tensors[0])};
+  const Tensor t_buckets = tensor_from_i32("buckets", {n}, b);
+  ExpectedTensor ex;
+  ex.spec = {"buckets", "table", DType::kI32, {n}, "", {"exact", exact_budgets(std::nullopt)},
+             {{"r", "", {}, {"relative_position"}}}};
+  ex.exact_tensor = &t_buckets;
+  std::vector<TensorSpec> expected = {add_expected(&tensors, std::move(ex))};
 
   Json m;
   m["schema"] = kSchemaName;
@@ -211,9 +203,9 @@ GoldenCase bucket_generate(const BucketCase& c) {
   m["tables"] = {{"bucket_ranges", jr}};
   m["flags"] = {"T5BucketDirection", "T5RelativeSign", "T5LogBucketTruncation",
                 "T5BucketSaturation"};
-  m["tensors_file"] = c.id + ".safetensors";
-  m["inputs"] = Json::array({tensor_spec_to_json(in, false)});
-  m["expected"] = Json::array({tensor_spec_to_json(ex, true)});
+  m["pipelines"] = {{"fp32", "HF's float32 formula (log of the float32 ratio): the same buckets "
+                             "for every r of this table (a test checks it)"}};
+  manifest_add_tensors(m, c.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
 
@@ -375,34 +367,21 @@ GoldenCase attention_generate(T5AttentionCase c) {
   const auto buckets = reference::t5_bias_bucket_matrix(expect_tp, d.tq, d.tk, qo);
   const auto bias = reference::t5_bias_matrix<mp50>(expect_tp, table50, d.tq, d.tk, qo);
   Tensor t_table = target_tensor("relative_attention_bias", d.dtype, {nb, H}, table50);
-  Tensor t_buckets = tensor_from_i32("buckets", {d.tq, d.tk}, buckets);
-  Tensor t_bias = target_tensor("bias", d.dtype, {H, d.tq, d.tk}, bias);
-  TensorSpec in;
-  in.name = "relative_attention_bias";
-  in.stage = "input";
-  in.dtype = d.dtype;
-  in.shape = {nb, H};
-  in.sha256 = sha256_hex(t_table.data);
-  TensorSpec sb;
-  sb.name = "buckets";
-  sb.stage = "table";
-  sb.dtype = DType::kI32;
-  sb.shape = {d.tq, d.tk};
-  sb.sha256 = sha256_hex(t_buckets.data);
-  sb.check.kind = "exact";
-  sb.check.bounds = {{"strict", 0.0}};
-  sb.axes = {{"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}};
-  TensorSpec sv = sb;
-  sv.name = "bias";
-  sv.stage = "bias";
-  sv.dtype = d.dtype;
-  sv.shape = {H, d.tq, d.tk};
-  sv.sha256 = sha256_hex(t_bias.data);
-  sv.axes = {
-      {"head", "", {}, {}}, {"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}};
+  const Tensor t_buckets = tensor_from_i32("buckets", {d.tq, d.tk}, buckets);
+  const Tensor t_bias = target_tensor("bias", d.dtype, {H, d.tq, d.tk}, bias);
+  const TensorSpec in = input_spec(t_table);
   g.tensors.push_back(std::move(t_table));
-  g.tensors.push_back(std::move(t_buckets));
-  g.tensors.push_back(std::move(t_bias));
+  // Buckets are integers and the bias a gather of input values: exact in every pipeline (HF's
+  // float32 bucket formula agrees with the exact one on these distances).
+  ExpectedTensor eb, ev;
+  eb.spec = {"buckets", "table", DType::kI32, {d.tq, d.tk}, "", {"exact", exact_budgets(d.dtype)},
+             {{"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}}};
+  eb.exact_tensor = &t_buckets;
+  ev.spec = {"bias", "bias", d.dtype, {H, d.tq, d.tk}, "", {"exact", exact_budgets(d.dtype)},
+             {{"head", "", {}, {}}, {"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}}};
+  ev.exact_tensor = &t_bias;
+  const TensorSpec sb = add_expected(&g.tensors, std::move(eb));
+  const TensorSpec sv = add_expected(&g.tensors, std::move(ev));
 
   Json& m = g.manifest;
   m["inputs"].push_back(tensor_spec_to_json(in, false));
@@ -494,6 +473,9 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
     throw_invalid("t5_bias_run_engine",
                   "unknown mistake (known: direction-flipped, sign-flipped, no-offset)", o.mistake);
   }
+  if (o.pipeline != "exact" && !o.mistake.empty()) {
+    throw_invalid("t5_bias_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+  }
   const bool flip_direction =
       o.mistake == "direction-flipped" && !POSENC_MUTANT("gold_t5_direction_mistake_noop");
   const bool flip_sign = o.mistake == "sign-flipped";
@@ -505,7 +487,11 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
     std::vector<std::int64_t> r(static_cast<std::size_t>(tr.numel()));
     for (std::size_t x = 0; x < r.size(); ++x) r[x] = tr.get_i64(static_cast<std::int64_t>(x));
     std::vector<std::int32_t> b(r.size());
-    if (!r.empty()) {
+    if (o.pipeline != "exact") {  // HF's float32 formula
+      for (std::size_t x = 0; x < r.size(); ++x) {
+        b[x] = pipelines::hf_t5_bucket_f32(r[x], tp.bidirectional, tp.num_buckets, tp.max_distance);
+      }
+    } else if (!r.empty()) {
       for (auto& x : r) x = flip_sign ? -x : x;
       const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
       const auto table = optimized::t5_bias_bucket_range(tp, *lo, *hi);
@@ -521,6 +507,32 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
   const std::int64_t tq = pj.at("tq").get<std::int64_t>(), tk = pj.at("tk").get<std::int64_t>();
   const std::int64_t bias_offset = o.mistake == "no-offset" ? 0 : p.query_offset;
   const std::vector<float> table = tensor_to_f32(golden.at("relative_attention_bias"));
+  const DType t = golden.at("q").dtype;
+  if (o.pipeline != "exact") {
+    // HF: buckets by the float32 formula, bias = relative_attention_bias[bucket, h] (already in
+    // the model dtype), added to the unscaled scores.
+    std::vector<std::int32_t> buckets(static_cast<std::size_t>(tq * tk));
+    for (std::int64_t i = 0; i < tq; ++i) {
+      for (std::int64_t j = 0; j < tk; ++j) {
+        buckets[i * tk + j] = pipelines::hf_t5_bucket_f32(j - (p.query_offset + i), tp.bidirectional,
+                                                          tp.num_buckets, tp.max_distance);
+      }
+    }
+    const int nh = p.n_heads;
+    const PipelineBias bias = [&buckets, &table, tk, nh](int h, std::int64_t i, std::int64_t j) {
+      return table[static_cast<std::size_t>(buckets[i * tk + j]) * nh + h];
+    };
+    res = attention_case_run_pipeline(spec, golden, o.pipeline, bias, p);
+    std::vector<float> bias_values(static_cast<std::size_t>(nh * tq * tk));
+    for (int h = 0; h < nh; ++h) {
+      for (std::int64_t i = 0; i < tq; ++i) {
+        for (std::int64_t j = 0; j < tk; ++j) bias_values[(h * tq + i) * tk + j] = bias(h, i, j);
+      }
+    }
+    res.emplace("buckets", tensor_from_i32("buckets", {tq, tk}, buckets));
+    res.emplace("bias", engine_tensor("bias", t, {nh, tq, tk}, bias_values));
+    return res;
+  }
   const optimized::T5Bias t5(tp, table, tq, tk, bias_offset);
   const SignFlippedBias flipped(tp, table, bias_offset);
   const optimized::AttentionBias* bias =
@@ -538,7 +550,6 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
     for (std::int64_t i = 0; i < tq; ++i)
       bias->fill(h, i, 1, 0, static_cast<int>(tk), &bias_values[(h * tq + i) * tk]);
   }
-  const DType t = golden.at("q").dtype;
   res.emplace("buckets", tensor_from_i32("buckets", {tq, tk}, buckets));
   res.emplace("bias", engine_tensor("bias", t, {p.n_heads, tq, tk}, bias_values));
   return res;

@@ -284,5 +284,7 @@ TEST(AttentionGolden, EngineMistakesAreCaught) {
   expect_engine_mistakes_caught("attention", [](const std::string&, const std::string&) { return false; });
 }
 
+TEST(AttentionGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("attention", 0.0); }
+
 }  // namespace
 }  // namespace posenc::properties

@@ -8,7 +8,7 @@
 #include <mpfr.h>
 #include <rapidcheck/gtest.h>
 
-#include "golden/prng.hpp"
+#include "golden/format/prng.hpp"
 #include "reference/common/dtype.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"

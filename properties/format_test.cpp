@@ -1,5 +1,5 @@
 // Tests of golden/format: safetensors and .npy codecs, SHA-256, atomic file writes.
-#include "golden/format.hpp"
+#include "golden/format/format.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

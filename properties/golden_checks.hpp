@@ -4,18 +4,28 @@
 //   OptimizedPassesVerify  the scheme's built-in engine (its optimized kernels) passes every
 //                          case with the strict profile, every stage present
 //   EngineMistakesAreCaught  each deliberate engine mistake fails every case (unless declared invisible)
+//   PipelinesPassTheirProfiles  each emulated engine pipeline (fp32, fp32-recurrence, bf16, f16,
+//                          and exact) passes its own profile on every case the profile applies
+//                          to, and its worst element over the scheme uses at least a quarter of
+//                          the budget (the budget is tight, not just passing)
+//   FloatPipelinesFailStrict  the float32 pipelines fail the strict profile where their tables
+//                          are not correctly rounded
 #pragma once
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "golden/catalog.hpp"
-#include "golden/format.hpp"
-#include "golden/registry.hpp"
-#include "golden/verify.hpp"
+#include "golden/cases/catalog.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/format/format.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/verify/verify.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::properties {
 
@@ -48,13 +58,31 @@ inline void expect_golden_files_up_to_date(const std::string& slug, std::size_t 
   EXPECT_EQ(n, rows.size()) << "catalog.json does not list every " << slug << " case";
 }
 
-/// Runs fn(case spec, golden tensors, scheme) for every case of the scheme.
+/// True in the mutant twin when the active mutant is in a generator (its name starts with
+/// "gold_"): its effect is in freshly generated cases, not in the committed files.
+inline bool generator_mutant_active() {
+#ifdef POSENC_ENABLE_MUTANTS
+  return posenc::active_mutant().substr(0, 5) == "gold_";
+#else
+  return false;
+#endif
+}
+
+/// Runs fn(loaded case, scheme) for every case of the scheme: the committed files, or, under a
+/// generator mutant, the same case generated afresh and read back through its encoded bytes.
 template <class Fn>
 void for_each_golden_case(const std::string& slug, Fn fn) {
   const auto dir = golden::default_data_dir();
   const auto& scheme = golden::scheme_by_slug(slug);
   for (const auto& row : scheme.cases()) {
-    const auto lc = golden::load_case(dir / slug / (row.id + ".json"));
+    if (!generator_mutant_active()) {
+      fn(golden::load_case(dir / slug / (row.id + ".json")), scheme);
+      continue;
+    }
+    const auto f = golden::case_files(scheme.generate(row.id));
+    golden::LoadedCase lc;
+    lc.spec = golden::case_spec_from_json(nlohmann::json::parse(f.manifest_text), row.id);
+    lc.golden = golden::tensor_map(golden::safetensors_decode(f.tensors, row.id));
     fn(lc, scheme);
   }
 }
@@ -81,6 +109,81 @@ void expect_engine_mistakes_caught(const std::string& slug, AllowedPass allowed_
       EXPECT_EQ(r.status, "FAIL") << lc.spec.id << " with mistake " << mistake;
     }
   });
+}
+
+/// True when the profile judges some expected tensor of the case.
+inline bool profile_applies(const golden::CaseSpec& spec, const std::string& profile) {
+  return std::any_of(spec.expected.begin(), spec.expected.end(), [&](const golden::TensorSpec& t) {
+    return t.check.profile(profile).applies;
+  });
+}
+
+/// The worst share of its budget each pipeline's engine reaches over the scheme's cases.
+struct PipelineWorst {
+  double ratio = 0;
+  std::string where;
+  int cases = 0;
+};
+
+/// Every pipeline passes its own profile on each case that profile applies to; returns the
+/// worst share of budget per pipeline and checks it is at least min_share (tightness).
+inline std::map<std::string, PipelineWorst> expect_pipelines_pass_their_profiles(
+    const std::string& slug, double min_share = 0.25) {
+  std::map<std::string, PipelineWorst> worst;
+  for_each_golden_case(slug, [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    for (const auto& pipeline : golden::pipelines::names()) {
+      const std::string profile = golden::pipelines::profile_of(pipeline);
+      if (!profile_applies(lc.spec, profile)) continue;
+      golden::EngineOptions eo;
+      eo.pipeline = pipeline;
+      const auto out = s.run_engine(lc.spec, lc.golden, eo);
+      golden::VerifyOptions vo;
+      vo.profile = profile;
+      vo.require_all = true;
+      const auto r = golden::verify_case(lc.spec, lc.golden, out, vo);
+      if (lc.spec.result == "invalid") continue;  // a negative control: see the mistakes test
+      EXPECT_EQ(r.status, "PASS") << "pipeline " << pipeline << "\n" << golden::format_case_text(r, true);
+      PipelineWorst& w = worst[pipeline];
+      ++w.cases;
+      for (const auto& t : r.tensors) {
+        if (t.status != "PASS" && t.status != "FAIL") continue;
+        if (t.max_ratio > w.ratio) {
+          w.ratio = t.max_ratio;
+          w.where = lc.spec.id + " " + t.name;
+        }
+      }
+    }
+  });
+  for (const auto& [pipeline, w] : worst) {
+    std::printf("[ tight    ] %s pipeline %-16s worst element at %.3f of its budget (%s), %d cases\n",
+                slug.c_str(), pipeline.c_str(), w.ratio, w.where.c_str(), w.cases);
+    EXPECT_GE(w.ratio, min_share) << "pipeline " << pipeline << ": the " << slug
+                                  << " budgets are more than " << 1 / min_share
+                                  << "x what the pipeline needs";
+    EXPECT_LE(w.ratio, 1.0) << pipeline;
+  }
+  return worst;
+}
+
+/// The float32 pipelines fail strict on every (case, pipeline) `select(id, pipeline)` picks.
+template <class Select>
+void expect_float_pipelines_fail_strict(const std::string& slug, Select select) {
+  int n = 0;
+  for_each_golden_case(slug, [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    for (const std::string pipeline : {"fp32", "fp32-recurrence"}) {
+      if (!select(lc.spec.id, pipeline) || !profile_applies(lc.spec, pipeline)) continue;
+      golden::EngineOptions eo;
+      eo.pipeline = pipeline;
+      const auto out = s.run_engine(lc.spec, lc.golden, eo);
+      golden::VerifyOptions strict;
+      strict.require_all = true;
+      const auto r = golden::verify_case(lc.spec, lc.golden, out, strict);
+      EXPECT_EQ(r.status, "FAIL") << lc.spec.id << ": pipeline " << pipeline
+                                  << " passes strict, so strict cannot tell it from an exact engine";
+      ++n;
+    }
+  });
+  EXPECT_GT(n, 0) << "no case selected";
 }
 
 }  // namespace posenc::properties

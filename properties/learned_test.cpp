@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "golden/catalog.hpp"
-#include "golden/format.hpp"
-#include "golden/prng.hpp"
-#include "golden/registry.hpp"
-#include "golden/verify.hpp"
+#include "golden/cases/catalog.hpp"
+#include "golden/format/format.hpp"
+#include "golden/format/prng.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/verify/verify.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
 #include "properties/golden_checks.hpp"
@@ -534,6 +534,8 @@ TEST(LearnedGolden, EngineMistakesAreCaught) {
   }
   EXPECT_TRUE(saw_offset_case) << "no golden case exercises a nonzero position_offset";
 }
+
+TEST(LearnedGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("learned"); }
 
 }  // namespace
 }  // namespace posenc::properties

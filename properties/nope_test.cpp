@@ -139,5 +139,7 @@ TEST(NopeGolden, EngineMistakesAreCaught) {
   expect_engine_mistakes_caught("nope", [](const std::string&, const std::string&) { return false; });
 }
 
+TEST(NopeGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("nope", 0.0); }
+
 }  // namespace
 }  // namespace posenc::properties

@@ -14,11 +14,11 @@
 #include <omp.h>
 #include <rapidcheck/gtest.h>
 
-#include "golden/catalog.hpp"
-#include "golden/format.hpp"
-#include "golden/prng.hpp"
-#include "golden/registry.hpp"
-#include "golden/verify.hpp"
+#include "golden/cases/catalog.hpp"
+#include "golden/format/format.hpp"
+#include "golden/format/prng.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/verify/verify.hpp"
 #include "optimized/sinusoidal.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
@@ -546,13 +546,14 @@ TEST(SinusoidalGolden, EngineMistakesAreCaught) {
           EXPECT_EQ(t.status, "FAIL") << row.id << " with mistake " << mistake;
         }
       }
-      if (mistake == "fp32-angles") {
-        // A float32-angle pipeline is a declared precision, not a bug: its profile passes it.
-        const auto r2 = golden::verify_case(lc.spec, lc.golden, out, {"fp32-angles", {}, true});
-        EXPECT_EQ(r2.status, "PASS") << golden::format_case_text(r2, true);
-      }
     }
   }
+}
+
+TEST(SinusoidalGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("sinusoidal"); }
+
+TEST(SinusoidalGolden, FloatPipelinesFailStrict) {
+  expect_float_pipelines_fail_strict("sinusoidal", [](const std::string&, const std::string&) { return true; });
 }
 
 }  // namespace

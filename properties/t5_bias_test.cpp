@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/pipelines.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
 #include "properties/golden_checks.hpp"
@@ -227,26 +228,8 @@ TEST(T5BiasReferenceSpot, PinsSpecSection12Tables) {
   }
 }
 
-/// HF's float32 pipeline (T5Attention._relative_position_bucket): the int64 distance as float32,
-/// / max_exact, torch.log in float32, / the Python double ln(D/E) as a float32 operand,
-/// * (N' - E) in float32, then .to(torch.long) (truncation).
 int hf_float32_bucket(std::int64_t r, bool bidirectional, int num_buckets, int max_distance) {
-  std::int64_t base = 0, n = r;
-  int nb = num_buckets;
-  if (bidirectional) {
-    nb /= 2;
-    base = r > 0 ? nb : 0;
-    n = std::llabs(r);
-  } else {
-    n = -std::min<std::int64_t>(r, 0);
-  }
-  const int e = nb / 2;
-  if (n < e) return static_cast<int>(base + n);
-  const float lg = std::log(static_cast<float>(n) / static_cast<float>(e));
-  const float denom = static_cast<float>(std::log(static_cast<double>(max_distance) / e));
-  const float x = lg / denom * static_cast<float>(nb - e);
-  const std::int64_t large = std::min<std::int64_t>(e + static_cast<std::int64_t>(x), nb - 1);
-  return static_cast<int>(base + large);
+  return golden::pipelines::hf_t5_bucket_f32(r, bidirectional, num_buckets, max_distance);
 }
 
 TEST(T5BiasReferenceSpot, Float32FormulaAgreesOnDefaults) {
@@ -575,6 +558,8 @@ TEST(T5BiasGolden, VerifyFailsTheNegativeControlOnlyForAFlippedEngine) {
   });
   EXPECT_GE(n, 1);
 }
+
+TEST(T5BiasGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("t5_bias", 0.0); }
 
 }  // namespace
 }  // namespace posenc::properties

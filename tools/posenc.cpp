@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,10 +18,12 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "golden/catalog.hpp"
-#include "golden/format.hpp"
-#include "golden/registry.hpp"
-#include "golden/verify.hpp"
+#include "golden/cases/catalog.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/format/profiles.hpp"
+#include "golden/format/format.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/verify/verify.hpp"
 #include "reference/common/errors.hpp"
 
 namespace fs = std::filesystem;
@@ -44,13 +48,11 @@ void check_format(const std::string& f) {
   if (f != "text" && f != "json") throw UsageError("--format must be text or json (got " + f + ")");
 }
 
-void check_profile(const std::string& p) {
-  for (const auto& n : profile_names()) {
-    if (n == p) return;
-  }
-  std::string known;
-  for (const auto& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
-  throw UsageError("--profile must be one of " + known + " (got " + p + ")");
+/// The canonical name of a --profile value (aliases accepted); UsageError otherwise.
+std::string canonical_or_usage(const std::string& p) {
+  const std::string c = canonical_profile(p);
+  if (c.empty()) throw UsageError("--profile must be one of " + profile_list_text() + " (got " + p + ")");
+  return c;
 }
 
 /// Resolves a case argument: a manifest path, or a case id looked up in the data directory.
@@ -63,26 +65,26 @@ fs::path manifest_for(const std::string& arg, const fs::path& data) {
                    " and no such manifest file (try `posenc list`)");
 }
 
-/// Checks both files of a catalog entry against the catalog's SHA-256.
-void check_catalog_hashes(const fs::path& data, const CatalogEntry& e) {
-  for (auto [rel, sha] : {std::pair{e.manifest, e.manifest_sha256}, std::pair{e.tensors, e.tensors_sha256}}) {
-    const auto bytes = read_file(data / rel);
-    if (sha256_hex(bytes) != sha) {
-      throw GoldenFileError((data / rel).string() +
-                            ": SHA-256 differs from catalog.json (modified or corrupted file; "
-                            "regenerate with `posenc generate`)");
-    }
-  }
-}
+/// One case to verify: its manifest, and its catalog entry when it came from a catalog (whose
+/// SHA-256 of both files is then checked first).
+struct GoldenArg {
+  fs::path manifest;
+  std::optional<CatalogEntry> entry;
+  fs::path data;
+};
 
-/// Golden arguments of verify: manifests, directories (all manifests below) or catalog.json.
-std::vector<fs::path> expand_golden(const std::vector<std::string>& args) {
-  std::vector<fs::path> out;
+/// Golden arguments of verify: manifests, directories (a catalog folder, or all manifests
+/// below) or catalog.json.
+std::vector<GoldenArg> expand_golden(const std::vector<std::string>& args) {
+  std::vector<GoldenArg> out;
+  auto from_catalog = [&](const fs::path& dir) {
+    for (const auto& e : catalog_read(dir)) out.push_back({dir / e.manifest, e, dir});
+  };
   for (const auto& a : args) {
     const fs::path p(a);
     if (fs::is_directory(p)) {
       if (fs::exists(p / "catalog.json")) {
-        for (const auto& e : catalog_read(p)) out.push_back(p / e.manifest);
+        from_catalog(p);
         continue;
       }
       std::vector<fs::path> found;
@@ -94,11 +96,11 @@ std::vector<fs::path> expand_golden(const std::vector<std::string>& args) {
       }
       std::sort(found.begin(), found.end());
       if (found.empty()) throw UsageError(a + ": directory holds no golden manifest");
-      out.insert(out.end(), found.begin(), found.end());
+      for (const auto& f : found) out.push_back({f, std::nullopt, {}});
     } else if (p.filename() == "catalog.json") {
-      for (const auto& e : catalog_read(p.parent_path())) out.push_back(p.parent_path() / e.manifest);
+      from_catalog(p.parent_path().empty() ? fs::path(".") : p.parent_path());
     } else if (fs::is_regular_file(p)) {
-      out.push_back(p);
+      out.push_back({p, std::nullopt, {}});
     } else {
       throw UsageError(a + ": no such golden manifest or directory");
     }
@@ -130,8 +132,9 @@ TensorMap read_actual_dir(const fs::path& d) {
   return m;
 }
 
-/// Finds an engine's output for one case (README "Verifying an engine").
-TensorMap actual_for(const fs::path& actual, const std::string& id, std::size_t n_cases) {
+/// Finds an engine's output for one case (README "Verifying an engine"); nullopt when the
+/// directory holds none for it.
+std::optional<TensorMap> actual_for(const fs::path& actual, const std::string& id, std::size_t n_cases) {
   if (fs::is_regular_file(actual)) {
     if (n_cases > 1) {
       throw UsageError("--actual " + actual.string() + " is one file but " +
@@ -149,8 +152,7 @@ TensorMap actual_for(const fs::path& actual, const std::string& id, std::size_t 
     TensorMap m = read_actual_dir(actual);
     if (!m.empty()) return m;
   }
-  throw GoldenFileError(actual.string() + ": no output for case " + id + " (looked for " + id +
-                        ".safetensors, " + id + "/*.npy|*.safetensors)");
+  return std::nullopt;
 }
 
 std::map<std::string, std::string> parse_maps(const std::vector<std::string>& maps) {
@@ -165,33 +167,57 @@ std::map<std::string, std::string> parse_maps(const std::vector<std::string>& ma
   return r;
 }
 
+/// 2 on any bad input, or when nothing at all was checked; else 1 on a mismatch, else 0.
 int exit_code_of(const std::vector<CaseReport>& reports) {
-  int rc = kExitPass;
+  int rc = kExitPass, checked = 0;
   for (const auto& r : reports) {
     if (r.status == "ERROR") return kExitUsage;
     if (r.status == "FAIL") rc = kExitMismatch;
+    checked += r.status == "PASS" || r.status == "FAIL";
   }
-  return rc;
+  return checked == 0 ? kExitUsage : rc;
+}
+
+struct Summary {
+  int checked = 0, pass = 0, fail = 0, error = 0, no_output = 0, na = 0;
+};
+
+Summary summarize(const std::vector<CaseReport>& reports) {
+  Summary s;
+  for (const auto& r : reports) {
+    s.pass += r.status == "PASS";
+    s.fail += r.status == "FAIL";
+    s.error += r.status == "ERROR";
+    s.no_output += r.status == "NO OUTPUT";
+    s.na += r.status == "N/A";
+  }
+  s.checked = s.pass + s.fail;
+  return s;
 }
 
 void print_reports(const std::vector<CaseReport>& reports, const std::string& format, bool verbose,
-                   const std::string& profile) {
+                   bool by_position, const std::string& profile) {
+  const Summary s = summarize(reports);
   if (format == "json") {
     json arr = json::array();
-    for (const auto& r : reports) arr.push_back(case_report_json(r));
-    json j = {{"profile", profile}, {"cases", arr}};
+    for (const auto& r : reports) arr.push_back(case_report_json(r, by_position));
+    json j = {{"profile", profile},
+              {"summary", {{"checked", s.checked}, {"passed", s.pass}, {"failed", s.fail},
+                           {"errors", s.error}, {"without_output", s.no_output},
+                           {"not_applicable", s.na}}},
+              {"cases", arr}};
     std::cout << j.dump(1) << '\n';
     return;
   }
-  int pass = 0, fail = 0, err = 0;
   for (const auto& r : reports) {
-    std::cout << format_case_text(r, verbose);
-    pass += r.status == "PASS";
-    fail += r.status == "FAIL";
-    err += r.status == "ERROR";
+    if (r.status == "NO OUTPUT" && !verbose) continue;
+    std::cout << format_case_text(r, verbose, by_position);
   }
-  std::cout << "verify: " << pass << " passed, " << fail << " failed";
-  if (err) std::cout << ", " << err << " errors";
+  std::cout << "verify: " << s.checked << " checked: " << s.pass << " passed, " << s.fail
+            << " failed";
+  if (s.error) std::cout << "; " << s.error << " errors";
+  if (s.na) std::cout << "; " << s.na << " not applicable under profile " << profile;
+  if (s.no_output) std::cout << "; " << s.no_output << " without output";
   std::cout << '\n';
 }
 
@@ -245,11 +271,63 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
   for (const auto& t : lc.spec.inputs) {
     std::cout << "    " << t.name << "  " << dtype_short(t.dtype) << " " << json(t.shape).dump() << "\n";
   }
-  std::cout << "  expected (check: bound per profile)\n";
+  std::cout << "  expected (budget per profile: bound x eps x cond (ulp: x ulp) + ulps x ulp + "
+               "extra; n/a = the profile does not apply)\n";
   for (const auto& t : lc.spec.expected) {
     std::cout << "    " << t.name << "  " << t.stage << "  " << dtype_short(t.dtype) << " "
-              << json(t.shape).dump() << "  " << t.check.kind << " " << json(t.check.bounds).dump()
-              << "\n";
+              << json(t.shape).dump() << "  " << t.check.kind << "\n";
+    for (const auto& prof : profiles()) {
+      const ProfileBudget& b = t.check.profile(prof.name);
+      std::printf("      %-16s ", prof.name.c_str());
+      if (!b.applies) {
+        std::printf("n/a: %s\n", b.not_applicable.c_str());
+        continue;
+      }
+      if (t.check.kind == "exact") {
+        std::printf("bit-exact\n");
+        continue;
+      }
+      std::printf("bound %.4g", b.bound);
+      if (b.ulps != 0) std::printf(", ulps %.4g", b.ulps);
+      if (!b.extra.empty()) std::printf(", + %s", b.extra.c_str());
+      if (!b.saturated.empty()) {
+        std::printf("  (admits any angle at %zu position(s), e.g. %lld: %.0f%% of elements)",
+                    b.saturated.size(), static_cast<long long>(b.saturated.rbegin()->first),
+                    100 * b.saturated.rbegin()->second);
+      }
+      std::printf("\n");
+    }
+    for (const auto& a : t.alternatives) {
+      std::cout << "      accepted alternative \"" << a.name << "\": " << a.description << "\n";
+    }
+  }
+  for (const auto& d : lc.spec.detection) {
+    std::cout << "  detects " << d.flag << " through: ";
+    for (const auto& st : d.stages) std::cout << st << ' ';
+    if (!d.blind.empty()) std::cout << "(" << d.blind << ")";
+    std::cout << "\n";
+  }
+  if (m.contains("resolution")) {
+    std::cout << "  resolution: " << m["resolution"].value("what", "") << "\n";
+    for (const auto& [prof, rows] : m["resolution"]["profiles"].items()) {
+      std::printf("    %-16s %12s %12s %14s %16s\n", prof.c_str(), "position", "min offset",
+                  "base rel err", "inv_freq rel err");
+      for (const auto& row : rows) {
+        auto txt = [](const json& v) {
+          if (v.is_null()) return std::string("none");
+          char buf[32];
+          if (v.is_number_integer()) {
+            std::snprintf(buf, sizeof buf, "%lld", v.get<long long>());
+          } else {
+            std::snprintf(buf, sizeof buf, "%.2g", v.get<double>());
+          }
+          return std::string(buf);
+        };
+        std::printf("    %-16s %12lld %12s %14s %16s\n", "", row["position"].get<long long>(),
+                    txt(row["min_offset"]).c_str(), txt(row["min_base_rel_error"]).c_str(),
+                    txt(row["min_inv_freq_rel_error"]).c_str());
+      }
+    }
   }
   if (m.contains("flags")) std::cout << "  flags        " << m["flags"].dump() << "\n";
   return kExitPass;
@@ -311,34 +389,68 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog)
 }
 
 int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actual,
-               const VerifyOptions& opt, const std::string& format, bool verbose) {
+               const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position) {
   check_format(format);
-  check_profile(opt.profile);
-  const auto manifests = expand_golden(golden_args);
+  const auto cases = expand_golden(golden_args);
   std::vector<CaseReport> reports;
-  for (const auto& mp : manifests) {
+  std::set<std::string> mapped_names;  // golden names --map renames that some case expects
+  for (const auto& ga : cases) {
     CaseReport r;
+    r.profile = opt.profile;
     try {
-      const LoadedCase lc = load_case(mp);
+      if (ga.entry) check_catalog_entry(ga.data, *ga.entry);
+      const LoadedCase lc = load_case(ga.manifest);
       r.id = lc.spec.id;
-      const TensorMap act = actual_for(actual, lc.spec.id, manifests.size());
-      r = verify_case(lc.spec, lc.golden, act, opt);
+      r.scheme = lc.spec.scheme;
+      scheme_by_slug(lc.spec.scheme);  // a manifest of an unknown scheme is refused
+      const auto act = actual_for(actual, lc.spec.id, cases.size());
+      if (!act) {
+        r.status = opt.require_all ? "ERROR" : "NO OUTPUT";
+        r.message = "no engine output for this case in " + actual.string() + " (looked for " +
+                    lc.spec.id + ".safetensors, " + lc.spec.id + "/*.npy|*.safetensors)";
+        reports.push_back(std::move(r));
+        continue;
+      }
+      for (const auto& [golden_name, engine_name] : opt.rename) {
+        const bool expected = std::any_of(lc.spec.expected.begin(), lc.spec.expected.end(),
+                                          [&](const TensorSpec& t) { return t.name == golden_name; });
+        if (!expected) continue;
+        mapped_names.insert(golden_name);
+        if (!act->count(engine_name)) {
+          throw UsageError("--map " + golden_name + "=" + engine_name + ": the engine output for " +
+                           lc.spec.id + " has no tensor \"" + engine_name + "\"");
+        }
+      }
+      r = verify_case(lc.spec, lc.golden, *act, opt);
     } catch (const std::exception& e) {
-      if (r.id.empty()) r.id = mp.stem().string();
+      if (r.id.empty()) r.id = ga.manifest.stem().string();
       r.status = "ERROR";
-      r.profile = opt.profile;
       r.message = e.what();
     }
     reports.push_back(std::move(r));
   }
-  print_reports(reports, format, verbose, opt.profile);
+  for (const auto& [golden_name, engine_name] : opt.rename) {
+    if (!mapped_names.count(golden_name)) {
+      throw UsageError("--map " + golden_name + "=" + engine_name + ": no case given expects a "
+                       "tensor \"" + golden_name + "\"");
+    }
+  }
+  print_reports(reports, format, verbose, by_position, opt.profile);
   return exit_code_of(reports);
 }
 
-int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string& profile,
-              const std::string& format, const fs::path& keep) {
+/// True when some expected tensor of the case is judged under the profile.
+bool profile_applies(const CaseSpec& spec, const std::string& profile) {
+  return std::any_of(spec.expected.begin(), spec.expected.end(),
+                     [&](const TensorSpec& t) { return t.check.profile(profile).applies; });
+}
+
+int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string& pipeline,
+              const std::string& profile_arg, const std::string& format, const fs::path& keep) {
   check_format(format);
-  check_profile(profile);
+  pipelines::profile_of(pipeline);  // validates the name
+  const std::string profile =
+      profile_arg.empty() ? pipelines::profile_of(pipeline) : canonical_or_usage(profile_arg);
   std::set<std::string> wanted;
   for (const auto& [s, row] : select_cases(sel)) wanted.insert(row.id);
   const auto entries = catalog_read(data);
@@ -358,17 +470,28 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
     r.scheme = e.scheme;
     r.profile = profile;
     try {
-      check_catalog_hashes(data, e);
+      check_catalog_entry(data, e);
       const LoadedCase lc = load_case(data / e.manifest);
       const SchemeEntry& s = scheme_by_slug(lc.spec.scheme);
+      if (!profile_applies(lc.spec, pipelines::profile_of(pipeline))) {
+        r.status = "N/A";
+        r.message = "pipeline " + pipeline + " does not apply to this case";
+        reports.push_back(std::move(r));
+        continue;
+      }
       // Through files, exactly as an external engine: inputs read from the golden file,
       // outputs written as safetensors, read back, verified.
-      const TensorMap out = s.run_engine(lc.spec, lc.golden, EngineOptions{});
+      EngineOptions eo;
+      eo.pipeline = pipeline;
+      const TensorMap out = s.run_engine(lc.spec, lc.golden, eo);
       std::vector<Tensor> ts;
       for (const auto& [k, v] : out) ts.push_back(v);
       const fs::path f = work / (e.id + ".safetensors");
       write_file_atomic(f, safetensors_encode(ts));
-      r = verify_case(lc.spec, lc.golden, tensor_map(safetensors_read(f)), VerifyOptions{profile, {}, true});
+      VerifyOptions vo;
+      vo.profile = profile;
+      vo.require_all = true;
+      r = verify_case(lc.spec, lc.golden, tensor_map(safetensors_read(f)), vo);
     } catch (const std::exception& ex) {
       r.status = "ERROR";
       r.message = ex.what();
@@ -378,21 +501,28 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
   if (remove_work) fs::remove_all(work);
   if (reports.empty()) throw UsageError("no catalog case matches the selection");
   if (format == "json") {
-    print_reports(reports, format, false, profile);
+    print_reports(reports, format, false, false, profile);
     return exit_code_of(reports);
   }
-  std::printf("posenc check: optimized kernels vs the golden catalog (%s), profile %s\n",
+  std::printf("posenc check: pipeline %s vs the golden catalog (%s), profile %s\n", pipeline.c_str(),
               data.c_str(), profile.c_str());
-  std::printf("%-46s %-8s %-9s %-14s %s\n", "case", "checked", "worst", "error/bound", "result");
-  int pass = 0, fail = 0;
+  std::printf("%-52s %-8s %-9s %-14s %s\n", "case", "checked", "worst", "of budget", "result");
+  int pass = 0, fail = 0, na = 0;
+  double worst_all = 0;
   for (const auto& r : reports) {
+    if (r.status == "N/A") {
+      ++na;
+      std::printf("%-52s %-8s %-9s %-14s %s\n", r.id.c_str(), "-", "-", "-", "N/A");
+      continue;
+    }
     const TensorReport* worst = nullptr;
     for (const auto& t : r.tensors) {
       if (t.status != "PASS" && t.status != "FAIL") continue;
-      if (!worst || t.ratio() > worst->ratio()) worst = &t;
+      if (!worst || t.max_ratio > worst->max_ratio) worst = &t;
     }
-    std::printf("%-46s %d/%-6zu %-9s %-14.3f %s\n", r.id.c_str(), r.n_checked(), r.tensors.size(),
-                worst ? worst->name.c_str() : "-", worst ? worst->ratio() : 0.0, r.status.c_str());
+    if (worst) worst_all = std::max(worst_all, worst->max_ratio);
+    std::printf("%-52s %d/%-6zu %-9s %-14.3f %s\n", r.id.c_str(), r.n_checked(), r.tensors.size(),
+                worst ? worst->name.c_str() : "-", worst ? worst->max_ratio : 0.0, r.status.c_str());
     if (r.status != "PASS") {
       if (!r.message.empty()) std::printf("    %s\n", r.message.c_str());
       std::cout << format_case_text(r, false);
@@ -400,18 +530,24 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
     pass += r.status == "PASS";
     fail += r.status != "PASS";
   }
-  std::printf("check: %d passed, %d failed (%.1f s)\n", pass, fail, seconds_since(t0));
+  std::printf("check: %d passed, %d failed", pass, fail);
+  if (na) std::printf(", %d not applicable", na);
+  std::printf("; worst element at %.3f of its budget (%.1f s)\n", worst_all, seconds_since(t0));
   return exit_code_of(reports);
 }
 
 int cmd_engine(const std::string& which, const fs::path& data, const fs::path& out,
-               const std::string& mistake, const std::string& format) {
+               const std::string& mistake, const std::string& pipeline, const std::string& format) {
   if (format != "safetensors" && format != "npy") {
     throw UsageError("--format must be safetensors or npy (got " + format + ")");
   }
+  pipelines::profile_of(pipeline);  // validates the name
   const LoadedCase lc = load_case(manifest_for(which, data));
   const SchemeEntry& s = scheme_by_slug(lc.spec.scheme);
-  const TensorMap res = s.run_engine(lc.spec, lc.golden, EngineOptions{mistake});
+  EngineOptions eo;
+  eo.mistake = mistake;
+  eo.pipeline = pipeline;
+  const TensorMap res = s.run_engine(lc.spec, lc.golden, eo);
   if (format == "npy") {
     for (const auto& [k, v] : res) write_file_atomic(out / (k + ".npy"), npy_encode(v));
   } else {
@@ -419,8 +555,8 @@ int cmd_engine(const std::string& which, const fs::path& data, const fs::path& o
     for (const auto& [k, v] : res) ts.push_back(v);
     write_file_atomic(out, safetensors_encode(ts));
   }
-  std::fprintf(stderr, "engine: %s -> %s%s\n", lc.spec.id.c_str(), out.c_str(),
-               mistake.empty() ? "" : (" (deliberate mistake: " + mistake + ")").c_str());
+  std::fprintf(stderr, "engine: %s -> %s (pipeline %s%s)\n", lc.spec.id.c_str(), out.c_str(),
+               pipeline.c_str(), mistake.empty() ? "" : (", deliberate mistake: " + mistake).c_str());
   return kExitPass;
 }
 
@@ -466,26 +602,47 @@ int main(int argc, char** argv) {
   auto* cat = app.add_subcommand("catalog", "Rebuild catalog.json from the case files present in a directory");
   cat->add_option("--data", data_str, "Golden data directory");
 
-  auto* ver = app.add_subcommand("verify", "Check an engine's outputs against golden cases");
+  auto* ver = app.add_subcommand(
+      "verify",
+      "Check an engine's outputs against golden cases. Judges the cases with output in --actual "
+      "and ends with a summary; per tensor it reports the worst element, the first failing "
+      "position and the largest position up to which every element passes");
   std::vector<std::string> golden_args, maps;
   std::string actual_str;
-  bool verbose = false, require_all = false;
-  ver->add_option("GOLDEN", golden_args, "Manifests, case directories or catalog.json")->required();
+  bool verbose = false, require_all = false, by_position = false;
+  std::int64_t max_position = -1;
+  ver->add_option("GOLDEN", golden_args,
+                  "Manifests, case directories or a catalog (folder or catalog.json; its SHA-256 "
+                  "of both files of every case is checked)")->required();
   ver->add_option("--actual", actual_str,
                   "Engine output: a .safetensors or .npy file (one case), or a directory with "
                   "<case_id>.safetensors or <case_id>/<tensor>.npy")->required();
-  ver->add_option("--profile", profile, "Tolerance profile: strict or fp32-angles");
+  ver->add_option("--profile", profile,
+                  "The pipeline the engine claims: " + profile_list_text() +
+                      " (README \"Profiles\" has each one's derivation and resolution)");
   ver->add_option("--format", format, "text or json");
-  ver->add_option("--map", maps, "Rename: golden_name=engine_name (repeatable)");
-  ver->add_flag("--require-all", require_all, "Fail a case when any expected tensor is missing");
-  ver->add_flag("-v,--verbose", verbose, "Print the worst element of passing tensors too");
+  ver->add_option("--map", maps, "Rename: golden_name=engine_name (repeatable; the engine file "
+                                 "must hold engine_name)");
+  ver->add_flag("--require-all", require_all,
+                "Every case needs an output and every stage a tensor (exit 2 naming what is missing)");
+  ver->add_flag("--by-position", by_position,
+                "Print the worst ratio per position, flagging positions where the profile's "
+                "budget admits any angle");
+  ver->add_option("--max-position", max_position,
+                  "Judge only elements at positions <= N (a model's context window)");
+  ver->add_flag("-v,--verbose", verbose, "Print the worst element of passing tensors and cases "
+                                         "without output too");
 
   auto* chk = app.add_subcommand(
-      "check", "Run posenc's own optimized kernels on the catalog through files and verify them");
-  std::string keep_str;
+      "check", "Run posenc's own kernels (or an emulated engine pipeline) on the catalog through "
+               "files and verify them; prints the worst element's share of its budget");
+  std::string keep_str, check_profile, pipeline = "exact";
   add_selection(chk);
   chk->add_option("--data", data_str, "Golden data directory");
-  chk->add_option("--profile", profile, "Tolerance profile");
+  chk->add_option("--pipeline", pipeline,
+                  "exact (posenc's optimized kernels), fp32, fp32-recurrence, bf16 or f16 "
+                  "(float emulations of the engines each profile models)");
+  chk->add_option("--profile", check_profile, "Profile to judge by (default: the pipeline's own)");
   chk->add_option("--format", format, "text or json");
   chk->add_option("--keep", keep_str, "Keep the engine output files in this directory");
 
@@ -496,8 +653,11 @@ int main(int argc, char** argv) {
   eng->add_option("--out", eng_out, "Output .safetensors file (or directory for --format npy)")->required();
   eng->add_option("--data", data_str, "Golden data directory");
   eng->add_option("--mistake", mistake,
-                  "Deliberate bug, to see verify fail: pairing, offset, fp32-angles, "
-                  "double-rotation, sin-sign");
+                  "Deliberate bug, to see verify fail (per scheme; rope: pairing, offset, "
+                  "double-rotation, sin-sign; an unknown name lists the scheme's)");
+  eng->add_option("--pipeline", pipeline,
+                  "Engine pipeline to emulate: exact (default, posenc's kernels), fp32, "
+                  "fp32-recurrence, bf16, f16");
   eng->add_option("--format", eng_format, "safetensors or npy");
 
   try {
@@ -517,11 +677,15 @@ int main(int argc, char** argv) {
       return kExitPass;
     }
     if (*ver) {
-      VerifyOptions opt{profile, parse_maps(maps), require_all};
-      return cmd_verify(golden_args, actual_str, opt, format, verbose);
+      VerifyOptions opt;
+      opt.profile = canonical_or_usage(profile);
+      opt.rename = parse_maps(maps);
+      opt.require_all = require_all;
+      if (max_position >= 0) opt.max_position = max_position;
+      return cmd_verify(golden_args, actual_str, opt, format, verbose, by_position);
     }
-    if (*chk) return cmd_check(sel, data, profile, format, keep_str);
-    if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, eng_format);
+    if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str);
+    if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format);
   } catch (const std::exception& e) {
     std::cerr << "posenc: error: " << e.what() << '\n';
     return kExitUsage;

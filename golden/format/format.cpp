@@ -1,5 +1,5 @@
 // Golden file formats: safetensors and .npy codecs, SHA-256, atomic writes (see format.hpp).
-#include "golden/format.hpp"
+#include "golden/format/format.hpp"
 
 #include <unistd.h>
 

@@ -1,8 +1,10 @@
-#include "golden/catalog.hpp"
+#include "golden/cases/catalog.hpp"
 
 #include <cstdlib>
+#include <set>
 
 #include "reference/common/errors.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 
@@ -73,6 +75,16 @@ std::vector<CatalogEntry> catalog_read(const fs::path& dir) {
     throw GoldenFileError(path.string() + ": not a posenc catalog (schema != posenc-catalog)");
   }
   std::vector<CatalogEntry> out;
+  std::set<std::string> ids;
+  auto relative_file = [&](const std::string& id, const std::string& rel) {
+    // "<scheme>/<file>": a relative path of two plain names, never leaving the folder
+    const auto slash = rel.find('/');
+    if (slash == std::string::npos || !is_plain_file_name(rel.substr(0, slash)) ||
+        !is_plain_file_name(rel.substr(slash + 1))) {
+      throw GoldenFileError(path.string() + ": case \"" + id + "\" names file \"" + rel +
+                            "\"; catalog files must be <scheme>/<file name> inside the catalog folder");
+    }
+  };
   try {
     for (const auto& c : j.at("cases")) {
       CatalogEntry e;
@@ -83,6 +95,11 @@ std::vector<CatalogEntry> catalog_read(const fs::path& dir) {
       e.tensors = c.at("tensors").get<std::string>();
       e.manifest_sha256 = c.at("manifest_sha256").get<std::string>();
       e.tensors_sha256 = c.at("tensors_sha256").get<std::string>();
+      if (!ids.insert(e.id).second && !POSENC_MUTANT("golden_catalog_duplicates_allowed")) {
+        throw GoldenFileError(path.string() + ": case \"" + e.id + "\" is listed twice");
+      }
+      relative_file(e.id, e.manifest);
+      relative_file(e.id, e.tensors);
       out.push_back(std::move(e));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -91,13 +108,45 @@ std::vector<CatalogEntry> catalog_read(const fs::path& dir) {
   return out;
 }
 
+void check_catalog_entry(const fs::path& data, const CatalogEntry& e) {
+  for (auto [rel, sha] : {std::pair{e.manifest, e.manifest_sha256}, std::pair{e.tensors, e.tensors_sha256}}) {
+    const auto bytes = read_file(data / rel);
+    if (sha256_hex(bytes) != sha && !POSENC_MUTANT("golden_catalog_hash_unchecked")) {
+      throw GoldenFileError((data / rel).string() +
+                            ": SHA-256 differs from catalog.json (modified or corrupted file; "
+                            "regenerate with `posenc generate`)");
+    }
+  }
+}
+
+fs::path tensors_path(const fs::path& manifest_path, const CaseSpec& spec) {
+  // case_spec_from_json has checked that tensors_file is a plain name; a symbolic link may
+  // still point elsewhere: it must resolve into the manifest's own folder.
+  const fs::path dir = manifest_path.parent_path().empty() ? fs::path(".") : manifest_path.parent_path();
+  const fs::path p = dir / spec.tensors_file;
+  std::error_code ec;
+  if (fs::is_symlink(p, ec) && !POSENC_MUTANT("golden_symlink_followed")) {
+    const fs::path target = fs::weakly_canonical(p, ec);
+    if (ec || target.parent_path() != fs::weakly_canonical(dir, ec)) {
+      throw GoldenFileError(manifest_path.string() + ": tensors_file \"" + spec.tensors_file +
+                            "\" is a symbolic link leaving the manifest's folder; refused");
+    }
+  }
+  return p;
+}
+
 LoadedCase load_case(const fs::path& manifest_path) {
   LoadedCase lc;
   lc.manifest_path = manifest_path;
   lc.spec = case_spec_read(manifest_path);
-  const std::string tf = lc.spec.manifest.value("tensors_file", lc.spec.id + ".safetensors");
-  const fs::path tpath = manifest_path.parent_path() / tf;
-  lc.golden = tensor_map(safetensors_read(tpath));
+  const fs::path tpath = tensors_path(manifest_path, lc.spec);
+  std::map<std::string, std::string> meta;
+  lc.golden = tensor_map(safetensors_read(tpath, &meta));
+  if (auto it = meta.find("posenc_case");
+      it != meta.end() && it->second != lc.spec.id && !POSENC_MUTANT("golden_case_metadata_unchecked")) {
+    throw GoldenFileError(tpath.string() + ": the file belongs to case \"" + it->second +
+                          "\", the manifest is \"" + lc.spec.id + "\"");
+  }
   check_golden_tensors(lc.spec, lc.golden, tpath.string());
   return lc;
 }

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "golden/format.hpp"
-#include "golden/manifest.hpp"
-#include "golden/verify.hpp"
+#include "golden/format/format.hpp"
+#include "golden/format/manifest.hpp"
+#include "golden/verify/verify.hpp"
 
 namespace posenc::golden {
 
@@ -26,9 +26,12 @@ struct GoldenCase {
 };
 
 /// Options of the built-in engine (posenc's own optimized kernels run as an external engine
-/// would). `mistake` names a deliberate bug, for demonstrating and testing verify.
+/// would). `mistake` names a deliberate bug, for demonstrating and testing verify; `pipeline`
+/// the engine pipeline to emulate (golden/cases/pipelines.hpp): exact (posenc's optimized
+/// kernels), fp32, fp32-recurrence, bf16 or f16.
 struct EngineOptions {
   std::string mistake;
+  std::string pipeline = "exact";
 };
 
 struct SchemeEntry {

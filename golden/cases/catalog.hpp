@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "golden/manifest.hpp"
-#include "golden/registry.hpp"
-#include "golden/verify.hpp"
+#include "golden/format/manifest.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/verify/verify.hpp"
 
 namespace posenc::golden {
 
@@ -34,9 +34,16 @@ CaseFiles case_files(const GoldenCase& c);
 CatalogEntry write_case(const std::filesystem::path& dir, const std::string& scheme,
                         const std::string& id, const CaseFiles& f);
 std::string catalog_text(const std::vector<CatalogEntry>& entries);
+/// catalog.json of a data directory; GoldenFileError on malformed JSON, a case listed twice, or
+/// a file path that is not <scheme>/<file name>.
 std::vector<CatalogEntry> catalog_read(const std::filesystem::path& dir);
 
-/// A case loaded for verification: parsed manifest and all golden tensors, integrity-checked.
+/// Checks both files of a catalog entry against the catalog's SHA-256; GoldenFileError naming the
+/// file otherwise.
+void check_catalog_entry(const std::filesystem::path& data, const CatalogEntry& e);
+
+/// A case loaded for verification: parsed manifest and all golden tensors, integrity-checked
+/// (tensors_file inside the manifest's folder, every tensor listed with its SHA-256).
 struct LoadedCase {
   CaseSpec spec;
   TensorMap golden;

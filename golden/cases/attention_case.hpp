@@ -2,12 +2,13 @@
 // (attention, nope, and the bias schemes): inputs q, k, v (and key_padding), expected
 // probabilities and outputs. Formula: see reference/attention.hpp.
 //
-// Expected tensors and their condition scales (golden/manifest.hpp has the error formula):
+// Expected tensors and their condition scales (golden/format/manifest.hpp has the budget):
 //   probs [H, Tq, Tk]  cond_ij = p_ij (1 + S_ij + sum_k p_ik S_ik); masked entries cond 0 (must
 //                      be exactly 0)
 //   out   [Tq, H, dv]  cond_ic = sum_j p_ij |v_jc| + sum_j p_ij |v_jc - o_ic| S_ij
 //   with S_ij = scale * sum_d |q_id k_jd| + |bias_ij|, the sensitivity of p and o to a relative
-//   error in the score.
+//   error in the score. A fully masked row (no visible key) is zeros; the manifest declares the
+//   alternative of PyTorch eager attention (dtype-min scores: a uniform row) as accepted.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -16,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "golden/registry.hpp"
+#include "golden/cases/registry.hpp"
 #include "optimized/attention.hpp"
 #include "reference/attention.hpp"
 #include "reference/common/scalar.hpp"
@@ -33,6 +34,10 @@ struct AttentionCaseDef {
   nlohmann::json extra = nlohmann::json::object();  // merged into the manifest
   std::function<mp50(int, std::int64_t, std::int64_t)> bias50;    // empty = no bias
   std::function<mp100(int, std::int64_t, std::int64_t)> bias100;  // same bias in mp100
+  /// Relative error bound of a pipeline's bias value (ALiBi: slopes from a rounded base; an
+  /// f16 KQ mask's distance), by profile; empty = the bias is exact in every pipeline.
+  std::function<double(const std::string& profile, int h, std::int64_t i, std::int64_t j)>
+      bias_rel_error;
   double value_range = 1.0;  // inputs are dyadic in [-value_range, value_range]
 };
 
@@ -47,5 +52,17 @@ reference::AttentionParams attention_params_from_manifest(const nlohmann::json& 
 TensorMap attention_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
                                     const optimized::AttentionBias* bias,
                                     const reference::AttentionParams& p);
+
+/// A pipeline's bias value before any cast: float32 (h, query row i, key j), or empty.
+using PipelineBias = std::function<float(int h, std::int64_t i, std::int64_t j)>;
+
+/// PyTorch eager attention as HF writes it (`--pipeline fp32 | fp32-recurrence | bf16 | f16`):
+/// scores = q @ k^T in float32, rounded to the compute dtype, times the scale, plus the bias
+/// (cast to the compute dtype), plus the dtype's minimum where masked; softmax in float32 cast
+/// to the compute dtype; probs @ v accumulated in float32, rounded. A fully masked row comes
+/// out uniform, as in PyTorch.
+TensorMap attention_case_run_pipeline(const CaseSpec& spec, const TensorMap& golden,
+                                      const std::string& pipeline, const PipelineBias& bias,
+                                      const reference::AttentionParams& p);
 
 }  // namespace posenc::golden

@@ -1,4 +1,4 @@
-#include "golden/registry.hpp"
+#include "golden/cases/registry.hpp"
 
 #include "reference/common/errors.hpp"
 

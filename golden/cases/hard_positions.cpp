@@ -1,4 +1,4 @@
-#include "golden/hard_positions.hpp"
+#include "golden/cases/hard_positions.hpp"
 
 #include <algorithm>
 #include <cmath>

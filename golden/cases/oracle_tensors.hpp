@@ -1,0 +1,253 @@
+// Helpers every generator and built-in engine shares: oracle values (mp50) rounded once to a
+// stored dtype, the mp50/mp100 cross-check that makes a generator fail loudly, and engine
+// outputs (float) rounded to the case dtype.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/format/format.hpp"
+#include "golden/format/manifest.hpp"
+#include "golden/format/profiles.hpp"
+#include "reference/common/rounding.hpp"
+#include "reference/common/scalar.hpp"
+
+namespace posenc::golden {
+
+/// Oracle values correctly rounded (once) to dtype t.
+inline Tensor target_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
+                            const std::vector<mp50>& v) {
+  if (t == DType::kF32) {
+    std::vector<float> f;
+    for (const auto& x : v) f.push_back(round_to_f32(x));
+    return tensor_from_f32(name, std::move(shape), f);
+  }
+  if (t == DType::kF64) {
+    std::vector<double> d;
+    for (const auto& x : v) d.push_back(round_to_f64(x));
+    return tensor_from_f64(name, std::move(shape), d);
+  }
+  std::vector<std::uint16_t> b;
+  for (const auto& x : v) b.push_back(t == DType::kBF16 ? round_to_bf16(x) : round_to_f16(x));
+  return tensor_from_bits16(name, t, std::move(shape), b);
+}
+
+/// Throws unless mp50 and mp100 round every value to the same double and the same dtype-t value.
+inline void cross_check(const std::string& id, const std::string& name, DType t,
+                        const std::vector<mp50>& a, const std::vector<mp100>& b) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (round_to_f64(a[i]) != round_to_f64(b[i]) ||
+        round_to_dtype(a[i], t) != round_to_dtype(b[i], t)) {
+      throw std::runtime_error("generate: " + id + ": mp50 and mp100 round " + name + "[" +
+                               std::to_string(i) + "] differently (" + a[i].str(40) + " vs " +
+                               b[i].str(40) + ")");
+    }
+  }
+}
+
+/// Oracle values rounded to double (the `.exact` companions).
+inline std::vector<double> to_f64(const std::vector<mp50>& v) {
+  std::vector<double> d;
+  d.reserve(v.size());
+  for (const auto& x : v) d.push_back(round_to_f64(x));
+  return d;
+}
+
+/// An engine's float output rounded to the case dtype (nearest even).
+inline Tensor engine_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
+                            const std::vector<float>& v) {
+  if (t == DType::kF32) return tensor_from_f32(name, std::move(shape), v);
+  std::vector<std::uint16_t> b;
+  for (float x : v) b.push_back(t == DType::kBF16 ? float_to_bf16(x) : double_to_f16(x));
+  return tensor_from_bits16(name, t, std::move(shape), b);
+}
+
+/// The keys every manifest starts with (schema, version, generator, id, scheme, variant,
+/// result, level, description); generators add the scheme's own keys.
+inline nlohmann::json manifest_header(const std::string& id, const std::string& scheme,
+                                      const std::string& variant, const std::string& result,
+                                      int level, const std::string& description = "") {
+  nlohmann::json m;
+  m["schema"] = kSchemaName;
+  m["version"] = kSchemaVersion;
+  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
+  m["id"] = id;
+  m["scheme"] = scheme;
+  m["variant"] = variant;
+  m["result"] = result;
+  m["level"] = level;
+  m["description"] = description;
+  return m;
+}
+
+/// The manifest's "oracle" block for values computed in mp50 and cross-checked in mp100.
+inline nlohmann::json mp_oracle_json(
+    const std::string& rounding = "correct rounding to nearest-even, once (round-to-odd for bf16)") {
+  return {{"backend", "mpfr (boost::multiprecision mpfr_float_backend<50>, et_off)"},
+          {"precision_bits", std::numeric_limits<mp50>::digits},
+          {"cross_check_bits", std::numeric_limits<mp100>::digits},
+          {"rounding", rounding}};
+}
+
+/// Spec of an input tensor (stage "input"), SHA-256 included.
+inline TensorSpec input_spec(const Tensor& t) {
+  TensorSpec s;
+  s.name = t.name;
+  s.stage = "input";
+  s.dtype = t.dtype;
+  s.shape = t.shape;
+  s.sha256 = sha256_hex(t.data);
+  return s;
+}
+
+/// A profile's budget: `bound` times eps * cond (or ulp), `ulps` times ulp(y*) (conditioned
+/// checks), plus the extra companion if the generator gives one for this profile.
+inline ProfileBudget bound_of(double bound, double ulps = 0.0, std::string note = "") {
+  ProfileBudget b;
+  b.bound = bound;
+  b.ulps = ulps;
+  b.note = std::move(note);
+  return b;
+}
+
+/// A profile that does not apply to a tensor, with the reason verify prints.
+inline ProfileBudget not_applicable(std::string why) {
+  ProfileBudget b;
+  b.applies = false;
+  b.not_applicable = std::move(why);
+  return b;
+}
+
+/// For a tensor held in the target dtype t (an activation): why profile bf16 or f16 does not
+/// apply to it, or "" when it does.
+inline std::string activation_na(const std::string& profile, DType t) {
+  if (profile == "bf16" && t != DType::kBF16) {
+    return "the bf16 pipeline writes bf16 activations; this case's target is " +
+           std::string(dtype_short(t)) + " (verify its _bf16 twin)";
+  }
+  if (profile == "f16" && t != DType::kF16) {
+    return "the f16 pipeline writes f16 activations; this case's target is " +
+           std::string(dtype_short(t)) + " (verify its _f16 twin, where one exists)";
+  }
+  return "";
+}
+
+/// Budgets of an exact check: the same bits under every profile. In a case with a target dtype
+/// (case_dtype), bf16 and f16 apply only when it is theirs (their pipelines run their own
+/// dtype's cases); a case without one (a slope or bucket table) is judged under every profile.
+inline std::map<std::string, ProfileBudget> exact_budgets(std::optional<DType> case_dtype) {
+  std::map<std::string, ProfileBudget> m;
+  for (const auto& prof : profiles()) {
+    const std::string na = case_dtype ? activation_na(prof.name, *case_dtype) : "";
+    m[prof.name] = na.empty() ? bound_of(0.0) : not_applicable(na);
+  }
+  return m;
+}
+
+/// An expected tensor for add_expected: its spec (name, stage, dtype, shape, check kind and a
+/// budget for every profile, axes), the oracle values, and what its budgets need.
+struct ExpectedTensor {
+  TensorSpec spec;
+  std::vector<mp50> values;   // oracle values (rounded once to spec.dtype); or
+  const Tensor* exact_tensor = nullptr;  // the expected tensor itself (exact checks)
+  std::vector<double> cond;   // condition scale (conditioned checks)
+  std::map<std::string, std::vector<double>> extra;  // profile -> extra budget per element
+  /// Saturation report (optional): the element's position and the largest deviation an
+  /// arbitrary angle could cause; an element is saturated under a profile when its extra
+  /// budget reaches 2 * amp (any angle passes).
+  std::vector<std::int64_t> positions;
+  std::vector<double> amp;
+  struct Alternative {
+    std::string name, description;
+    std::vector<double> exact, cond;
+  };
+  std::vector<Alternative> alternatives;
+};
+
+/// Appends the expected tensor and its companions (exact f64; cond, extras and alternatives'
+/// cond f32) to `tensors`; returns the spec with SHA-256, companions and extras filled in.
+inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
+  TensorSpec s = std::move(e.spec);
+  for (const auto& p : profiles()) {
+    if (!s.check.profiles.count(p.name)) {
+      throw std::logic_error("add_expected(" + s.name + "): no budget for profile " + p.name);
+    }
+  }
+  auto push_companion = [&](const std::string& role, Tensor t) {
+    s.companions.push_back({role, t.name, t.dtype, sha256_hex(t.data)});
+    tensors->push_back(std::move(t));
+  };
+  // Scales and budgets are stored in float32 rounded up, so a budget never shrinks (a tiny
+  // probability's scale does not flush to 0).
+  auto f32v = [](const std::vector<double>& v) {
+    std::vector<float> f(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      f[i] = static_cast<float>(v[i]);
+      if (static_cast<double>(f[i]) < v[i]) f[i] = std::nextafter(f[i], INFINITY);
+    }
+    return f;
+  };
+  if (e.exact_tensor) {
+    Tensor t = *e.exact_tensor;
+    t.name = s.name;
+    s.sha256 = sha256_hex(t.data);
+    tensors->push_back(std::move(t));
+  } else {
+    tensors->push_back(target_tensor(s.name, s.dtype, s.shape, e.values));
+    s.sha256 = sha256_hex(tensors->back().data);
+    push_companion("exact", tensor_from_f64(s.name + ".exact", s.shape, to_f64(e.values)));
+    s.exact = s.name + ".exact";
+  }
+  if (s.check.kind == "conditioned") {
+    push_companion("cond", tensor_from_f32(s.name + ".cond", s.shape, f32v(e.cond)));
+    s.cond = s.name + ".cond";
+  }
+  for (auto& [profile, values] : e.extra) {
+    ProfileBudget& b = s.check.profiles.at(profile);
+    if (!b.applies) continue;
+    b.extra = s.name + ".extra." + profile;
+    if (!e.amp.empty() && !e.positions.empty()) {
+      std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>> count;  // pos -> (sat, all)
+      for (std::size_t j = 0; j < values.size(); ++j) {
+        auto& c = count[e.positions[j]];
+        ++c.second;
+        if (e.amp[j] > 0 && values[j] >= 2 * e.amp[j]) ++c.first;
+      }
+      for (const auto& [pos, c] : count) {
+        if (c.first > 0) b.saturated[pos] = static_cast<double>(c.first) / c.second;
+      }
+    }
+    push_companion("extra." + profile, tensor_from_f32(b.extra, s.shape, f32v(values)));
+  }
+  for (auto& a : e.alternatives) {
+    const std::string base = s.name + ".alt." + a.name;
+    push_companion("alt." + a.name + ".exact", tensor_from_f64(base + ".exact", s.shape, a.exact));
+    if (s.check.kind == "conditioned") {
+      push_companion("alt." + a.name + ".cond", tensor_from_f32(base + ".cond", s.shape, f32v(a.cond)));
+    }
+    s.alternatives.push_back({a.name, a.description, base + ".exact",
+                              s.check.kind == "conditioned" ? base + ".cond" : ""});
+  }
+  return s;
+}
+
+/// Adds tensors_file, inputs and expected (with their SHA-256 already set) to a manifest.
+inline void manifest_add_tensors(nlohmann::json& m, const std::string& id,
+                                 const std::vector<TensorSpec>& inputs,
+                                 const std::vector<TensorSpec>& expected) {
+  m["tensors_file"] = id + ".safetensors";
+  nlohmann::json jin = nlohmann::json::array(), jex = nlohmann::json::array();
+  for (const auto& s : inputs) jin.push_back(tensor_spec_to_json(s, false));
+  for (const auto& s : expected) jex.push_back(tensor_spec_to_json(s, true));
+  m["inputs"] = jin;
+  m["expected"] = jex;
+}
+
+}  // namespace posenc::golden

@@ -1,0 +1,92 @@
+// The verifier: compares an engine's output tensors with a golden case, element by element,
+// with the case's checks and a tolerance profile (golden/format/manifest.hpp has the budget
+// formula, golden/format/profiles.hpp the profiles). A mismatch is data: verify_case never
+// throws for it; it returns, per tensor, the worst element with its index, position and pair,
+// and the per-position answer (first failing position, "passes up to position P"). Bad input
+// (wrong dtype or shape) is reported as status "ERROR" (exit code 2 in the CLI).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/format/format.hpp"
+#include "golden/format/manifest.hpp"
+
+namespace posenc::golden {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+TensorMap tensor_map(std::vector<Tensor> tensors);
+
+struct VerifyOptions {
+  std::string profile = "strict";             // canonical profile name
+  std::map<std::string, std::string> rename;  // golden name -> name in the engine's file
+  bool require_all = false;                   // a missing expected tensor is an error
+  std::optional<std::int64_t> max_position;   // judge only elements at positions <= this
+};
+
+struct WorstElement {
+  std::int64_t index = -1;
+  std::vector<std::int64_t> coords;
+  std::string where;  // "token 3 (position 131071), head 1, channel 5 (pair 2)"
+  double exact = 0, expected = 0, actual = 0;
+  double abs_error = 0, budget = 0;
+  double ratio = 0;  // abs_error / budget
+};
+
+/// Worst ratio and counts of the elements at one position (max over the element's position
+/// axes), and the share of them whose budget admits any angle there (from the manifest).
+struct PositionStat {
+  std::int64_t position = 0;
+  double worst_ratio = 0;
+  std::int64_t n = 0, n_over = 0;
+  double saturated = 0;
+};
+
+struct TensorReport {
+  std::string name, stage, kind;
+  /// "PASS", "FAIL", "MISSING", "ERROR", "N/A" (profile does not apply)
+  std::string status;
+  std::string message;
+  double bound = 0;
+  bool has_extra = false;
+  double max_ratio = 0;  // max over judged elements of |y - y*| / budget
+  std::int64_t n = 0, n_over = 0, n_skipped = 0, n_nan = 0;
+  WorstElement worst;
+  std::string convention = "default";  // or the declared alternative the engine follows
+  bool has_positions = false;
+  std::optional<std::int64_t> first_fail_position, passes_up_to_position;
+  std::vector<PositionStat> by_position;  // sorted by position
+};
+
+struct CaseReport {
+  std::string id, scheme, result, profile;
+  /// "PASS", "FAIL", "ERROR", "N/A" (profile applies to no stage), "NO OUTPUT"
+  std::string status;
+  std::string message;
+  std::vector<TensorReport> tensors;
+  std::vector<std::string> notes;  // blind spots, alternatives followed
+  int n_checked() const;
+  double worst_ratio() const;  // max over checked tensors
+};
+
+/// golden: all tensors of the golden safetensors file (inputs, expected, companions).
+CaseReport verify_case(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
+                       const VerifyOptions& opt);
+
+/// Checks that the golden file holds exactly the tensors the manifest lists (inputs, expected,
+/// every companion), each with its dtype, shape and SHA-256; GoldenFileError naming `source`.
+void check_golden_tensors(const CaseSpec& spec, const TensorMap& golden, const std::string& source);
+
+/// Text: one line per tensor (worst ratio, first failing position, worst element on a FAIL),
+/// MISSING stages, notes, then the case line. by_position adds one line per position.
+std::string format_case_text(const CaseReport& r, bool verbose, bool by_position = false);
+nlohmann::json case_report_json(const CaseReport& r, bool by_position = false);
+
+}  // namespace posenc::golden

@@ -1,0 +1,403 @@
+// Tests of golden/verify and the integrity rules of golden files: manifest validation, the
+// tensors_file rule, SHA-256 over every tensor (companions included), catalog hashes and
+// duplicates, NaN, MISSING and --require-all reporting, negative-control wording, the
+// per-position answers, declared alternative conventions, blind-spot notes and profiles that
+// do not apply. Each rule has a mutant switch in golden/ that this file's tests kill.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "golden/cases/catalog.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/format/format.hpp"
+#include "golden/format/manifest.hpp"
+#include "golden/verify/verify.hpp"
+#include "reference/common/errors.hpp"
+
+namespace posenc::golden {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+const char* kRopeCase = "rope_half_d96_r24_b1e4_neox_20b_f32";
+const char* kDenseCase = "rope_half_d96_r24_b1e4_neox_20b_dense512_f32";
+const char* kNegativeControl = "alibi_slopes_h12_naive_invalid_f32";
+const char* kMaskedRows = "attention_window16_pad_h2_d32_t70_f32";
+
+fs::path committed(const std::string& id) {
+  for (const auto& e : catalog_read(default_data_dir())) {
+    if (e.id == id) return default_data_dir() / e.manifest;
+  }
+  throw std::runtime_error("no committed case " + id);
+}
+
+LoadedCase load(const std::string& id) { return load_case(committed(id)); }
+
+/// A scratch copy of one case (manifest + tensors) that a test may modify.
+class CaseCopy {
+ public:
+  explicit CaseCopy(const std::string& id) {
+    static int counter = 0;
+    dir_ = fs::temp_directory_path() /
+           ("posenc-verify-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::create_directories(dir_);
+    const fs::path m = committed(id);
+    manifest_ = dir_ / m.filename();
+    tensors_ = dir_ / (id + ".safetensors");
+    fs::copy_file(m, manifest_);
+    fs::copy_file(m.parent_path() / (id + ".safetensors"), tensors_);
+  }
+  ~CaseCopy() { fs::remove_all(dir_); }
+  const fs::path& dir() const { return dir_; }
+  const fs::path& manifest() const { return manifest_; }
+  const fs::path& tensors() const { return tensors_; }
+
+  void edit_manifest(const std::function<void(Json&)>& f) const {
+    const auto bytes = read_file(manifest_);
+    Json m = Json::parse(bytes.begin(), bytes.end());
+    f(m);
+    write_text_atomic(manifest_, manifest_text(m));
+  }
+  void edit_tensors(const std::function<void(std::vector<Tensor>&, std::map<std::string, std::string>&)>& f) const {
+    std::map<std::string, std::string> meta;
+    auto ts = safetensors_read(tensors_, &meta);
+    f(ts, meta);
+    write_file_atomic(tensors_, safetensors_encode(ts, meta));
+  }
+
+ private:
+  fs::path dir_, manifest_, tensors_;
+};
+
+/// The GoldenFileError message of load_case, or "" when it loads.
+std::string load_error(const fs::path& manifest) {
+  try {
+    load_case(manifest);
+  } catch (const GoldenFileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// The engine's expected outputs: the golden tensors themselves (a perfect engine).
+TensorMap perfect_output(const LoadedCase& lc) {
+  TensorMap out;
+  for (const auto& t : lc.spec.expected) out.emplace(t.name, lc.golden.at(t.name));
+  return out;
+}
+
+void set_f32(Tensor& t, std::int64_t i, float v) { std::memcpy(t.data.data() + 4 * i, &v, 4); }
+
+// ---- the tensors_file rule, hashes, catalog ---------------------------------------------------
+
+TEST(VerifyIntegrity, TensorsFileMustBeAPlainNameInTheManifestsFolder) {
+  for (const std::string bad : {"../x.safetensors", "/etc/passwd", "sub/x.safetensors", "..", ""}) {
+    CaseCopy c(kRopeCase);
+    c.edit_manifest([&](Json& m) { m["tensors_file"] = bad; });
+    const std::string e = load_error(c.manifest());
+    EXPECT_NE(e.find("tensors_file"), std::string::npos) << bad << ": " << e;
+    EXPECT_NE(e.find("plain file name"), std::string::npos) << bad << ": " << e;
+  }
+}
+
+TEST(VerifyIntegrity, SymlinkLeavingTheFolderIsRefused) {
+  CaseCopy c(kRopeCase);
+  const fs::path outside = c.dir() / "elsewhere";
+  fs::create_directories(outside);
+  fs::rename(c.tensors(), outside / c.tensors().filename());
+  fs::create_symlink(outside / c.tensors().filename(), c.tensors());
+  EXPECT_NE(load_error(c.manifest()).find("symbolic link"), std::string::npos);
+  // A link to a file in the same folder is fine.
+  fs::remove(c.tensors());
+  fs::rename(outside / c.tensors().filename(), c.dir() / "real.safetensors");
+  fs::create_symlink(c.dir() / "real.safetensors", c.tensors());
+  EXPECT_EQ(load_error(c.manifest()), "");
+}
+
+TEST(VerifyIntegrity, HashesCoverEveryCompanion) {
+  for (const std::string name : {"q_rot.exact", "q_rot.cond", "q_rot.extra.fp32", "q_rot"}) {
+    CaseCopy c(kRopeCase);
+    c.edit_tensors([&](std::vector<Tensor>& ts, auto&) {
+      for (auto& t : ts) {
+        if (t.name == name) t.data[0] ^= 1;  // one bit: a tampered budget or expected value
+      }
+    });
+    const std::string e = load_error(c.manifest());
+    EXPECT_NE(e.find("SHA-256"), std::string::npos) << name << ": " << e;
+    EXPECT_NE(e.find(name), std::string::npos) << e;
+  }
+}
+
+TEST(VerifyIntegrity, UnlistedTensorIsRefused) {
+  CaseCopy c(kRopeCase);
+  c.edit_tensors([](std::vector<Tensor>& ts, auto&) {
+    ts.push_back(tensor_from_f32("q_rot.extra.lenient", {1}, std::vector<float>{1e30f}));
+  });
+  EXPECT_NE(load_error(c.manifest()).find("not listed"), std::string::npos);
+}
+
+TEST(VerifyIntegrity, FileOfAnotherCaseIsRefused) {
+  CaseCopy c(kRopeCase);
+  c.edit_tensors([](auto&, std::map<std::string, std::string>& meta) { meta["posenc_case"] = "other"; });
+  EXPECT_NE(load_error(c.manifest()).find("belongs to case"), std::string::npos);
+}
+
+TEST(VerifyIntegrity, CatalogHashesAreChecked) {
+  const auto entries = catalog_read(default_data_dir());
+  EXPECT_NO_THROW(check_catalog_entry(default_data_dir(), entries.front()));
+  CatalogEntry e = entries.front();
+  e.tensors_sha256[0] = e.tensors_sha256[0] == '0' ? '1' : '0';
+  try {
+    check_catalog_entry(default_data_dir(), e);
+    ADD_FAILURE() << "a catalog hash mismatch was accepted";
+  } catch (const GoldenFileError& x) {
+    EXPECT_NE(std::string(x.what()).find("catalog.json"), std::string::npos);
+  }
+}
+
+TEST(VerifyIntegrity, CatalogListingACaseTwiceOrLeavingItsFolderIsRefused) {
+  const fs::path dir = fs::temp_directory_path() / ("posenc-catalog-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto entries = catalog_read(default_data_dir());
+  std::vector<CatalogEntry> twice = {entries[0], entries[1], entries[0]};
+  write_text_atomic(dir / "catalog.json", catalog_text(twice));
+  try {
+    catalog_read(dir);
+    ADD_FAILURE() << "a case listed twice was accepted";
+  } catch (const GoldenFileError& x) {
+    EXPECT_NE(std::string(x.what()).find("listed twice"), std::string::npos);
+  }
+  std::vector<CatalogEntry> escaping = {entries[0]};
+  escaping[0].manifest = "../../etc/passwd";
+  write_text_atomic(dir / "catalog.json", catalog_text(escaping));
+  EXPECT_THROW(catalog_read(dir), GoldenFileError);
+  fs::remove_all(dir);
+}
+
+// ---- manifest validation ---------------------------------------------------------------------
+
+TEST(ManifestValidation, MissingRequiredFieldIsNamed) {
+  for (const std::string key : {"schema", "version", "generator", "id", "scheme", "variant",
+                                "result", "level", "description", "tensors_file", "inputs",
+                                "expected"}) {
+    CaseCopy c(kRopeCase);
+    c.edit_manifest([&](Json& m) { m.erase(key); });
+    const std::string e = load_error(c.manifest());
+    EXPECT_NE(e.find("\"" + key + "\""), std::string::npos) << key << ": " << e;
+  }
+}
+
+TEST(ManifestValidation, ResultMustBeValidAcceptableOrInvalid) {
+  CaseCopy c(kRopeCase);
+  c.edit_manifest([](Json& m) { m["result"] = "maybe"; });
+  EXPECT_NE(load_error(c.manifest()).find("valid, acceptable or invalid"), std::string::npos);
+}
+
+TEST(ManifestValidation, BudgetsMustBePositive) {
+  {
+    CaseCopy c(kRopeCase);
+    c.edit_manifest([](Json& m) { m["expected"][3]["check"]["profiles"]["strict"]["bound"] = -1; });
+    const std::string e = load_error(c.manifest());
+    EXPECT_NE(e.find("profiles.strict.bound must be >= 0"), std::string::npos) << e;
+  }
+  {
+    CaseCopy c(kRopeCase);
+    c.edit_manifest([](Json& m) {
+      m["expected"][3]["check"]["profiles"]["strict"] = {{"bound", 0}};
+    });
+    const std::string e = load_error(c.manifest());
+    EXPECT_NE(e.find("a budget needs a positive bound"), std::string::npos) << e;
+  }
+}
+
+TEST(ManifestValidation, EveryProfileHasABudgetOrAReason) {
+  CaseCopy c(kRopeCase);
+  c.edit_manifest([](Json& m) { m["expected"][1]["check"]["profiles"].erase("fp32-recurrence"); });
+  EXPECT_NE(load_error(c.manifest()).find("no entry for profile \"fp32-recurrence\""), std::string::npos);
+  CaseCopy d(kRopeCase);
+  d.edit_manifest([](Json& m) { m["expected"][1]["check"]["profiles"]["loose"] = {{"bound", 1e9}}; });
+  EXPECT_NE(load_error(d.manifest()).find("unknown profile \"loose\""), std::string::npos);
+}
+
+TEST(ManifestValidation, OldSchemaVersionAsksForRegeneration) {
+  CaseCopy c(kRopeCase);
+  c.edit_manifest([](Json& m) { m["version"] = 1; });
+  EXPECT_NE(load_error(c.manifest()).find("regenerate"), std::string::npos);
+}
+
+// ---- verdicts ----------------------------------------------------------------------------------
+
+TEST(VerifyVerdicts, PerfectOutputPassesEveryApplicableProfile) {
+  const auto lc = load(kRopeCase);
+  for (const std::string profile : {"strict", "fp32", "fp32-recurrence"}) {
+    VerifyOptions o;
+    o.profile = profile;
+    o.require_all = true;
+    const auto r = verify_case(lc.spec, lc.golden, perfect_output(lc), o);
+    EXPECT_EQ(r.status, "PASS") << format_case_text(r, true);
+  }
+}
+
+TEST(VerifyVerdicts, NanNeverPassesNotEvenANegativeControl) {
+  const auto lc = load(kRopeCase);
+  auto out = perfect_output(lc);
+  set_f32(out.at("q_rot"), 5, NAN);
+  const auto r = verify_case(lc.spec, lc.golden, out, {});
+  EXPECT_EQ(r.status, "FAIL") << format_case_text(r, false);
+  const auto nc = load(kNegativeControl);
+  TensorMap nan_out;
+  Tensor s = nc.golden.at("slopes");
+  for (std::int64_t i = 0; i < s.numel(); ++i) set_f32(s, i, NAN);
+  nan_out.emplace("slopes", s);
+  const auto rn = verify_case(nc.spec, nc.golden, nan_out, {});
+  EXPECT_EQ(rn.status, "FAIL") << format_case_text(rn, false);
+  EXPECT_NE(rn.message.find("NaN"), std::string::npos);
+}
+
+TEST(VerifyVerdicts, MissingStagesAreShownAndRequireAllNamesThem) {
+  const auto lc = load(kRopeCase);
+  auto out = perfect_output(lc);
+  out.erase("k_rot");
+  const auto r = verify_case(lc.spec, lc.golden, out, {});
+  EXPECT_EQ(r.status, "PASS");
+  EXPECT_NE(format_case_text(r, false).find("k_rot  MISSING"), std::string::npos);
+  VerifyOptions all;
+  all.require_all = true;
+  const auto ra = verify_case(lc.spec, lc.golden, out, all);
+  EXPECT_EQ(ra.status, "ERROR");
+  EXPECT_NE(ra.message.find("k_rot"), std::string::npos) << ra.message;
+}
+
+TEST(VerifyVerdicts, NegativeControlLinesSayDiffersOrReproduces) {
+  const auto nc = load(kNegativeControl);
+  const auto same = verify_case(nc.spec, nc.golden, perfect_output(nc), {});
+  EXPECT_EQ(same.status, "FAIL");
+  const std::string t1 = format_case_text(same, false);
+  EXPECT_NE(t1.find("REPRODUCES the known-wrong output"), std::string::npos) << t1;
+  const auto correct = load("alibi_slopes_h12_f32");
+  TensorMap out;
+  out.emplace("slopes", correct.golden.at("slopes"));
+  const auto differs = verify_case(nc.spec, nc.golden, out, {});
+  EXPECT_EQ(differs.status, "PASS");
+  const std::string t2 = format_case_text(differs, false);
+  EXPECT_NE(t2.find("DIFFERS from the known-wrong output"), std::string::npos) << t2;
+  EXPECT_EQ(t2.find(" FAIL"), std::string::npos) << t2;
+}
+
+TEST(VerifyVerdicts, FirstFailingPositionIsLocated) {
+  const auto lc = load(kDenseCase);
+  auto out = perfect_output(lc);
+  const auto& positions = lc.golden.at("positions");
+  const int h = lc.spec.manifest["params"]["head_dim"].get<int>();
+  std::int64_t token = -1;
+  for (std::int64_t t = 0; t < positions.numel(); ++t) {
+    if (positions.get_i64(t) == 300) token = t;
+  }
+  ASSERT_GE(token, 0);
+  Tensor& q = out.at("q_rot");
+  set_f32(q, token * h, static_cast<float>(q.get_f64(token * h) + 0.25));
+  const auto r = verify_case(lc.spec, lc.golden, out, {});
+  ASSERT_EQ(r.status, "FAIL");
+  for (const auto& t : r.tensors) {
+    if (t.name != "q_rot") continue;
+    ASSERT_TRUE(t.first_fail_position.has_value());
+    EXPECT_EQ(*t.first_fail_position, 300);
+    ASSERT_TRUE(t.passes_up_to_position.has_value());
+    EXPECT_EQ(*t.passes_up_to_position, 299);
+    for (const auto& ps : t.by_position) EXPECT_EQ(ps.n_over > 0, ps.position == 300) << ps.position;
+  }
+  const Json j = case_report_json(r);
+  EXPECT_EQ(j["tensors"][3]["first_fail_position"], 300);
+  EXPECT_EQ(j["tensors"][3]["passes_up_to_position"], 299);
+}
+
+TEST(VerifyVerdicts, MaxPositionJudgesOnlyTheContextWindow) {
+  const auto lc = load(kRopeCase);
+  auto out = perfect_output(lc);
+  const std::int64_t last = lc.golden.at("positions").numel() - 1;  // position 2^24 + 1
+  const int h = lc.spec.manifest["params"]["head_dim"].get<int>();
+  Tensor& q = out.at("q_rot");
+  set_f32(q, last * 2 * h, static_cast<float>(q.get_f64(last * 2 * h) + 0.5));
+  EXPECT_EQ(verify_case(lc.spec, lc.golden, out, {}).status, "FAIL");
+  VerifyOptions o;
+  o.max_position = 1 << 20;
+  const auto r = verify_case(lc.spec, lc.golden, out, o);
+  EXPECT_EQ(r.status, "PASS") << format_case_text(r, false);
+  for (const auto& t : r.tensors) {
+    if (t.name == "q_rot") EXPECT_GT(t.n_skipped, 0);
+  }
+}
+
+TEST(VerifyVerdicts, DeclaredAlternativeForFullyMaskedRowsIsNamed) {
+  const auto lc = load(kMaskedRows);
+  const auto& s = scheme_by_slug("attention");
+  EngineOptions eo;
+  eo.pipeline = "fp32";  // PyTorch eager: masked rows come out uniform
+  const auto out = s.run_engine(lc.spec, lc.golden, eo);
+  VerifyOptions o;
+  o.profile = "fp32";
+  const auto r = verify_case(lc.spec, lc.golden, out, o);
+  EXPECT_EQ(r.status, "PASS") << format_case_text(r, true);
+  for (const auto& t : r.tensors) EXPECT_EQ(t.convention, "uniform_masked_rows") << t.name;
+  CaseSpec without = lc.spec;
+  for (auto& t : without.expected) t.alternatives.clear();
+  EXPECT_EQ(verify_case(without, lc.golden, out, o).status, "FAIL");
+  // posenc's own kernel keeps the default (zeros).
+  const auto exact = verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}), {});
+  EXPECT_EQ(exact.status, "PASS");
+  for (const auto& t : exact.tensors) EXPECT_EQ(t.convention, "default");
+}
+
+TEST(VerifyVerdicts, OutputsThatCannotSeeABugClassSaySo) {
+  const auto lc = load(kRopeCase);
+  TensorMap out;
+  out.emplace("scores", lc.golden.at("scores"));
+  const auto r = verify_case(lc.spec, lc.golden, out, {});
+  EXPECT_EQ(r.status, "PASS");
+  bool noted = false;
+  for (const auto& n : r.notes) noted |= n.find("PositionOffset") != std::string::npos;
+  EXPECT_TRUE(noted) << format_case_text(r, false);
+  const auto all = verify_case(lc.spec, lc.golden, perfect_output(lc), {});
+  EXPECT_TRUE(all.notes.empty());
+}
+
+TEST(VerifyVerdicts, ProfileThatDoesNotApplySaysSo) {
+  const auto lc = load(kRopeCase);
+  VerifyOptions o;
+  o.profile = "bf16";
+  const auto r = verify_case(lc.spec, lc.golden, perfect_output(lc), o);
+  EXPECT_EQ(r.status, "N/A");
+  for (const auto& t : r.tensors) {
+    EXPECT_EQ(t.status, "N/A");
+    EXPECT_NE(t.message.find("does not apply"), std::string::npos);
+  }
+}
+
+TEST(VerifyVerdicts, PositionsWhereTheBudgetAdmitsAnyAngleAreFlagged) {
+  const auto lc = load(kRopeCase);
+  VerifyOptions o;
+  o.profile = "fp32";
+  const auto r = verify_case(lc.spec, lc.golden, perfect_output(lc), o);
+  const std::string text = format_case_text(r, false, true);
+  EXPECT_NE(text.find("admit any angle"), std::string::npos) << text;
+  double at_top = 0, at_one = 1;
+  for (const auto& t : r.tensors) {
+    if (t.name != "cos") continue;
+    for (const auto& ps : t.by_position) {
+      if (ps.position == 16777217) at_top = ps.saturated;
+      if (ps.position == 1) at_one = ps.saturated;
+    }
+  }
+  EXPECT_GT(at_top, 0.0);
+  EXPECT_EQ(at_one, 0.0);
+}
+
+}  // namespace
+}  // namespace posenc::golden
