@@ -214,6 +214,7 @@ AxisSpec axis(const std::string& name, const std::string& positions) {
 // once more; ulps 0.5 + 0.5 r for a 16-bit target, 0.5 for f32). No profile adds more: the
 // learned table has no angle, so every pipeline must land within a rounding of the exact sum.
 ProfileBudget sum_budget(const std::string& profile, DType t) {
+  if (POSENC_MUTANT("gold_learned_budgets_inflated")) return bound_of(0.0, 4.0);
   if (profile == "bf16" || profile == "f16") {
     const std::string na = activation_na(profile, t);
     return na.empty() ? bound_of(0.0, 0.5) : not_applicable(na);
@@ -385,7 +386,7 @@ TensorMap learned_run_engine(const CaseSpec& spec, const TensorMap& golden,
   const Tensor& tpos = golden.at("positions");
   std::vector<std::int64_t> pos(static_cast<std::size_t>(tpos.numel()));
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));
-  if (o.mistake == "offset" && !POSENC_MUTANT("gold_mistake_offset_noop")) {
+  if (o.mistake == "offset" && !POSENC_MUTANT("engine_mistake_offset_noop")) {
     for (auto& m : pos) m = std::min(m + 1, p.max_positions - 1 - p.position_offset);
   }
   if (o.mistake == "ignore-offset") p.position_offset = 0;
@@ -398,7 +399,8 @@ TensorMap learned_run_engine(const CaseSpec& spec, const TensorMap& golden,
   if (o.pipeline == "exact") {
     optimized::learned_apply(p, table, pos, e, h);
   } else {  // one add in the pipeline's compute dtype (float32 for fp32 / fp32-recurrence)
-    const DType c = pipelines::compute_dtype(o.pipeline);
+    DType c = pipelines::compute_dtype(o.pipeline);
+    if (POSENC_MUTANT("engine_learned_pipeline_adds_in_bf16")) c = DType::kBF16;
     for (std::size_t j = 0; j < h.size(); ++j) h[j] = pipelines::fl(e[j] + rows[j], c);
   }
   if (o.mistake == "double-add") {

@@ -73,6 +73,7 @@ TensorMap nope_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
   }
   if (o.pipeline != "exact") {
     if (!o.mistake.empty()) throw_invalid("nope_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+    if (POSENC_MUTANT("engine_nope_pipeline_mask_dropped")) p.causal = false;
     return attention_case_run_pipeline(spec, golden, o.pipeline, nullptr, p);
   }
   if (o.mistake == "no-mask") p.causal = false;

@@ -203,12 +203,23 @@ RopeOracle<Real> rope_oracle(const RopeParams& p, const std::vector<std::int64_t
       o.sin.push_back(tables.attention_factor * sin(phi));
     }
   }
+  // The rotation of reference::rope_apply, y_a = x_a (a cos) - x_b (a sin), y_b = x_a (a sin) +
+  // x_b (a cos), with the table values just computed: the same operations on the same angle,
+  // without evaluating every cos and sin once more per head.
   auto rotate = [&](const std::vector<double>& x, int heads, std::vector<Real>& out) {
     for (std::size_t t = 0; t < t_n; ++t) {
       for (int hh = 0; hh < heads; ++hh) {
         const std::size_t off = (t * heads + hh) * h;
-        std::vector<Real> row(x.begin() + off, x.begin() + off + h);
-        for (const Real& y : reference::rope_apply(p, tables, pos[t], row)) out.push_back(y);
+        std::vector<Real> y(x.begin() + off, x.begin() + off + h);
+        for (int i = 0; i < np; ++i) {
+          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+          const Real& c = o.cos[t * np + i];
+          const Real& s = o.sin[t * np + i];
+          const Real xa = Real(x[off + ca]), xb = Real(x[off + cb]);
+          y[ca] = xa * c - xb * s;
+          y[cb] = xa * s + xb * c;
+        }
+        out.insert(out.end(), y.begin(), y.end());
       }
     }
   };
@@ -275,12 +286,26 @@ RopeOracle<Real> rope_oracle(const RopeParams& p, const std::vector<std::int64_t
 
 constexpr double kSecondOrder = 1.01;
 
+/// Mutant gold_rope_budgets_inflated: every budget 8x (the tightness test must notice).
+double inflation() { return POSENC_MUTANT("gold_rope_budgets_inflated") ? 8.0 : 1.0; }
+
 struct StageBudgets {
   ProfileBudget inv_freq, table, rotated, scores;
 };
 
 /// The budgets of one profile for a case of target t (extras are filled per element later).
+StageBudgets rope_stage_budgets_derived(const std::string& profile, DType t, double a, int h);
+
 StageBudgets rope_stage_budgets(const std::string& profile, DType t, double a, int h) {
+  StageBudgets b = rope_stage_budgets_derived(profile, t, a, h);
+  for (ProfileBudget* x : {&b.inv_freq, &b.table, &b.rotated, &b.scores}) {
+    x->bound *= inflation();
+    x->ulps *= inflation();
+  }
+  return b;
+}
+
+StageBudgets rope_stage_budgets_derived(const std::string& profile, DType t, double a, int h) {
   const double r = bud::f32_in(t);
   const double cast = bud::cast_to(t);
   const double A = a != 1.0 ? 0.5 : 0.0;
@@ -356,14 +381,11 @@ struct TokenElements {
 /// The smallest perturbation (offset, base error, inv_freq error) whose exactly computed output,
 /// rounded to the target dtype, leaves some element's budget at this token.
 struct Detector {
-  const RopeParams& p;
   DType t;
-  std::vector<long double> inv;  // exact inv_freq
   double a;
 
-  bool fails(const TokenElements& e, std::int64_t pos, long double offset, long double scale_of_pair0,
+  bool fails(const TokenElements& e, std::int64_t pos, long double offset,
              const std::vector<long double>& inv_scaled) const {
-    (void)scale_of_pair0;
     for (std::size_t j = 0; j < e.exact.size(); ++j) {
       const int i = e.pair[j];
       const long double phi = (static_cast<long double>(pos) + offset) * inv_scaled[i];
@@ -454,7 +476,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
     if (prof.name != "strict" && sb[prof.name].table.applies) angle_profiles.push_back(prof.name);
   }
   auto eps_at = [&](const std::string& prof, std::int64_t tt, int i) {
-    return am.eps(prof, pos[tt], i) * kSecondOrder;
+    return am.eps(prof, pos[tt], i) * kSecondOrder * inflation();
   };
 
   // inv_freq
@@ -475,7 +497,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
     e_inv.spec.check.profiles[prof.name] = b;
     if (prof.name == "strict" || !b.applies) continue;
     std::vector<double> x(static_cast<std::size_t>(np));
-    for (int i = 0; i < np; ++i) x[i] = am.inv_freq_eps(prof.name, i) * inv64[i] * kSecondOrder;
+    for (int i = 0; i < np; ++i) x[i] = am.inv_freq_eps(prof.name, i) * inv64[i] * kSecondOrder * inflation();
     e_inv.extra[prof.name] = x;
   }
 
@@ -715,7 +737,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
     Json res = Json::object();
     std::vector<long double> inv_ld;
     for (const auto& w : o50.inv_freq) inv_ld.push_back(static_cast<long double>(w));
-    const Detector det{p, t, inv_ld, a};
+    const Detector det{t, a};
     const auto cos64 = to_f64(o50.cos), sin64 = to_f64(o50.sin);
     const auto qr64 = to_f64(o50.q_rot);
     for (const auto& prof : profiles()) {
@@ -763,7 +785,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
         }
         std::optional<std::int64_t> min_offset;
         for (std::int64_t off = 1; off <= 4096; ++off) {
-          if (det.fails(el, pos[tt], static_cast<long double>(off), 1, inv_ld)) {
+          if (det.fails(el, pos[tt], static_cast<long double>(off), inv_ld)) {
             min_offset = off;
             break;
           }
@@ -774,12 +796,12 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
           return v;
         };
         const auto base_eps = smallest_failing([&](double e) {
-          return det.fails(el, pos[tt], 0, 1, scaled([&](int i) {
+          return det.fails(el, pos[tt], 0, scaled([&](int i) {
             return inv_ld[i] * std::pow(1.0L + e, -2.0L * i / d);
           }));
         });
         const auto inv_eps = smallest_failing([&](double e) {
-          return det.fails(el, pos[tt], 0, 1, scaled([&](int i) { return inv_ld[i] * (1.0L + e); }));
+          return det.fails(el, pos[tt], 0, scaled([&](int i) { return inv_ld[i] * (1.0L + e); }));
         });
         rows.push_back({{"position", pos[tt]},
                         {"min_offset", min_offset ? Json(*min_offset) : Json(nullptr)},
@@ -848,6 +870,11 @@ PipelineTables pipeline_tables(const std::string& pipeline, const RopeParams& p,
   }
   // fp32, bf16, f16: HF's float32 inv_freq, angle and cos/sin (autocast off), then * a
   tb.inv_freq = pipelines::hf_inv_freq(p.base, p.rotary_dim);
+  if (POSENC_MUTANT("engine_rope_pipeline_exact_tables")) {  // a float pipeline that is not one
+    const auto c = optimized::rope_cache_init(p, pos);
+    tb.inv_freq.assign(c.inv_freq.begin(), c.inv_freq.end());
+    return PipelineTables{tb.inv_freq, c.cos_f32, c.sin_f32};
+  }
   for (std::size_t t = 0; t < pos.size(); ++t) {
     const float pf = static_cast<float>(pos[t]);
     for (int i = 0; i < np; ++i) {

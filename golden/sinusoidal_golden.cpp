@@ -137,11 +137,25 @@ SinusoidalOracle<Real> sinusoidal_oracle(const SinusoidalParams& p,
 
 constexpr double kSecondOrder = 1.01;
 
+/// Mutant gold_sinusoidal_budgets_inflated: every budget 8x (the tightness test must notice).
+double inflation() { return POSENC_MUTANT("gold_sinusoidal_budgets_inflated") ? 8.0 : 1.0; }
+
 struct StageBudgets {
   ProfileBudget inv_freq, pe, h;
 };
 
+StageBudgets sinusoidal_budgets_derived(const std::string& profile, DType t);
+
 StageBudgets sinusoidal_budgets(const std::string& profile, DType t) {
+  StageBudgets b = sinusoidal_budgets_derived(profile, t);
+  for (ProfileBudget* x : {&b.inv_freq, &b.pe, &b.h}) {
+    x->bound *= inflation();
+    x->ulps *= inflation();
+  }
+  return b;
+}
+
+StageBudgets sinusoidal_budgets_derived(const std::string& profile, DType t) {
   const double r = budgets::f32_in(t), cast = budgets::cast_to(t);
   const double sum_ulps = t == DType::kF32 ? 0.5 : 0.5 + 0.5 * r;
   const double s = kSecondOrder;
@@ -252,7 +266,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
       amp[j] = 1.0;
       h_cond[j] = 1.0 + std::fabs(e[j]);
       const double phi = static_cast<double>(abs(mp50(pos[tt]) * o50.inv_freq[i]));
-      angle_extra[j] = phi * budgets::product_rel_error(rho, delta[i]) * kSecondOrder;
+      angle_extra[j] = phi * budgets::product_rel_error(rho, delta[i]) * kSecondOrder * inflation();
     }
   }
   std::vector<Tensor> tensors;
@@ -271,7 +285,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   for (const auto& prof : profiles()) ei.spec.check.profiles[prof.name] = sb[prof.name].inv_freq;
   for (const auto& prof : angle_profiles) {
     std::vector<double> x(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) x[i] = delta[i] * inv64[i] * kSecondOrder;
+    for (int i = 0; i < n; ++i) x[i] = delta[i] * inv64[i] * kSecondOrder * inflation();
     ei.extra[prof] = x;
   }
   auto table = [&](const std::string& name, const std::string& stage,
@@ -399,6 +413,12 @@ void fp32_pipeline(const SinusoidalParams& p, const std::vector<std::int64_t>& p
     for (int i = 0; i < n; ++i) w[i] = std::exp(static_cast<float>(i) * -delta);
   }
   *inv = w;
+  if (POSENC_MUTANT("engine_sinusoidal_pipeline_exact_tables")) {  // a float pipeline that is not one
+    const auto inv64 = optimized::sinusoidal_inv_freq(p);
+    inv->assign(inv64.begin(), inv64.end());
+    *pe = optimized::sinusoidal_rows(p, pos);
+    return;
+  }
   pe->assign(pos.size() * static_cast<std::size_t>(d), 0.0f);
   for (std::size_t t = 0; t < pos.size(); ++t) {
     for (int i = 0; i < n; ++i) {
@@ -440,7 +460,7 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
   if (o.pipeline != "exact" && !o.mistake.empty()) {
     throw_invalid("sinusoidal_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
-  const std::string mistake = POSENC_MUTANT("gold_mistake_ignored") ? "" : o.mistake;
+  const std::string mistake = POSENC_MUTANT("engine_mistake_ignored") ? "" : o.mistake;
   const Tensor& tpos = golden.at("positions");
   std::vector<std::int64_t> pos(static_cast<std::size_t>(tpos.numel()));
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));

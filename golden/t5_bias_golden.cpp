@@ -400,6 +400,10 @@ GoldenCase attention_generate(T5AttentionCase c) {
   m["conventions"]["table_layout"] =
       "relative_attention_bias [num_buckets, n_heads] (HF "
       "nn.Embedding weight); bias [H, Tq, Tk]; buckets [Tq, Tk]";
+  m["detection"] = Json::array(
+      {{{"flag", "T5TableLayout"}, {"stages", {"bias", "probs", "out"}},
+        {"blind", "buckets do not read relative_attention_bias"}},
+       {{"flag", "T5BucketDirection"}, {"stages", {"buckets", "bias", "probs", "out"}}, {"blind", ""}}});
   m["prng"] =
       "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k, 3 = v, 4 = "
       "relative_attention_bias (f32: integer * 2^-20, |integer| < 2^22; bf16: integer * "
@@ -477,7 +481,7 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
     throw_invalid("t5_bias_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const bool flip_direction =
-      o.mistake == "direction-flipped" && !POSENC_MUTANT("gold_t5_direction_mistake_noop");
+      o.mistake == "direction-flipped" && !POSENC_MUTANT("engine_t5_direction_mistake_noop");
   const bool flip_sign = o.mistake == "sign-flipped";
   TensorMap res;
   if (golden.count("relative_position")) {  // a bucket table case
@@ -514,8 +518,10 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
     std::vector<std::int32_t> buckets(static_cast<std::size_t>(tq * tk));
     for (std::int64_t i = 0; i < tq; ++i) {
       for (std::int64_t j = 0; j < tk; ++j) {
-        buckets[i * tk + j] = pipelines::hf_t5_bucket_f32(j - (p.query_offset + i), tp.bidirectional,
-                                                          tp.num_buckets, tp.max_distance);
+        const std::int64_t r = j - (p.query_offset + i);
+        buckets[i * tk + j] = pipelines::hf_t5_bucket_f32(
+            POSENC_MUTANT("engine_t5_pipeline_sign_flipped") ? -r : r, tp.bidirectional,
+            tp.num_buckets, tp.max_distance);
       }
     }
     const int nh = p.n_heads;

@@ -284,6 +284,7 @@ RC_GTEST_PROP(AlibiOptimized, IdenticalBitsForAnyThreadCount, ()) {
 
 // ---- golden --------------------------------------------------------------------------------------
 
+// First: it stops at the first stale case, which also ends a generator mutant run quickly.
 TEST(AlibiGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("alibi", 12); }
 TEST(AlibiGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("alibi"); }
 TEST(AlibiGolden, EngineMistakesAreCaught) {
@@ -298,7 +299,7 @@ TEST(AlibiGolden, EngineMistakesAreCaught) {
   });
 }
 
-TEST(AlibiGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("alibi"); }
+TEST(AlibiGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("alibi", 0.25, {"probs", "out"}); }
 
 TEST(AlibiGolden, FloatPipelinesFailStrict) {
   // BLOOM's and ggml's float32 powers of a rounded base are off by up to 32 ulp (slope tables);

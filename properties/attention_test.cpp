@@ -278,13 +278,14 @@ RC_GTEST_PROP(AttentionOptimized, ProbabilitiesMatchOracle, ()) {
 
 // ---- golden --------------------------------------------------------------------------------------
 
+// First: it stops at the first stale case, which also ends a generator mutant run quickly.
 TEST(AttentionGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("attention", 8); }
 TEST(AttentionGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("attention"); }
 TEST(AttentionGolden, EngineMistakesAreCaught) {
   expect_engine_mistakes_caught("attention", [](const std::string&, const std::string&) { return false; });
 }
 
-TEST(AttentionGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("attention", 0.0); }
+TEST(AttentionGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("attention", 0.25, {"probs", "out"}); }
 
 }  // namespace
 }  // namespace posenc::properties

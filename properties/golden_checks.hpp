@@ -38,9 +38,10 @@ inline void expect_golden_files_up_to_date(const std::string& slug, std::size_t 
     const auto f = golden::case_files(scheme.generate(row.id));
     const auto committed_m = golden::read_file(dir / slug / (row.id + ".json"));
     const auto committed_t = golden::read_file(dir / slug / (row.id + ".safetensors"));
-    EXPECT_TRUE(committed_m == std::vector<std::uint8_t>(f.manifest_text.begin(), f.manifest_text.end()))
+    // ASSERT: the first stale case says enough (and a mutant run stops there).
+    ASSERT_TRUE(committed_m == std::vector<std::uint8_t>(f.manifest_text.begin(), f.manifest_text.end()))
         << row.id << ".json differs from a fresh generation: run `posenc generate`";
-    EXPECT_TRUE(committed_t == f.tensors)
+    ASSERT_TRUE(committed_t == f.tensors)
         << row.id << ".safetensors differs from a fresh generation: run `posenc generate`";
   }
   for (const auto& f : std::filesystem::directory_iterator(dir / slug)) {
@@ -68,6 +69,21 @@ inline bool generator_mutant_active() {
 #endif
 }
 
+/// A case generated afresh and read back through its encoded bytes, once per process (a mutant
+/// run executes every test in one process).
+inline const golden::LoadedCase& fresh_case(const golden::SchemeEntry& scheme, const std::string& id) {
+  static std::map<std::string, golden::LoadedCase> fresh;
+  auto it = fresh.find(id);
+  if (it == fresh.end()) {
+    const auto f = golden::case_files(scheme.generate(id));
+    golden::LoadedCase lc;
+    lc.spec = golden::case_spec_from_json(nlohmann::json::parse(f.manifest_text), id);
+    lc.golden = golden::tensor_map(golden::safetensors_decode(f.tensors, id));
+    it = fresh.emplace(id, std::move(lc)).first;
+  }
+  return it->second;
+}
+
 /// Runs fn(loaded case, scheme) for every case of the scheme: the committed files, or, under a
 /// generator mutant, the same case generated afresh and read back through its encoded bytes.
 template <class Fn>
@@ -79,11 +95,7 @@ void for_each_golden_case(const std::string& slug, Fn fn) {
       fn(golden::load_case(dir / slug / (row.id + ".json")), scheme);
       continue;
     }
-    const auto f = golden::case_files(scheme.generate(row.id));
-    golden::LoadedCase lc;
-    lc.spec = golden::case_spec_from_json(nlohmann::json::parse(f.manifest_text), row.id);
-    lc.golden = golden::tensor_map(golden::safetensors_decode(f.tensors, row.id));
-    fn(lc, scheme);
+    fn(fresh_case(scheme, row.id), scheme);
   }
 }
 
@@ -118,18 +130,20 @@ inline bool profile_applies(const golden::CaseSpec& spec, const std::string& pro
   });
 }
 
-/// The worst share of its budget each pipeline's engine reaches over the scheme's cases.
+/// The worst share of its budget a pipeline's engine reaches on one stage over the scheme's cases.
 struct PipelineWorst {
   double ratio = 0;
   std::string where;
-  int cases = 0;
 };
 
-/// Every pipeline passes its own profile on each case that profile applies to; returns the
-/// worst share of budget per pipeline and checks it is at least min_share (tightness).
-inline std::map<std::string, PipelineWorst> expect_pipelines_pass_their_profiles(
-    const std::string& slug, double min_share = 0.25) {
-  std::map<std::string, PipelineWorst> worst;
+/// Every pipeline passes its own profile on each case that profile applies to, and on every
+/// stage not listed in `loose` (reductions whose bound admits any summation order, README
+/// "Profiles") its worst element reaches at least min_share of the budget: the budget is tight.
+/// Returns the worst share per (pipeline, stage).
+inline std::map<std::pair<std::string, std::string>, PipelineWorst>
+expect_pipelines_pass_their_profiles(const std::string& slug, double min_share,
+                                     const std::vector<std::string>& loose = {}) {
+  std::map<std::pair<std::string, std::string>, PipelineWorst> worst;
   for_each_golden_case(slug, [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
     for (const auto& pipeline : golden::pipelines::names()) {
       const std::string profile = golden::pipelines::profile_of(pipeline);
@@ -143,24 +157,27 @@ inline std::map<std::string, PipelineWorst> expect_pipelines_pass_their_profiles
       const auto r = golden::verify_case(lc.spec, lc.golden, out, vo);
       if (lc.spec.result == "invalid") continue;  // a negative control: see the mistakes test
       EXPECT_EQ(r.status, "PASS") << "pipeline " << pipeline << "\n" << golden::format_case_text(r, true);
-      PipelineWorst& w = worst[pipeline];
-      ++w.cases;
       for (const auto& t : r.tensors) {
-        if (t.status != "PASS" && t.status != "FAIL") continue;
-        if (t.max_ratio > w.ratio) {
+        if ((t.status != "PASS" && t.status != "FAIL") || t.kind == "exact") continue;
+        PipelineWorst& w = worst[{pipeline, t.name}];
+        if (t.max_ratio >= w.ratio) {
           w.ratio = t.max_ratio;
-          w.where = lc.spec.id + " " + t.name;
+          w.where = lc.spec.id;
         }
       }
     }
   });
-  for (const auto& [pipeline, w] : worst) {
-    std::printf("[ tight    ] %s pipeline %-16s worst element at %.3f of its budget (%s), %d cases\n",
-                slug.c_str(), pipeline.c_str(), w.ratio, w.where.c_str(), w.cases);
-    EXPECT_GE(w.ratio, min_share) << "pipeline " << pipeline << ": the " << slug
-                                  << " budgets are more than " << 1 / min_share
-                                  << "x what the pipeline needs";
-    EXPECT_LE(w.ratio, 1.0) << pipeline;
+  for (const auto& [key, w] : worst) {
+    const bool is_loose = std::find(loose.begin(), loose.end(), key.second) != loose.end();
+    std::printf("[ tight    ] %s pipeline %-16s %-9s worst element at %.3f of its budget (%s)%s\n",
+                slug.c_str(), key.first.c_str(), key.second.c_str(), w.ratio, w.where.c_str(),
+                is_loose ? " [loose by design]" : "");
+    if (!is_loose) {
+      EXPECT_GE(w.ratio, min_share) << "pipeline " << key.first << ", stage " << key.second
+                                    << ": the budget is more than " << 1 / min_share
+                                    << "x what the pipeline needs";
+    }
+    EXPECT_LE(w.ratio, 1.0) << key.first << " " << key.second;
   }
   return worst;
 }

@@ -500,8 +500,9 @@ TEST(LearnedOptimized, RejectsBadArguments) {
 
 // ---- golden catalog ----------------------------------------------------------------------------
 
-TEST(LearnedGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("learned", 6); }
 
+// First: it stops at the first stale case, which also ends a generator mutant run quickly.
+TEST(LearnedGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("learned", 6); }
 TEST(LearnedGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("learned"); }
 
 TEST(LearnedGolden, EngineMistakesAreCaught) {
@@ -535,7 +536,7 @@ TEST(LearnedGolden, EngineMistakesAreCaught) {
   EXPECT_TRUE(saw_offset_case) << "no golden case exercises a nonzero position_offset";
 }
 
-TEST(LearnedGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("learned"); }
+TEST(LearnedGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("learned", 0.25); }
 
 }  // namespace
 }  // namespace posenc::properties

@@ -415,6 +415,7 @@ TEST(RopeOptimized, RejectsBadArguments) {
 
 // ---- golden catalog ----------------------------------------------------------------------------
 
+// First: it stops at the first stale case, which also ends a generator mutant run quickly.
 TEST(RopeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("rope", 12); }
 TEST(RopeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("rope"); }
 
@@ -422,7 +423,7 @@ TEST(RopeGolden, EngineMistakesAreCaught) {
   expect_engine_mistakes_caught("rope", [](const std::string&, const std::string&) { return false; });
 }
 
-TEST(RopeGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("rope"); }
+TEST(RopeGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("rope", 0.25, {"scores"}); }
 
 TEST(RopeGolden, FloatPipelinesFailStrict) {
   // Every case: the float32 angle of HF and ggml is not correctly rounded at any dtype.

@@ -526,8 +526,9 @@ TEST(SinusoidalOptimized, RejectsBadArguments) {
 
 // ---- golden catalog ----------------------------------------------------------------------------
 
-TEST(SinusoidalGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("sinusoidal", 6); }
 
+// First: it stops at the first stale case, which also ends a generator mutant run quickly.
+TEST(SinusoidalGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("sinusoidal", 6); }
 TEST(SinusoidalGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("sinusoidal"); }
 
 TEST(SinusoidalGolden, EngineMistakesAreCaught) {
@@ -550,7 +551,7 @@ TEST(SinusoidalGolden, EngineMistakesAreCaught) {
   }
 }
 
-TEST(SinusoidalGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("sinusoidal"); }
+TEST(SinusoidalGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("sinusoidal", 0.25); }
 
 TEST(SinusoidalGolden, FloatPipelinesFailStrict) {
   expect_float_pipelines_fail_strict("sinusoidal", [](const std::string&, const std::string&) { return true; });

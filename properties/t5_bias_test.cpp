@@ -504,6 +504,7 @@ TEST(T5BiasOptimized, RejectsBadArguments) {
 // ---- golden
 // -----------------------------------------------------------------------------------------
 
+// First: it stops at the first stale case, which also ends a generator mutant run quickly.
 TEST(T5BiasGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("t5_bias", 9); }
 TEST(T5BiasGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("t5_bias"); }
 TEST(T5BiasGolden, EngineMistakesAreCaught) {
@@ -559,7 +560,7 @@ TEST(T5BiasGolden, VerifyFailsTheNegativeControlOnlyForAFlippedEngine) {
   EXPECT_GE(n, 1);
 }
 
-TEST(T5BiasGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("t5_bias", 0.0); }
+TEST(T5BiasGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("t5_bias", 0.25, {"probs", "out"}); }
 
 }  // namespace
 }  // namespace posenc::properties

@@ -209,7 +209,12 @@ inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
     push_companion("cond", tensor_from_f32(s.name + ".cond", s.shape, f32v(e.cond)));
     s.cond = s.name + ".cond";
   }
-  for (auto& [profile, values] : e.extra) {
+  std::map<std::vector<double>, std::string> written;  // identical extras share one companion
+  for (const auto& prof : profiles()) {  // in profile order: a shared extra keeps the first name
+    auto found = e.extra.find(prof.name);
+    if (found == e.extra.end()) continue;
+    const std::string& profile = found->first;
+    const std::vector<double>& values = found->second;
     ProfileBudget& b = s.check.profiles.at(profile);
     if (!b.applies) continue;
     b.extra = s.name + ".extra." + profile;
@@ -224,6 +229,11 @@ inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
         if (c.first > 0) b.saturated[pos] = static_cast<double>(c.first) / c.second;
       }
     }
+    if (auto it = written.find(values); it != written.end()) {
+      b.extra = it->second;
+      continue;
+    }
+    written.emplace(values, b.extra);
     push_companion("extra." + profile, tensor_from_f32(b.extra, s.shape, f32v(values)));
   }
   for (auto& a : e.alternatives) {

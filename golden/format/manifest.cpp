@@ -1,5 +1,6 @@
 #include "golden/format/manifest.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -101,7 +102,7 @@ ProfileBudget budget_from(const Json& j, const std::string& kind, const std::str
   }
   if (kind == "exact") {
     if (b.bound != 0.0) bad(source, where + ".bound must be 0 for an exact check (got " + j.at("bound").dump() + ")");
-  } else if (!POSENC_MUTANT("gold_manifest_bound_unchecked")) {
+  } else if (!POSENC_MUTANT("format_manifest_bound_unchecked")) {
     if (b.bound < 0.0) bad(source, where + ".bound must be >= 0 (got " + j.at("bound").dump() + ")");
     if (b.ulps < 0.0) bad(source, where + ".ulps must be >= 0 (got " + j.at("ulps").dump() + ")");
     if (b.bound == 0.0 && b.ulps == 0.0 && b.extra.empty()) {
@@ -149,7 +150,7 @@ TensorSpec tensor_from(const Json& j, bool expected, const std::string& source,
     t.check.profiles[name] = budget_from(v, t.check.kind, source, where + " check.profiles." + name);
   }
   for (const auto& p : profiles()) {
-    if (!t.check.profiles.count(p.name) && !POSENC_MUTANT("gold_manifest_profile_missing_allowed")) {
+    if (!t.check.profiles.count(p.name) && !POSENC_MUTANT("format_manifest_profile_missing_allowed")) {
       bad(source, where + ": check.profiles has no entry for profile \"" + p.name +
                       "\" (a budget or not_applicable)");
     }
@@ -182,10 +183,12 @@ TensorSpec tensor_from(const Json& j, bool expected, const std::string& source,
   }
   for (auto& [name, b] : t.check.profiles) {
     if (b.extra.empty()) continue;
-    const auto* e = companion("extra." + name);
-    if (!e || e->name != b.extra) {
+    const bool listed = std::any_of(t.companions.begin(), t.companions.end(), [&](const CompanionSpec& cs) {
+      return cs.role.rfind("extra.", 0) == 0 && cs.name == b.extra;
+    });
+    if (!listed) {
       bad(source, where + ": check.profiles." + name + ".extra names \"" + b.extra +
-                      "\", which is not its companion extra." + name);
+                      "\", which is not one of its extra.* companions");
     }
   }
   for (const auto& a : j.value("alternatives", Json::array())) {
@@ -259,7 +262,7 @@ CaseSpec case_spec_from_json(const Json& m, const std::string& source) {
   c.variant = need_string(m, "variant", source, "manifest", false);
   c.result = need_string(m, "result", source, "manifest");
   if (c.result != "valid" && c.result != "acceptable" && c.result != "invalid" &&
-      !POSENC_MUTANT("gold_manifest_result_unchecked")) {
+      !POSENC_MUTANT("format_manifest_result_unchecked")) {
     bad(source, "manifest: \"result\" must be valid, acceptable or invalid (got \"" + c.result + "\")");
   }
   const auto& level = need(m, "level", source, "manifest");
@@ -268,7 +271,7 @@ CaseSpec case_spec_from_json(const Json& m, const std::string& source) {
   }
   need_string(m, "description", source, "manifest");
   c.tensors_file = need_string(m, "tensors_file", source, "manifest", false);
-  if (!is_plain_file_name(c.tensors_file) && !POSENC_MUTANT("gold_manifest_path_unchecked")) {
+  if (!is_plain_file_name(c.tensors_file) && !POSENC_MUTANT("format_manifest_path_unchecked")) {
     bad(source, "manifest: \"tensors_file\" must be a plain file name in the manifest's folder "
                 "(no path separators, not . or ..; got \"" + c.tensors_file + "\")");
   }

@@ -7,7 +7,8 @@
 // safetensors file and are listed, with dtype and SHA-256, under the tensor's "companions":
 //   exact            f64, the oracle value y* (mp50 rounded to double)
 //   cond             f32, the condition scale c of a conditioned check
-//   extra.<profile>  f32, the profile's extra budget per element (absolute), when it has one
+//   extra.<profile>  f32, the profile's extra budget per element (absolute), when it has one;
+//                    profiles with identical extras share the first one's companion
 //   alt.<name>.exact, alt.<name>.cond   a declared alternative convention's values
 // Budget of element j under profile P (bound b_P, ulps r_P, extra x_P):
 //   ulp:          b_P * ulp_dtype(y*_j) + x_P[j]
