@@ -150,12 +150,7 @@ GoldenCase slope_generate(const SlopeCase& c) {
   std::vector<Tensor> tensors = {tensor_from_i64("n_heads", {ne}, entry_n),
                                  tensor_from_i64("head", {ne}, entry_h)};
   std::vector<TensorSpec> inputs = {input_spec(tensors[0]), input_spec(tensors[1])};
-  ExpectedTensor sl;
-  sl.spec.name = "slopes";
-  sl.spec.stage = "table";
-  sl.spec.dtype = DType::kF32;
-  sl.spec.shape = {ne};
-  sl.spec.check.kind = "ulp";
+  ExpectedTensor sl = expected_tensor("slopes", "table", DType::kF32, {ne}, "ulp");
   sl.spec.axes = {{"entry", "", {}, {"n_heads", "head"}}};
   sl.values = s50;
   for (const auto& prof : profiles()) sl.spec.check.profiles[prof.name] = slope_budget(prof.name);

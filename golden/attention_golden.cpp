@@ -84,6 +84,7 @@ TensorMap attention_run_engine(const CaseSpec& spec, const TensorMap& golden, co
     if (!o.mistake.empty()) throw_invalid("attention_run_engine", "mistakes run on the exact pipeline only", o.mistake);
     return attention_case_run_pipeline(spec, golden, o.pipeline, nullptr, p);
   }
+  if (POSENC_MUTANT("engine_attention_mistake_ignored")) return attention_case_run_engine(spec, golden, nullptr, p);
   if (o.mistake == "no-scale") {
     p.scale_kind = p.scale_kind == AttentionScale::kNone ? AttentionScale::kInvSqrtHeadDim
                                                          : AttentionScale::kNone;

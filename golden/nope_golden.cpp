@@ -5,7 +5,10 @@
 #include <vector>
 
 #include "golden/cases/attention_case.hpp"
+#include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/registry.hpp"
+#include "optimized/nope.hpp"
+#include "reference/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/nope.hpp"
 
@@ -28,7 +31,7 @@ std::vector<AttentionCaseDef> nope_case_table() {
        {4, 2, 64, 64, AttentionScale::kInvSqrtHeadDim, 1.0, true, 0, 60}, 4, 64},
   };
   std::vector<AttentionCaseDef> v;
-  std::uint64_t seed = 0x90be0000;
+  std::uint64_t seed = POSENC_MUTANT("data_nope_seed_changed") ? 0x90be0001 : 0x90be0000;
   for (const auto& s : shapes) {
     for (DType t : {DType::kF32, DType::kBF16}) {
       AttentionCaseDef c;
@@ -75,6 +78,17 @@ TensorMap nope_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
     if (!o.mistake.empty()) throw_invalid("nope_run_engine", "mistakes run on the exact pipeline only", o.mistake);
     if (POSENC_MUTANT("engine_nope_pipeline_mask_dropped")) p.causal = false;
     return attention_case_run_pipeline(spec, golden, o.pipeline, nullptr, p);
+  }
+  if (o.mistake.empty() || POSENC_MUTANT("engine_nope_mistake_ignored")) {
+    // posenc's NoPE kernel for the output (the probabilities: the attention kernel's, causal)
+    TensorMap res = attention_case_run_engine(spec, golden, nullptr, p);
+    const nlohmann::json& pj = spec.manifest.at("params");
+    const std::int64_t tq = pj.at("tq").get<std::int64_t>(), tk = pj.at("tk").get<std::int64_t>();
+    std::vector<float> out(static_cast<std::size_t>(tq * p.n_heads * p.value_dim));
+    optimized::nope_forward(p, tq, tk, tensor_to_f32(golden.at("q")), tensor_to_f32(golden.at("k")),
+                            tensor_to_f32(golden.at("v")), out);
+    res.insert_or_assign("out", engine_tensor("out", golden.at("q").dtype, {tq, p.n_heads, p.value_dim}, out));
+    return res;
   }
   if (o.mistake == "no-mask") p.causal = false;
   if (o.mistake == "causal-off-by-one") p.query_offset += 1;

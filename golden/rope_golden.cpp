@@ -480,12 +480,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
   };
 
   // inv_freq
-  ExpectedTensor e_inv;
-  e_inv.spec.name = "inv_freq";
-  e_inv.spec.stage = "table";
-  e_inv.spec.dtype = DType::kF32;
-  e_inv.spec.shape = {np};
-  e_inv.spec.check.kind = "ulp";
+  ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, "ulp");
   e_inv.values = o50.inv_freq;
   std::vector<int> identity_pairs(static_cast<std::size_t>(np));
   for (int i = 0; i < np; ++i) identity_pairs[i] = i;
@@ -503,12 +498,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
 
   // cos, sin
   auto table_tensor = [&](const std::string& name, const std::vector<mp50>& values) {
-    ExpectedTensor e;
-    e.spec.name = name;
-    e.spec.stage = "table";
-    e.spec.dtype = t;
-    e.spec.shape = {tn, np};
-    e.spec.check.kind = "conditioned";
+    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, "conditioned");
     e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
     e.values = values;
     e.cond.assign(static_cast<std::size_t>(tn * np), a);
@@ -559,12 +549,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
   const PairScales qs = pair_scales(q, hq), ks = pair_scales(k, hk);
   auto rotated_tensor = [&](const std::string& name, const std::vector<mp50>& values,
                             const PairScales& s, int heads) {
-    ExpectedTensor e;
-    e.spec.name = name;
-    e.spec.stage = "rotated";
-    e.spec.dtype = t;
-    e.spec.shape = {tn, heads, h};
-    e.spec.check.kind = "conditioned";
+    ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, "conditioned");
     e.spec.axes = {{"token", "positions", {}, {}}, {"head", "", {}, {}},
                    {"channel", "", channel_pairs, {}}};
     e.values = values;
@@ -611,12 +596,7 @@ GoldenCase rope_generate_def(const RopeCaseDef& def) {
 
   if (with_scores) {
     const int group = hq / hk;
-    ExpectedTensor e;
-    e.spec.name = "scores";
-    e.spec.stage = "scores";
-    e.spec.dtype = t;
-    e.spec.shape = {hq, tn, tn};
-    e.spec.check.kind = "conditioned";
+    ExpectedTensor e = expected_tensor("scores", "scores", t, {hq, tn, tn}, "conditioned");
     e.spec.axes = {{"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
     e.values = o50.scores;
     for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].scores;

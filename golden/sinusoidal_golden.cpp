@@ -274,12 +274,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   tensors.push_back(target_tensor("e", t, {tn, d}, std::vector<mp50>(e.begin(), e.end())));
   std::vector<TensorSpec> inputs = {input_spec(tensors[0]), input_spec(tensors[1])};
 
-  ExpectedTensor ei;
-  ei.spec.name = "inv_freq";
-  ei.spec.stage = "table";
-  ei.spec.dtype = DType::kF32;
-  ei.spec.shape = {n};
-  ei.spec.check.kind = "ulp";
+  ExpectedTensor ei = expected_tensor("inv_freq", "table", DType::kF32, {n}, "ulp");
   ei.spec.axes = {axis("freq", "", {})};
   ei.values = o50.inv_freq;
   for (const auto& prof : profiles()) ei.spec.check.profiles[prof.name] = sb[prof.name].inv_freq;
@@ -290,12 +285,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   }
   auto table = [&](const std::string& name, const std::string& stage,
                    const std::vector<mp50>& values, const std::vector<double>& cond, bool is_pe) {
-    ExpectedTensor x;
-    x.spec.name = name;
-    x.spec.stage = stage;
-    x.spec.dtype = t;
-    x.spec.shape = {tn, d};
-    x.spec.check.kind = "conditioned";
+    ExpectedTensor x = expected_tensor(name, stage, t, {tn, d}, "conditioned");
     x.spec.axes = {axis("token", "positions", {}), axis("channel", "", channel_freq)};
     x.values = values;
     x.cond = cond;

@@ -134,7 +134,8 @@ std::vector<Real> attention_softmax(const std::vector<Real>& s, const std::vecto
     return p;
   }
   if (POSENC_MUTANT("ref_softmax_no_max_shift")) mx = Real(0);
-  Real sum = Real(0);
+  // Mutant: "softmax one" (exp(s) / (1 + sum exp(s))), an attention variant, not this one.
+  Real sum = POSENC_MUTANT("ref_softmax_plus_one") ? Real(exp(-mx)) : Real(0);
   for (std::size_t j = 0; j < s.size(); ++j) {
     if (!visible[j]) continue;
     p[j] = exp(s[j] - mx);

@@ -269,12 +269,7 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
                       std::vector<std::int64_t> shape, const std::vector<mp50>& values,
                       const std::vector<double>& cond,
                       std::map<std::string, std::vector<double>> extra, bool is_probs) {
-    ExpectedTensor e;
-    e.spec.name = name;
-    e.spec.stage = stage;
-    e.spec.dtype = t;
-    e.spec.shape = std::move(shape);
-    e.spec.check.kind = "conditioned";
+    ExpectedTensor e = expected_tensor(name, stage, t, std::move(shape), "conditioned");
     for (const auto& prof : profiles()) {
       e.spec.check.profiles[prof.name] = is_probs ? ab[prof.name].probs : ab[prof.name].out;
     }

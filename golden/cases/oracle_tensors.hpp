@@ -171,6 +171,20 @@ struct ExpectedTensor {
   std::vector<Alternative> alternatives;
 };
 
+/// An ExpectedTensor whose spec names the tensor (its budgets and data follow).
+inline ExpectedTensor expected_tensor(std::string name, std::string stage, DType t,
+                                      std::vector<std::int64_t> shape, std::string kind,
+                                      std::vector<AxisSpec> axes = {}) {
+  ExpectedTensor e;
+  e.spec.name = std::move(name);
+  e.spec.stage = std::move(stage);
+  e.spec.dtype = t;
+  e.spec.shape = std::move(shape);
+  e.spec.check.kind = std::move(kind);
+  e.spec.axes = std::move(axes);
+  return e;
+}
+
 /// Appends the expected tensor and its companions (exact f64; cond, extras and alternatives'
 /// cond f32) to `tensors`; returns the spec with SHA-256, companions and extras filled in.
 inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {

@@ -248,7 +248,8 @@ CaseSpec case_spec_from_json(const Json& m, const std::string& source) {
     bad(source, "schema is not \"" + std::string(kSchemaName) + "\"");
   }
   const auto& ver = need(m, "version", source, "manifest");
-  if (!ver.is_number_integer() || ver.get<int>() != kSchemaVersion) {
+  if ((!ver.is_number_integer() || ver.get<int>() != kSchemaVersion) &&
+      !POSENC_MUTANT("format_manifest_version_unchecked")) {
     bad(source, "unsupported schema version " + ver.dump() + " (this posenc reads version " +
                     std::to_string(kSchemaVersion) + "; regenerate with `posenc generate`)");
   }
@@ -269,7 +270,7 @@ CaseSpec case_spec_from_json(const Json& m, const std::string& source) {
   if (!level.is_number_integer() || level.get<int>() < 1) {
     bad(source, "manifest: \"level\" must be an integer >= 1");
   }
-  need_string(m, "description", source, "manifest");
+  if (!POSENC_MUTANT("format_manifest_description_optional")) need_string(m, "description", source, "manifest");
   c.tensors_file = need_string(m, "tensors_file", source, "manifest", false);
   if (!is_plain_file_name(c.tensors_file) && !POSENC_MUTANT("format_manifest_path_unchecked")) {
     bad(source, "manifest: \"tensors_file\" must be a plain file name in the manifest's folder "
