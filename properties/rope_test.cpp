@@ -430,5 +430,33 @@ TEST(RopeGolden, FloatPipelinesFailStrict) {
   expect_float_pipelines_fail_strict("rope", [](const std::string&, const std::string&) { return true; });
 }
 
+TEST(RopeGolden, ScoresAloneCatchOneTokenOffByOneAtLargePositions) {
+  // The fp32 budget of q.k grows with the angle, but per pair: one token rotated to
+  // 2^20 - 1 + 1 instead of 2^20 - 1 leaves it (the old fp32-angles bound let it pass about a
+  // third of the time), and the answer is located at that position.
+  int n = 0;
+  for_each_golden_case("rope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    if (lc.spec.id.find("_f32") == std::string::npos || lc.spec.id.find("dense") != std::string::npos) return;
+    golden::TensorMap moved = lc.golden;
+    golden::Tensor& pos = moved.at("positions");
+    for (std::int64_t t = 0; t < pos.numel(); ++t) {
+      if (pos.get_i64(t) != 1048575) continue;
+      const std::int64_t next = 1048576;
+      std::memcpy(pos.data.data() + 8 * t, &next, 8);
+    }
+    auto out = s.run_engine(lc.spec, moved, {});
+    for (const std::string name : {"inv_freq", "cos", "sin", "q_rot", "k_rot"}) out.erase(name);
+    golden::VerifyOptions o;
+    o.profile = "fp32";
+    const auto r = golden::verify_case(lc.spec, lc.golden, out, o);
+    ASSERT_EQ(r.tensors.back().name, "scores");
+    EXPECT_EQ(r.status, "FAIL") << golden::format_case_text(r, false);
+    ASSERT_TRUE(r.tensors.back().first_fail_position.has_value()) << lc.spec.id;
+    EXPECT_EQ(*r.tensors.back().first_fail_position, 1048575) << lc.spec.id;
+    ++n;
+  });
+  EXPECT_GE(n, 7);
+}
+
 }  // namespace
 }  // namespace posenc::properties
