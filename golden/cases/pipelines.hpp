@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "golden/format/format.hpp"
+#include "golden/cases/float_interval.hpp"
 #include "golden/format/profiles.hpp"
 #include "reference/common/dtype.hpp"
 #include "reference/common/errors.hpp"
+#include "reference/rope_scaling.hpp"
 
 namespace posenc::golden::pipelines {
 
@@ -132,6 +134,209 @@ inline int hf_t5_bucket_f32(std::int64_t r, bool bidirectional, int num_buckets,
   const float x = lg / denom * static_cast<float>(nb - e);
   const std::int64_t large = std::min<std::int64_t>(e + static_cast<std::int64_t>(x), nb - 1);
   return static_cast<int>(base + large);
+}
+
+// ---- scaled RoPE tables (reference/rope_scaling.hpp), templated over float / F32Interval ------
+
+/// HF's float32 scaled inverse frequencies (modeling_rope_utils _compute_*_parameters), as
+/// written there: the default frequencies 1 / powf(fl(base), fl(2i)/fl(d)), then the rule in
+/// float32 with Python doubles (factor, low, high, 2 pi, wavelength edges) converted to float32
+/// where they meet a tensor. The LongRoPE factor list is a float32 tensor.
+template <class T>
+std::vector<T> hf_scaled_inv_freq(const reference::RopeParams& p, const reference::RopeScaling& s) {
+  using reference::RopeScalingType;
+  using reference::YarnForm;
+  const int d = p.rotary_dim, np = d / 2;
+  auto exponent = [&](int i) { return T(f32_const<T>(2.0 * i)) / f32_const<T>(d); };
+  auto plain = [&](double base) {
+    std::vector<T> v;
+    for (int i = 0; i < np; ++i) v.push_back(f32_const<T>(1.0) / powf_of(f32_const<T>(base), exponent(i)));
+    return v;
+  };
+  switch (s.type) {
+    case RopeScalingType::kNone:
+      return plain(p.base);
+    case RopeScalingType::kLinear: {
+      std::vector<T> v = plain(p.base);
+      for (auto& x : v) x = x / f32_const<T>(s.factor);
+      return v;
+    }
+    case RopeScalingType::kNtk:
+    case RopeScalingType::kDynamic: {
+      double scale = s.factor;  // Python double arithmetic
+      if (s.type == RopeScalingType::kDynamic) {
+        const double l = static_cast<double>(std::max(s.seq_len, s.max_position));
+        scale = s.factor * l / static_cast<double>(s.max_position) - (s.factor - 1.0);
+      }
+      return plain(p.base * std::pow(scale, static_cast<double>(d) / (d - 2)));
+    }
+    case RopeScalingType::kYarn: {
+      const double lc = s.yarn_form == YarnForm::kHfEarly ? static_cast<double>(s.max_position)
+                                                          : static_cast<double>(s.original_max_position);
+      auto corr = [&](double r) { return d * std::log(lc / (2 * M_PI * r)) / (2 * std::log(p.base)); };
+      double low = corr(s.beta_fast), high = corr(s.beta_slow);
+      if (s.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, static_cast<double>(d - 1));
+      if (low == high) high += 0.001;
+      std::vector<T> v;
+      for (int i = 0; i < np; ++i) {
+        const T pos_freq = powf_of(f32_const<T>(p.base), exponent(i));
+        const T extrap = f32_const<T>(1.0) / pos_freq;
+        const T interp = f32_const<T>(1.0) / (f32_const<T>(s.factor) * pos_freq);
+        const T ramp = clamp_of((f32_const<T>(i) - f32_const<T>(low)) / f32_const<T>(high - low), 0.0, 1.0);
+        const T mask = f32_const<T>(1.0) - ramp;  // inv_freq_extrapolation_factor
+        v.push_back(interp * (f32_const<T>(1.0) - mask) + extrap * mask);
+      }
+      return v;
+    }
+    case RopeScalingType::kLlama3: {
+      std::vector<T> v = plain(p.base);
+      const double l0 = static_cast<double>(s.original_max_position);
+      const double wl_lo = l0 / s.low_freq_factor, wl_hi = l0 / s.high_freq_factor;
+      for (auto& inv : v) {
+        const T wl = f32_const<T>(2 * M_PI) / inv;
+        const T inv_l = choose(greater_than(wl, wl_lo), inv / f32_const<T>(s.factor), inv);
+        const double span = s.high_freq_factor - s.low_freq_factor;
+        const T smooth = span == 0.0 ? f32_const<T>(0.0)
+                                     : (f32_const<T>(l0) / wl - f32_const<T>(s.low_freq_factor)) / f32_const<T>(span);
+        const T smoothed = (f32_const<T>(1.0) - smooth) * inv_l / f32_const<T>(s.factor) + smooth * inv_l;
+        const int medium = and3(not3(less_than(wl, wl_hi)), not3(greater_than(wl, wl_lo)));
+        inv = choose(medium, smoothed, inv_l);
+      }
+      return v;
+    }
+    case RopeScalingType::kLongRope: {
+      const auto& e = reference::longrope_uses_long(s) ? s.long_factor : s.short_factor;
+      std::vector<T> v;
+      for (int i = 0; i < np; ++i) {
+        v.push_back(f32_const<T>(1.0) / (f32_const<T>(e[i]) * powf_of(f32_const<T>(p.base), exponent(i))));
+      }
+      return v;
+    }
+  }
+  return {};
+}
+
+/// Whether ggml / llama.cpp has the rule (it has no dynamic NTK: a fixed freq_base instead).
+inline bool ggml_has_rule(reference::RopeScalingType t) {
+  return t != reference::RopeScalingType::kDynamic;
+}
+
+/// ggml's float32 angle of pair i at position p under a rule (ggml_rope_ext, rope_yarn): the
+/// recurrence theta_base = fl(p) * ts^i with ts = powf(freq_base, -2.0f/n_dims); then the
+/// rule: freq_scale = fl(1/s) (linear), a larger freq_base (ntk), the YaRN mix with float32
+/// correction dims and ramp (yarn), or a float32 frequency factor (llama3: the converter's
+/// rope_freqs; longrope: the chosen list) that divides theta_base.
+template <class T>
+std::vector<T> ggml_scaled_thetas(const reference::RopeParams& p, const reference::RopeScaling& s,
+                                  std::int64_t pos) {
+  using reference::RopeScalingType;
+  const int d = p.rotary_dim, np = d / 2;
+  double base = p.base;
+  if (s.type == RopeScalingType::kNtk) base = p.base * std::pow(s.factor, static_cast<double>(d) / (d - 2));
+  const T ts = powf_of(f32_const<T>(base), f32_const<T>(-2.0) / f32_const<T>(d));
+  std::vector<T> out;
+  T theta = f32_const<T>(static_cast<double>(pos));
+  // yarn: correction dims in float32 (ggml_rope_yarn_corr_dims)
+  T low = f32_const<T>(0.0), high = f32_const<T>(0.0);
+  if (s.type == RopeScalingType::kYarn) {
+    auto corr = [&](double r) {
+      const double lc = s.yarn_form == reference::YarnForm::kHfEarly ? static_cast<double>(s.max_position)
+                                                                     : static_cast<double>(s.original_max_position);
+      return f32_const<T>(d) * logf_of(f32_const<T>(lc) /
+                                       (f32_const<T>(r) * f32_const<T>(2.0) * f32_const<T>(M_PI))) /
+             (f32_const<T>(2.0) * logf_of(f32_const<T>(base)));
+    };
+    low = corr(s.beta_fast);
+    high = corr(s.beta_slow);
+    if (s.truncate) {  // ggml always truncates; a rule without it is modelled as written
+      low = floorf_of(low);
+      high = ceilf_of(high);
+    }
+    low = max_of(low, 0.0);
+    high = min_of(high, d - 1);
+  }
+  const std::vector<double> llama3 = [&] {
+    std::vector<double> ff;
+    if (s.type != RopeScalingType::kLlama3) return ff;
+    const double l0 = static_cast<double>(s.original_max_position);
+    for (int i = 0; i < np; ++i) {  // the converter, in float64: 1, s, or the smoothed ratio
+      const double inv = std::pow(p.base, -2.0 * i / d), wl = 2 * M_PI / inv;
+      if (wl < l0 / s.high_freq_factor) {
+        ff.push_back(1.0);
+      } else if (wl > l0 / s.low_freq_factor) {
+        ff.push_back(s.factor);
+      } else {
+        const double span = s.high_freq_factor - s.low_freq_factor;
+        const double g = span == 0.0 ? 0.0 : (l0 / wl - s.low_freq_factor) / span;
+        ff.push_back(1.0 / ((1 - g) / s.factor + g));
+      }
+    }
+    return ff;
+  }();
+  for (int i = 0; i < np; ++i) {
+    T th = theta;
+    switch (s.type) {
+      case RopeScalingType::kLinear:
+        th = f32_const<T>(1.0 / s.factor) * th;
+        break;
+      case RopeScalingType::kYarn: {
+        const T extrap = th;
+        const T interp = f32_const<T>(1.0 / s.factor) * extrap;
+        const T y = (f32_const<T>(i) - low) / max_of(high - low, 0.001);
+        const T mix = f32_const<T>(1.0) - min_of(max_of(y, 0.0), 1.0);
+        th = interp * (f32_const<T>(1.0) - mix) + extrap * mix;
+        break;
+      }
+      case RopeScalingType::kLlama3:
+        th = th / f32_const<T>(llama3[i]);
+        break;
+      case RopeScalingType::kLongRope:
+        th = th / f32_const<T>((reference::longrope_uses_long(s) ? s.long_factor : s.short_factor)[i]);
+        break;
+      default:
+        break;
+    }
+    out.push_back(th);
+    theta = theta * ts;
+  }
+  return out;
+}
+
+/// ggml's float32 attention factor (the cos/sin magnitude) of a rule whose exact factor is a:
+/// for YaRN, rope_yarn's mscale = attn_factor * (1 + 0.1 logf(1 / freq_scale)), freq_scale =
+/// fl(1/s), with the converter's attn_factor = a / (1 + 0.1 ln s) (double, stored float32) so
+/// that the product is a; every other rule: fl(a) (the converter's double, stored float32).
+template <class T>
+T ggml_attention_factor(const reference::RopeScaling& s, double a) {
+  if (s.type != reference::RopeScalingType::kYarn) return f32_const<T>(a);
+  const double m1 = s.factor > 1.0 ? 0.1 * std::log(s.factor) + 1.0 : 1.0;
+  const T freq_scale = f32_const<T>(1.0 / s.factor);
+  const T m = f32_const<T>(1.0) + f32_const<T>(0.1) * logf_of(f32_const<T>(1.0) / freq_scale);
+  return f32_const<T>(a / m1) * m;
+}
+
+/// The softmax scale of DeepSeek MLA, q_head_dim^-1/2 times the YaRN multiplier m^2:
+/// HF / vLLM compute it in Python double and the attention rounds it to float32 (T = fl of the
+/// double `value`); llama.cpp computes mscale = 1 + fl(0.1 mscale_all_dim) logf(1/freq_scale),
+/// kq_scale = mscale * mscale / sqrtf(q_head_dim) in float32.
+template <class T>
+T hf_softmax_scale(double value) {
+  return f32_const<T>(value);
+}
+template <class T>
+T ggml_softmax_scale(const reference::RopeScaling& s, int q_head_dim) {
+  const T freq_scale = f32_const<T>(1.0 / s.factor);
+  const double log_mul = s.yarn_form == reference::YarnForm::kDeepSeekOfficial
+                             ? 0.1 * (s.mscale != 0 ? s.mscale : 1.0)
+                             : 0.1 * s.mscale_all_dim;
+  const T m = s.factor > 1.0 ? f32_const<T>(1.0) + f32_const<T>(log_mul) * logf_of(f32_const<T>(1.0) / freq_scale)
+                             : f32_const<T>(1.0);
+  return m * m / sqrtf_of(f32_const<T>(q_head_dim));
 }
 
 /// Why a pipeline cannot run a case whose activations are in dtype t ("" when it can).

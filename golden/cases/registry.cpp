@@ -5,7 +5,7 @@
 namespace posenc::golden {
 
 const std::vector<SchemeEntry>& schemes() {
-  static const std::vector<SchemeEntry> all = {rope_scheme(), attention_scheme(), nope_scheme(), learned_scheme(), sinusoidal_scheme(), alibi_scheme(), t5_bias_scheme()};
+  static const std::vector<SchemeEntry> all = {rope_scheme(), rope_scaling_scheme(), attention_scheme(), nope_scheme(), learned_scheme(), sinusoidal_scheme(), alibi_scheme(), t5_bias_scheme()};
   return all;
 }
 

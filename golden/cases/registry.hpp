@@ -48,6 +48,7 @@ const std::vector<SchemeEntry>& schemes();
 const SchemeEntry& scheme_by_slug(std::string_view slug);
 
 SchemeEntry rope_scheme();
+SchemeEntry rope_scaling_scheme();
 SchemeEntry attention_scheme();
 SchemeEntry nope_scheme();
 SchemeEntry alibi_scheme();

@@ -1,0 +1,1357 @@
+// RoPE golden cases, plain and scaled. Formulas: reference/rope.hpp, reference/rope_scaling.hpp.
+// Expected values: the mp50 oracle, rounded once to the target dtype; mp100 must round the same.
+#include "golden/cases/rope_case.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "golden/cases/budgets.hpp"
+#include "golden/cases/float_interval.hpp"
+#include "golden/cases/oracle_tensors.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/format/prng.hpp"
+#include "optimized/rope.hpp"
+#include "optimized/rope_scaling.hpp"
+#include "reference/common/errors.hpp"
+#include "reference/common/mutant.hpp"
+#include "reference/common/rounding.hpp"
+#include "reference/common/scalar.hpp"
+#include "reference/rope.hpp"
+#include "reference/rope_scaling.hpp"
+
+namespace posenc::golden {
+
+using reference::LongRopePolicy;
+using reference::RopeLayout;
+using reference::RopeParams;
+using reference::RopeScaling;
+using reference::RopeScalingType;
+using reference::YarnForm;
+using Json = nlohmann::json;
+namespace bud = budgets;
+
+namespace {
+
+std::string base_tag(double base) {
+  const int e = static_cast<int>(std::floor(std::log10(base)));
+  const double mant = base / std::pow(10.0, e);
+  if (std::fabs(mant - std::round(mant)) < 1e-12) {
+    return std::to_string(static_cast<int>(std::round(mant))) + "e" + std::to_string(e);
+  }
+  return std::to_string(static_cast<long long>(base));
+}
+
+/// One exactly representable input value: an integer times a power of two, drawn from the
+/// counter-based PRNG. bf16 carries 8 significant bits, f16 11, f32 24.
+double input_value(DType t, std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+  if (t == DType::kBF16) return std::ldexp(static_cast<double>(prng_int(seed, stream, i, 255)), -8);
+  if (t == DType::kF16) return std::ldexp(static_cast<double>(prng_int(seed, stream, i, 2047)), -11);
+  return std::ldexp(static_cast<double>(prng_int(seed, stream, i, (1 << 24) - 1)), -24);
+}
+
+std::string sanitize(const std::string& s) {
+  std::string o;
+  for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '_';
+  return o;
+}
+
+bool scaled(const RopeScaling& s) { return s.type != RopeScalingType::kNone; }
+
+/// Everything the oracle computes for a case, in one precision.
+template <class Real>
+struct RopeOracle {
+  std::vector<Real> inv_freq, cos, sin, q_rot, k_rot, scores;
+  Real a = 1, softmax_multiplier = 1;
+};
+
+template <class Real>
+RopeOracle<Real> rope_oracle(const RopeParams& p, const RopeScaling& s,
+                             const std::vector<std::int64_t>& pos, int hq, int hk,
+                             const std::vector<double>& q, const std::vector<double>& k, bool scores) {
+  using std::cos;
+  using std::sin;
+  RopeOracle<Real> o;
+  const auto st = reference::rope_scaling_tables<Real>(p, s);
+  const auto& tables = st.tables;
+  o.inv_freq = tables.inv_freq;
+  o.a = tables.attention_factor;
+  o.softmax_multiplier = st.softmax_scale_multiplier;
+  const int h = p.head_dim, np = p.rotary_dim / 2;
+  const std::size_t t_n = pos.size();
+  for (std::size_t t = 0; t < t_n; ++t) {
+    for (int i = 0; i < np; ++i) {
+      const Real phi = reference::rope_angle(tables, pos[t], i);
+      o.cos.push_back(tables.attention_factor * cos(phi));
+      o.sin.push_back(tables.attention_factor * sin(phi));
+    }
+  }
+  // The rotation of reference::rope_apply, y_a = x_a (a cos) - x_b (a sin), y_b = x_a (a sin) +
+  // x_b (a cos), with the table values just computed: the same operations on the same angle,
+  // without evaluating every cos and sin once more per head.
+  auto rotate = [&](const std::vector<double>& x, int heads, std::vector<Real>& out) {
+    for (std::size_t t = 0; t < t_n; ++t) {
+      for (int hh = 0; hh < heads; ++hh) {
+        const std::size_t off = (t * heads + hh) * h;
+        std::vector<Real> y(x.begin() + off, x.begin() + off + h);
+        for (int i = 0; i < np; ++i) {
+          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+          const Real& c = o.cos[t * np + i];
+          const Real& sn = o.sin[t * np + i];
+          const Real xa = Real(x[off + ca]), xb = Real(x[off + cb]);
+          y[ca] = xa * c - xb * sn;
+          y[cb] = xa * sn + xb * c;
+        }
+        out.insert(out.end(), y.begin(), y.end());
+      }
+    }
+  };
+  rotate(q, hq, o.q_rot);
+  rotate(k, hk, o.k_rot);
+  if (!scores) return o;
+  const int group = hq / hk;
+  for (int hh = 0; hh < hq; ++hh) {
+    for (std::size_t i = 0; i < t_n; ++i) {
+      for (std::size_t j = 0; j < t_n; ++j) {
+        Real sum = 0;
+        for (int c = 0; c < h; ++c) {
+          sum += o.q_rot[(i * hq + hh) * h + c] * o.k_rot[(j * hk + hh / group) * h + c];
+        }
+        o.scores.push_back(sum);
+      }
+    }
+  }
+  return o;
+}
+
+// ---- budgets: the error analysis of each profile's pipeline (README "Profiles") ------------
+//
+// Symbols: t = target dtype, eps_t its machine epsilon, r = eps_f32 / eps_t, u = 2^-24,
+// a = attention factor, h = head_dim, phi = p * theta_i the exact angle of position p and pair
+// i, c = the element's condition scale. Budget (golden/format/manifest.hpp):
+// bound * eps_t * c + ulps * ulp_t(y*) + extra.
+// A = the attention factor's share of a table entry's error, in eps_f32: 0 when the pipeline's
+// factor is exactly 1, else 0.5 (the product a * cos) + alpha / eps_f32, alpha = the relative
+// error of the pipeline's float32 factor (HF: fl(a), u; ggml: its float32 mscale, from the
+// interval model below).
+//
+// strict (`--pipeline exact`, posenc's kernel): theta_i in long double -> double, phi in
+//   double (|d phi| <= 2^-52 |phi| <= 0.05 eps_f32 up to 2^24 + 1), a cos(phi) rounded once to
+//   float32 and once more to t.
+//     inv_freq  0.5 ulp + 2^-28 (double rounding through double)
+//     cos, sin  bound 0.05 r, ulps 0.5 (f32) or 0.5 + 0.5 r (16-bit: f32 then t)
+//     rotated   tables 0.5 eps_f32 a |x| + two products 0.5 eps_f32 c + angle 0.05: bound 1.05 r;
+//               the sum's rounding and the cast: ulps as for the tables
+//     scores    each rotated component is within R = 1.55 eps_f32 of its pair's c; a pair's
+//               contribution to q.k moves by at most sqrt(2) R (|q_pair| |k_pair|) from each
+//               side, and an f32 dot product of h terms adds gamma_h = h u = (h/2) eps_f32
+//               of sum |q_c k_c| <= c: bound (2 sqrt(2) 1.55 + h/2) r; ulps 0.5 for 16-bit casts
+//     attention_factor, softmax_scale: 0.5 ulp + 2^-28 (computed in long double / double)
+// fp32 (HF, Meta, vLLM): float32 inv_freq, phi^ = fl(fl(p) inv_freq), cosf/sinf within 2 ulp
+//   (CUDA). The angle error E_i(p) = |phi^ - phi|:
+//     plain     inv_freq = 1/powf(base, fl(2i)/fl(d)) (budgets.hpp enumerates every faithful
+//               powf: its worst relative error delta_i, exact); E = ((1 + rho_p)(1 + delta_i)
+//               (1 + u) - 1) |phi| (rho_p: the position's float32 conversion error, 0 up to 2^24)
+//     scaled    the rule as HF writes it (pipelines::hf_scaled_inv_freq) evaluated in interval
+//               arithmetic (golden/cases/float_interval.hpp: every float32 result the code may
+//               produce, faithful powf), and fl(fl(p) * inv_freq) likewise: E = the interval's
+//               largest distance from the exact angle
+//     inv_freq  extra = the largest distance of the float32 inv_freq from the exact one
+//     cos, sin  bound (1 + A) r (2 ulp of |cos| < 1 is <= eps_f32), ulps = the cast (0.5 for
+//               16-bit), extra a E
+//     rotated   bound (1.5 + A) r (tables + products), ulps 0.5 (+ 0.5 r when cast), extra c E
+//               (the chord of an angle error is shorter than its arc)
+//     scores    R = (2 + A) eps_f32: bound (2 sqrt(2)(2 + A) + h/2) r, ulps the cast, extra
+//               sum_i w_i (E_i(p_q) + E_i(p_k)), w_i = a^2 (|q_a|+|q_b|)(|k_a|+|k_b|)
+//     attention_factor, softmax_scale: extra = the float32 value's interval distance (fl of
+//               HF's double: u relative)
+// fp32-recurrence (ggml): theta_0 = fl(p), theta_i = fl(theta_{i-1} ts), ts = powf(base,
+//   -2.0f/d). Plain: ts's worst relative error delta_ts enumerated, E = ((1 + rho_p)
+//   (1 + delta_ts)^i (1 + u)^i - 1)|phi_i|; scaled: ggml's rule (pipelines::ggml_scaled_thetas:
+//   freq_scale, YaRN mix with float32 corr dims and ramp, rope_freqs factors) in interval
+//   arithmetic, E = the interval's largest distance. Same bounds as fp32 with this E; inv_freq
+//   = the pipeline's angles at position 1. Not applicable to dynamic NTK (ggml has no such rule).
+// bf16, f16 (PyTorch eager in t): float32 tables as in fp32, cast to t; q*cos, rotate_half(q)
+//   *sin and their sum each rounded to t; q_rot . k_rot accumulated in float32, rounded to t.
+//     inv_freq, cos, sin   as fp32 (tables are float32, then cast)
+//     rotated   tables (0.5 + (1 + A) r) eps_t a |x| + products 0.5 eps_t c: bound 1 + (1 + A) r,
+//               ulps 0.5 (the sum), extra as fp32
+//     scores    R = (1.5 + (1 + A) r) eps_t: bound 2 sqrt(2) R + (h/2) r, ulps 0.5, extra as fp32
+// Every bound and extra gets 1% for the second-order terms the sums above leave out.
+// Measured tightness (each pipeline emulated in float, `posenc engine --pipeline`): README.
+
+constexpr double kSecondOrder = 1.01;
+
+/// Mutant gold_rope_budgets_inflated: every budget 8x (the tightness test must notice).
+double inflation() { return POSENC_MUTANT("gold_rope_budgets_inflated") ? 8.0 : 1.0; }
+
+struct StageBudgets {
+  ProfileBudget inv_freq, table, rotated, scores, scalar;
+};
+
+StageBudgets rope_stage_budgets_derived(const std::string& profile, DType t, double A, int h) {
+  const double r = bud::f32_in(t);
+  const double cast = bud::cast_to(t);
+  const double sum_ulps = t == DType::kF32 ? 0.5 : 0.5 + 0.5 * r;
+  const double root2x2 = 2 * std::sqrt(2.0);
+  const double s = kSecondOrder;
+  StageBudgets b;
+  if (profile == "strict") {
+    b.inv_freq = bound_of(0.5 + 0x1p-28);
+    b.scalar = bound_of(0.5 + 0x1p-28);
+    b.table = bound_of(0.05 * r, sum_ulps);
+    b.rotated = bound_of((POSENC_MUTANT("gold_rope_strict_products_dropped") ? 0.55 : 1.05) * r * s, sum_ulps);
+    b.scores = bound_of((root2x2 * 1.55 + h / 2.0) * r * s, cast);
+    return b;
+  }
+  const std::string na = activation_na(profile, t);
+  if (!na.empty()) {
+    b.inv_freq = b.table = b.rotated = b.scores = b.scalar = not_applicable(na);
+    return b;
+  }
+  b.inv_freq = bound_of(0.0);
+  b.scalar = bound_of(0.0);
+  if (profile == "fp32" || profile == "fp32-recurrence") {
+    b.table = bound_of((1 + A) * r * s, cast);
+    b.rotated = bound_of((1.5 + A) * r * s, sum_ulps);
+    b.scores = bound_of((root2x2 * (2 + A) + h / 2.0) * r * s, cast);
+  } else {  // bf16, f16: eager in the target dtype
+    b.table = bound_of((1 + A) * r * s, cast);
+    b.rotated = bound_of(((POSENC_MUTANT("gold_rope_eager_products_dropped") ? 0.5 : 1.0) + (1 + A) * r) * s, 0.5);
+    b.scores = bound_of((root2x2 * (1.5 + (1 + A) * r) + h / 2.0 * r) * s, 0.5);
+  }
+  return b;
+}
+
+StageBudgets rope_stage_budgets(const std::string& profile, DType t, double A, int h) {
+  StageBudgets b = rope_stage_budgets_derived(profile, t, A, h);
+  for (ProfileBudget* x : {&b.inv_freq, &b.table, &b.rotated, &b.scores, &b.scalar}) {
+    x->bound *= inflation();
+    x->ulps *= inflation();
+  }
+  return b;
+}
+
+/// What a float pipeline may get wrong, per element: the angle, inv_freq, the factors.
+struct PipelineErrors {
+  std::vector<double> angle;     // [T * np] absolute angle error bound
+  std::vector<double> inv_freq;  // [np] absolute error bound
+  double a_rel = 0;              // relative error of the attention factor
+  double a_value = 1;            // the attention factor the error is relative to
+  double softmax_abs = 0;        // absolute error of softmax_scale (MLA)
+  double A = 0;                  // the factor's share of a table entry's error (eps_f32)
+  double table_rel_max = 0;      // the largest relative inv_freq error (manifest "pipelines")
+};
+
+/// Largest distance of an interval from x.
+double distance(const F32Interval& v, double x) { return std::max(std::fabs(v.lo() - x), std::fabs(v.hi() - x)); }
+
+/// The plain rule's errors, from the exact enumeration of budgets.hpp.
+PipelineErrors plain_errors(const std::string& profile, const RopeParams& p,
+                            const std::vector<std::int64_t>& pos, const std::vector<double>& phi,
+                            const std::vector<double>& inv64) {
+  const int np = p.rotary_dim / 2;
+  PipelineErrors e;
+  const bool rec = profile == "fp32-recurrence";
+  std::vector<double> hf_delta;
+  for (int i = 0; i < np; ++i) hf_delta.push_back(bud::hf_inv_freq_rel_error(p.base, p.rotary_dim, i));
+  const double ts_delta = bud::ggml_theta_scale_rel_error(p.base, p.rotary_dim);
+  auto eps = [&](std::int64_t m, int i) {
+    const double rho = bud::position_rel_error_f32(m);
+    if (rec) {
+      if (POSENC_MUTANT("gold_rope_recurrence_pair_term_dropped")) return bud::product_rel_error(rho, 0.0);
+      return bud::recurrence_rel_error(rho, ts_delta, i);
+    }
+    if (POSENC_MUTANT("gold_rope_fp32_inv_freq_term_dropped")) return bud::product_rel_error(rho, 0.0);
+    return bud::product_rel_error(rho, hf_delta[i]);
+  };
+  for (std::size_t t = 0; t < pos.size(); ++t) {
+    for (int i = 0; i < np; ++i) e.angle.push_back(phi[t * np + i] * (eps(pos[t], i) * kSecondOrder * inflation()));
+  }
+  for (int i = 0; i < np; ++i) {
+    const double d = rec ? bud::recurrence_rel_error(0.0, ts_delta, i) : hf_delta[i];
+    e.inv_freq.push_back(d * inv64[i] * kSecondOrder * inflation());
+    e.table_rel_max = std::max(e.table_rel_max, rec ? ts_delta : hf_delta[i]);
+  }
+  return e;
+}
+
+/// A scaled rule's errors, from the interval evaluation of the pipeline's own code.
+PipelineErrors scaled_errors(const std::string& profile, const RopeParams& p, const RopeScaling& s,
+                             const std::vector<std::int64_t>& pos, const std::vector<double>& phi_signed,
+                             const std::vector<double>& inv64, double a, double softmax_value,
+                             int softmax_head_dim) {
+  const int np = p.rotary_dim / 2;
+  const double grow = kSecondOrder * inflation();
+  PipelineErrors e;
+  e.a_value = a;
+  const bool rec = profile == "fp32-recurrence";
+  std::vector<F32Interval> inv;
+  if (rec) {
+    inv = pipelines::ggml_scaled_thetas<F32Interval>(p, s, 1);
+  } else {
+    inv = pipelines::hf_scaled_inv_freq<F32Interval>(p, s);
+  }
+  for (int i = 0; i < np; ++i) {
+    e.inv_freq.push_back(distance(inv[i], inv64[i]) * grow);
+    e.table_rel_max = std::max(e.table_rel_max, inv[i].rel_error(inv64[i]));
+  }
+  for (std::size_t t = 0; t < pos.size(); ++t) {
+    std::vector<F32Interval> ang;
+    if (rec) {
+      ang = pipelines::ggml_scaled_thetas<F32Interval>(p, s, pos[t]);
+    } else {
+      const F32Interval pf = f32_const<F32Interval>(static_cast<double>(pos[t]));
+      for (int i = 0; i < np; ++i) ang.push_back(pf * inv[i]);
+    }
+    for (int i = 0; i < np; ++i) {
+      e.angle.push_back(POSENC_MUTANT("gold_scaled_rope_angle_error_dropped")
+                            ? 0.0
+                            : distance(ang[i], phi_signed[t * np + i]) * grow);
+    }
+  }
+  const F32Interval af = rec ? pipelines::ggml_attention_factor<F32Interval>(s, a) : f32_const<F32Interval>(a);
+  e.a_rel = af.rel_error(a);
+  e.A = (af.lo() == 1.0 && af.hi() == 1.0 && a == 1.0) ? 0.0 : 0.5 + e.a_rel / (2 * bud::kU32);
+  if (s.mla) {
+    const F32Interval sm = rec ? pipelines::ggml_softmax_scale<F32Interval>(s, softmax_head_dim)
+                               : pipelines::hf_softmax_scale<F32Interval>(softmax_value);
+    e.softmax_abs = distance(sm, softmax_value) * grow;
+  }
+  return e;
+}
+
+// ---- resolution: what each profile still detects at each hard position ---------------------
+
+/// Per element of the position-wise stages at one token: the exact value and the budget.
+struct TokenElements {
+  std::vector<double> exact, budget;
+  std::vector<int> kind;  // 0 cos, 1 sin, 2 rotated component a, 3 rotated component b
+  std::vector<int> pair;
+  std::vector<double> xa, xb;  // rotated: the input pair
+};
+
+/// The smallest perturbation (offset, base error, inv_freq error) whose exactly computed output,
+/// rounded to the target dtype, leaves some element's budget at this token.
+struct Detector {
+  DType t;
+  double a;
+
+  bool fails(const TokenElements& e, std::int64_t pos, long double offset,
+             const std::vector<long double>& inv_scaled) const {
+    for (std::size_t j = 0; j < e.exact.size(); ++j) {
+      const int i = e.pair[j];
+      const long double phi = (static_cast<long double>(pos) + offset) * inv_scaled[i];
+      const long double c = std::cos(phi), s = std::sin(phi);
+      long double y;
+      switch (e.kind[j]) {
+        case 0: y = a * c; break;
+        case 1: y = a * s; break;
+        case 2: y = a * (e.xa[j] * c - e.xb[j] * s); break;
+        default: y = a * (e.xa[j] * s + e.xb[j] * c); break;
+      }
+      const double stored = round_to_dtype(static_cast<double>(y), t);
+      if (std::fabs(stored - e.exact[j]) > e.budget[j]) return true;
+    }
+    return false;
+  }
+};
+
+/// Smallest epsilon in [2^-44, 1] for which fails(eps) holds, to about 2%: steps of 16x up
+/// from 2^-44, then bisection of the last step in log scale.
+template <class Fails>
+std::optional<double> smallest_failing(Fails fails) {
+  double lo = 0, hi = 0x1p-44;
+  while (!fails(hi)) {
+    lo = hi;
+    hi *= 16;
+    if (hi > 1.0) {
+      if (!fails(1.0)) return std::nullopt;
+      hi = 1.0;
+      break;
+    }
+  }
+  if (lo == 0) return hi;
+  for (int k = 0; k < 9; ++k) {
+    const double mid = std::sqrt(lo * hi);
+    if (fails(mid)) hi = mid; else lo = mid;
+  }
+  return hi;
+}
+
+Json sig2(std::optional<double> v) {
+  if (!v) return nullptr;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2g", *v);
+  return std::stod(buf);
+}
+
+std::string dtype_text(DType t) { return std::string(dtype_short(t)); }
+
+}  // namespace
+
+// ---- case definitions -----------------------------------------------------------------------
+
+std::uint64_t rope_seed_of(const std::string& id) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : id) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::vector<HardPosition> rope_call_positions(std::int64_t last, const std::vector<HardPosition>& edges) {
+  std::map<std::int64_t, std::string> m;
+  for (const auto& hp : hard_positions()) {
+    if (hp.m <= last) m.emplace(hp.m, hp.why);
+  }
+  for (const auto& e : edges) {
+    if (e.m >= 0 && e.m <= last) m.emplace(e.m, e.why);
+  }
+  m.emplace(last, "the call's last position: seq_len = " + std::to_string(last + 1));
+  std::vector<HardPosition> v;
+  for (const auto& [pos, why] : m) v.push_back({pos, why});
+  return v;
+}
+
+std::vector<HardPosition> rope_scaling_edges(const RopeModelConfig& m, std::int64_t last) {
+  const RopeScaling& s = m.scaling;
+  std::vector<HardPosition> v;
+  auto around = [&](std::int64_t x, const std::string& what) {
+    if (x <= 0) return;
+    v.push_back({x - 1, what + " - 1"});
+    v.push_back({x, what});
+    v.push_back({x + 1, what + " + 1"});
+  };
+  const std::string l0 = "L0 = original_max_position_embeddings = " + std::to_string(s.original_max_position);
+  switch (s.type) {
+    case RopeScalingType::kLlama3:
+      around(static_cast<std::int64_t>(std::llround(s.original_max_position / s.high_freq_factor)),
+             "wavelength edge L0 / high_freq_factor (kept below)");
+      around(static_cast<std::int64_t>(std::llround(s.original_max_position / s.low_freq_factor)),
+             "wavelength edge L0 / low_freq_factor (divided above)");
+      break;
+    case RopeScalingType::kYarn:
+      around(static_cast<std::int64_t>(std::llround(s.original_max_position / s.beta_fast)),
+             "ramp edge: beta_fast turns over L0 (wavelength L0 / beta_fast)");
+      around(static_cast<std::int64_t>(std::llround(s.original_max_position / s.beta_slow)),
+             "ramp edge: beta_slow turns over L0 (wavelength L0 / beta_slow)");
+      break;
+    case RopeScalingType::kLongRope:
+      around(s.original_max_position, "switch boundary " + l0);
+      break;
+    case RopeScalingType::kDynamic:
+      around(m.max_position, "dynamic boundary L = max_position_embeddings = " + std::to_string(m.max_position));
+      break;
+    default:
+      break;
+  }
+  if (s.type != RopeScalingType::kNone && m.max_position > 0 && s.type != RopeScalingType::kDynamic) {
+    v.push_back({m.max_position - 1, "the last position of the extended context L - 1"});
+  }
+  std::vector<HardPosition> out;
+  for (const auto& e : v) {
+    if (e.m <= last) out.push_back(e);
+  }
+  return out;
+}
+
+RopeCaseDef rope_case_for(const RopeModelConfig& m, const std::string& short_id, DType t,
+                          std::vector<HardPosition> positions, const std::string& call) {
+  RopeCaseDef d;
+  d.model = m;
+  d.scheme = scaled(m.scaling) ? "rope_scaling" : "rope";
+  d.short_id = short_id;
+  d.dtype = t;
+  d.n_q_heads = 2;
+  d.n_kv_heads = m.n_kv_heads == m.n_heads ? 2 : 1;
+  d.positions = std::move(positions);
+  d.call = call;
+  d.expected = m.scaling;
+  std::int64_t last = 0;
+  for (const auto& hp : d.positions) last = std::max(last, hp.m);
+  d.expected.seq_len = last + 1;
+  d.model.scaling.seq_len = last + 1;
+  d.resolution = !scaled(m.scaling);
+  const std::string tag = call.empty() ? "" : "_" + call;
+  d.id = d.scheme + "_" + short_id + tag + "_" + dtype_text(t);
+  d.seed = rope_seed_of(d.id);
+  return d;
+}
+
+std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t,
+                                               const std::vector<std::int64_t>& positions) {
+  const std::string sid = sanitize(m.id);
+  std::vector<RopeCaseDef> v;
+  if (!positions.empty()) {
+    std::vector<HardPosition> hp;
+    std::set<std::int64_t> seen;
+    for (std::int64_t x : positions) {
+      if (x < 0) throw_invalid("rope_cases_for_config", "positions must be >= 0", x);
+      if (x > optimized::kRopeMaxPosition) {
+        throw_invalid("rope_cases_for_config", "positions must be <= 2^28 (the kernel's valid range)", x);
+      }
+      if (seen.insert(x).second) hp.push_back({x, "given by --positions"});
+    }
+    std::sort(hp.begin(), hp.end(), [](const auto& a, const auto& b) { return a.m < b.m; });
+    v.push_back(rope_case_for(m, sid, t, hp, "given"));
+    return v;
+  }
+  const std::int64_t all = hard_positions().back().m;
+  const RopeScaling& s = m.scaling;
+  if (s.type == RopeScalingType::kLongRope) {
+    const std::int64_t l0 = s.original_max_position;
+    v.push_back(rope_case_for(m, sid, t, rope_call_positions(l0 - 1, rope_scaling_edges(m, l0 - 1)), "short"));
+    v.push_back(rope_case_for(m, sid, t, rope_call_positions(l0, rope_scaling_edges(m, l0)), "boundary"));
+  }
+  if (s.type == RopeScalingType::kDynamic) {
+    const std::int64_t l = m.max_position;
+    v.push_back(rope_case_for(m, sid, t, rope_call_positions(l - 1, rope_scaling_edges(m, l - 1)), "within"));
+    v.push_back(rope_case_for(m, sid, t, rope_call_positions(2 * l - 1, rope_scaling_edges(m, 2 * l - 1)), "double"));
+  }
+  v.push_back(rope_case_for(m, sid, t, rope_call_positions(all, rope_scaling_edges(m, all)), "all"));
+  return v;
+}
+
+// ---- the scaling rule in the manifest ---------------------------------------------------------
+
+Json rope_scaling_to_json(const RopeScaling& s) {
+  Json j;
+  j["type"] = reference::rope_scaling_type_name(s.type);
+  if (s.type == RopeScalingType::kNone) return j;
+  j["factor"] = s.factor;
+  switch (s.type) {
+    case RopeScalingType::kDynamic:
+      j["max_position_embeddings"] = s.max_position;
+      break;
+    case RopeScalingType::kYarn:
+      j["original_max_position_embeddings"] = s.original_max_position;
+      j["max_position_embeddings"] = s.max_position;
+      j["form"] = reference::yarn_form_name(s.yarn_form);
+      j["beta_fast"] = s.beta_fast;
+      j["beta_slow"] = s.beta_slow;
+      j["attention_factor"] = s.attention_factor;
+      j["mscale"] = s.mscale;
+      j["mscale_all_dim"] = s.mscale_all_dim;
+      j["truncate"] = s.truncate;
+      j["mla"] = s.mla;
+      break;
+    case RopeScalingType::kLlama3:
+      j["original_max_position_embeddings"] = s.original_max_position;
+      j["low_freq_factor"] = s.low_freq_factor;
+      j["high_freq_factor"] = s.high_freq_factor;
+      break;
+    case RopeScalingType::kLongRope:
+      j["original_max_position_embeddings"] = s.original_max_position;
+      j["max_position_embeddings"] = s.max_position;
+      j["attention_factor"] = s.attention_factor;
+      j["short_factor"] = s.short_factor;
+      j["long_factor"] = s.long_factor;
+      j["switch"] = reference::longrope_policy_name(s.longrope_policy);
+      break;
+    default:
+      break;
+  }
+  return j;
+}
+
+RopeScaling rope_scaling_from_json(const Json& j) {
+  auto bad = [](const std::string& what) -> void {
+    throw GoldenFileError("manifest params.scaling: " + what);
+  };
+  RopeScaling s;
+  if (!j.is_object() || !j.contains("type") || !j.at("type").is_string()) bad("needs a string \"type\"");
+  const std::string type = j.at("type").get<std::string>();
+  bool found = false;
+  for (auto t : {RopeScalingType::kNone, RopeScalingType::kLinear, RopeScalingType::kNtk,
+                 RopeScalingType::kDynamic, RopeScalingType::kYarn, RopeScalingType::kLlama3,
+                 RopeScalingType::kLongRope}) {
+    if (type == reference::rope_scaling_type_name(t)) {
+      s.type = t;
+      found = true;
+    }
+  }
+  if (!found) bad("unknown type \"" + type + "\"");
+  if (s.type == RopeScalingType::kNone) return s;
+  auto num = [&](const char* k) {
+    if (!j.contains(k) || !j.at(k).is_number()) bad("needs a number \"" + std::string(k) + "\"");
+    return j.at(k).get<double>();
+  };
+  auto integer = [&](const char* k) { return static_cast<std::int64_t>(num(k)); };
+  auto list = [&](const char* k) {
+    if (!j.contains(k) || !j.at(k).is_array()) bad("needs a list \"" + std::string(k) + "\"");
+    return j.at(k).get<std::vector<double>>();
+  };
+  s.factor = num("factor");
+  switch (s.type) {
+    case RopeScalingType::kDynamic:
+      s.max_position = integer("max_position_embeddings");
+      break;
+    case RopeScalingType::kYarn: {
+      s.original_max_position = integer("original_max_position_embeddings");
+      s.max_position = integer("max_position_embeddings");
+      const std::string form = j.value("form", std::string());
+      found = false;
+      for (auto f : {YarnForm::kPaper, YarnForm::kHfEarly, YarnForm::kHfCurrent, YarnForm::kDeepSeekOfficial}) {
+        if (form == reference::yarn_form_name(f)) {
+          s.yarn_form = f;
+          found = true;
+        }
+      }
+      if (!found) bad("unknown yarn form \"" + form + "\"");
+      s.beta_fast = num("beta_fast");
+      s.beta_slow = num("beta_slow");
+      s.attention_factor = num("attention_factor");
+      s.mscale = num("mscale");
+      s.mscale_all_dim = num("mscale_all_dim");
+      if (!j.contains("truncate") || !j.at("truncate").is_boolean()) bad("needs a boolean \"truncate\"");
+      s.truncate = j.at("truncate").get<bool>();
+      s.mla = j.value("mla", false);
+      break;
+    }
+    case RopeScalingType::kLlama3:
+      s.original_max_position = integer("original_max_position_embeddings");
+      s.low_freq_factor = num("low_freq_factor");
+      s.high_freq_factor = num("high_freq_factor");
+      break;
+    case RopeScalingType::kLongRope: {
+      s.original_max_position = integer("original_max_position_embeddings");
+      s.max_position = integer("max_position_embeddings");
+      s.attention_factor = num("attention_factor");
+      s.short_factor = list("short_factor");
+      s.long_factor = list("long_factor");
+      const std::string sw = j.value("switch", std::string());
+      found = false;
+      for (auto p : {LongRopePolicy::kHfSeqLen, LongRopePolicy::kVllmAnyAbove, LongRopePolicy::kVllmMaxModelLen}) {
+        if (sw == reference::longrope_policy_name(p)) {
+          s.longrope_policy = p;
+          found = true;
+        }
+      }
+      if (!found) bad("unknown longrope switch \"" + sw + "\"");
+      break;
+    }
+    default:
+      break;
+  }
+  return s;
+}
+
+// ---- the generator ---------------------------------------------------------------------------
+
+GoldenCase rope_case_generate(const RopeCaseDef& def) {
+  const RopeParams& p = def.model.params;
+  const RopeScaling& es = def.expected;
+  reference::rope_scaling_check(p, es, "rope_case_generate");
+  const bool is_scaled = scaled(es) || scaled(def.model.scaling);
+  const int h = p.head_dim, d = p.rotary_dim, np = d / 2;
+  const int hq = def.n_q_heads, hk = def.n_kv_heads;  // hk = 0: no k (dense)
+  std::vector<std::int64_t> pos;
+  for (const auto& hp : def.positions) pos.push_back(hp.m);
+  const std::int64_t tn = static_cast<std::int64_t>(pos.size());
+  const DType t = def.dtype;
+  const bool with_scores = hk > 0;
+
+  std::vector<double> q(static_cast<std::size_t>(tn * hq * h)), k(static_cast<std::size_t>(tn * hk * h));
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = input_value(t, def.seed, 1, i);
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = input_value(t, def.seed, 2, i);
+
+  const auto o50 = rope_oracle<mp50>(p, es, pos, hq, hk, q, k, with_scores);
+  const auto o100 = rope_oracle<mp100>(p, es, pos, hq, hk, q, k, with_scores);
+  cross_check(def.id, "inv_freq", DType::kF32, o50.inv_freq, o100.inv_freq);
+  cross_check(def.id, "cos", t, o50.cos, o100.cos);
+  cross_check(def.id, "sin", t, o50.sin, o100.sin);
+  cross_check(def.id, "q_rot", t, o50.q_rot, o100.q_rot);
+  cross_check(def.id, "k_rot", t, o50.k_rot, o100.k_rot);
+  cross_check(def.id, "scores", t, o50.scores, o100.scores);
+  const mp50 softmax50 = pow(mp50(def.model.softmax_head_dim), mp50(-0.5)) * o50.softmax_multiplier;
+  cross_check(def.id, "attention_factor", DType::kF32, {o50.a}, {o100.a});
+  cross_check(def.id, "softmax_scale", DType::kF32, {softmax50},
+              {pow(mp100(def.model.softmax_head_dim), mp100(-0.5)) * o100.softmax_multiplier});
+
+  const double a = round_to_f64(o50.a);
+  const auto inv64 = to_f64(o50.inv_freq);
+  std::vector<double> phi(static_cast<std::size_t>(tn * np)), phi_signed(phi.size());
+  for (std::int64_t tt = 0; tt < tn; ++tt) {
+    for (int i = 0; i < np; ++i) {
+      const mp50 x = mp50(pos[tt]) * o50.inv_freq[i];
+      phi_signed[tt * np + i] = round_to_f64(x);
+      phi[tt * np + i] = static_cast<double>(abs(x));
+    }
+  }
+  std::vector<std::string> angle_profiles;  // profiles with an angle extra that apply here
+  std::map<std::string, StageBudgets> sb;
+  std::map<std::string, PipelineErrors> pe;
+  for (const auto& prof : profiles()) {
+    if (prof.name == "strict") {
+      sb[prof.name] = rope_stage_budgets(prof.name, t, 0.0, h);
+      continue;
+    }
+    if (prof.name == "fp32-recurrence" && !pipelines::ggml_has_rule(es.type)) {
+      StageBudgets b;
+      b.inv_freq = b.table = b.rotated = b.scores = b.scalar = not_applicable(
+          "ggml (the recurrence pipeline) has no dynamic NTK rule: llama.cpp serves such a model "
+          "with a fixed freq_base");
+      sb[prof.name] = b;
+      continue;
+    }
+    PipelineErrors e = is_scaled ? scaled_errors(prof.name, p, es, pos, phi_signed, inv64, a,
+                                                 round_to_f64(softmax50), def.model.softmax_head_dim)
+                                 : plain_errors(prof.name, p, pos, phi, inv64);
+    sb[prof.name] = rope_stage_budgets(prof.name, t, e.A, h);
+    if (sb[prof.name].table.applies) angle_profiles.push_back(prof.name);
+    pe[prof.name] = std::move(e);
+  }
+
+  std::vector<int> identity_pairs(static_cast<std::size_t>(np));
+  for (int i = 0; i < np; ++i) identity_pairs[i] = i;
+
+  // inv_freq
+  ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, "ulp");
+  e_inv.values = o50.inv_freq;
+  e_inv.spec.axes = {{"pair", "", identity_pairs, {}}};
+  for (const auto& prof : profiles()) {
+    const ProfileBudget b = sb[prof.name].inv_freq;
+    // The f32 inv_freq of a bf16 / f16 pipeline is the fp32 one; in an f32 case the eager
+    // profiles stay not applicable, as for every other stage.
+    e_inv.spec.check.profiles[prof.name] = b;
+    if (prof.name == "strict" || !b.applies) continue;
+    e_inv.extra[prof.name] = pe[prof.name].inv_freq;
+  }
+
+  // attention_factor, softmax_scale (scaled cases; softmax_scale for MLA)
+  auto scalar_tensor = [&](const std::string& name, const mp50& value, bool softmax) {
+    ExpectedTensor e = expected_tensor(name, "table", DType::kF32, {1}, "ulp");
+    e.values = {value};
+    for (const auto& prof : profiles()) {
+      const ProfileBudget b = sb[prof.name].scalar;
+      e.spec.check.profiles[prof.name] = b;
+      if (prof.name == "strict" || !b.applies) continue;
+      const PipelineErrors& x = pe[prof.name];
+      e.extra[prof.name] = {softmax ? x.softmax_abs : x.a_rel * a * kSecondOrder * inflation()};
+    }
+    return e;
+  };
+
+  // cos, sin
+  auto table_tensor = [&](const std::string& name, const std::vector<mp50>& values) {
+    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, "conditioned");
+    e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
+    e.values = values;
+    e.cond.assign(static_cast<std::size_t>(tn * np), a);
+    e.amp = e.cond;
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int i = 0; i < np; ++i) e.positions.push_back(pos[tt]);
+    }
+    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].table;
+    for (const auto& prof : angle_profiles) {
+      std::vector<double> x(static_cast<std::size_t>(tn * np));
+      for (std::size_t j = 0; j < x.size(); ++j) x[j] = a * pe[prof].angle[j];
+      e.extra[prof] = x;
+    }
+    return e;
+  };
+
+  // q_rot, k_rot: per element cond = a (|x_a| + |x_b|) of its pair, 0 in the tail
+  std::vector<int> channel_pairs(static_cast<std::size_t>(h));
+  for (int c = 0; c < h; ++c) channel_pairs[c] = reference::rope_pair_of_channel(p, c);
+  struct PairScales {
+    std::vector<double> cond, amp;            // per element
+    std::vector<double> pair_sum, pair_norm;  // per (token, head, pair): a(|xa|+|xb|), a||x||
+  };
+  auto pair_scales = [&](const std::vector<double>& x, int heads) {
+    PairScales s;
+    s.cond.assign(x.size(), 0.0);
+    s.amp.assign(x.size(), 0.0);
+    s.pair_sum.assign(static_cast<std::size_t>(tn * heads * np), 0.0);
+    s.pair_norm.assign(s.pair_sum.size(), 0.0);
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int hh = 0; hh < heads; ++hh) {
+        const std::size_t off = static_cast<std::size_t>((tt * heads + hh) * h);
+        for (int i = 0; i < np; ++i) {
+          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+          const double c = a * (std::fabs(x[off + ca]) + std::fabs(x[off + cb]));
+          const double nrm = a * std::hypot(x[off + ca], x[off + cb]);
+          s.cond[off + ca] = s.cond[off + cb] = c;
+          s.amp[off + ca] = s.amp[off + cb] = nrm;
+          s.pair_sum[(tt * heads + hh) * np + i] = c;
+          s.pair_norm[(tt * heads + hh) * np + i] = nrm;
+        }
+      }
+    }
+    return s;
+  };
+  const PairScales qs = pair_scales(q, hq), ks = pair_scales(k, hk);
+  auto rotated_tensor = [&](const std::string& name, const std::vector<mp50>& values,
+                            const PairScales& s, int heads) {
+    ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, "conditioned");
+    e.spec.axes = {{"token", "positions", {}, {}}, {"head", "", {}, {}},
+                   {"channel", "", channel_pairs, {}}};
+    e.values = values;
+    e.cond = s.cond;
+    e.amp = s.amp;
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int j = 0; j < heads * h; ++j) e.positions.push_back(pos[tt]);
+    }
+    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].rotated;
+    for (const auto& prof : angle_profiles) {
+      std::vector<double> x(values.size(), 0.0);
+      for (std::int64_t tt = 0; tt < tn; ++tt) {
+        for (int hh = 0; hh < heads; ++hh) {
+          for (int c = 0; c < d; ++c) {
+            const int i = channel_pairs[c];
+            const std::size_t j = static_cast<std::size_t>((tt * heads + hh) * h + c);
+            x[j] = s.cond[j] * pe[prof].angle[tt * np + i];
+          }
+        }
+      }
+      e.extra[prof] = x;
+    }
+    return e;
+  };
+
+  std::vector<Tensor> tensors;
+  tensors.push_back(tensor_from_i64("positions", {tn}, pos));
+  auto input_tensor = [&](const std::string& name, std::vector<std::int64_t> shape,
+                          const std::vector<double>& x) {
+    std::vector<mp50> mx(x.begin(), x.end());
+    return target_tensor(name, t, std::move(shape), mx);  // exact: x is representable
+  };
+  tensors.push_back(input_tensor("q", {tn, hq, h}, q));
+  if (hk > 0) tensors.push_back(input_tensor("k", {tn, hk, h}, k));
+  std::vector<TensorSpec> inputs;
+  for (const auto& tensor : tensors) inputs.push_back(input_spec(tensor));
+
+  std::vector<TensorSpec> expected;
+  expected.push_back(add_expected(&tensors, std::move(e_inv)));
+  if (is_scaled) {
+    expected.push_back(add_expected(&tensors, scalar_tensor("attention_factor", o50.a, false)));
+    if (es.mla) expected.push_back(add_expected(&tensors, scalar_tensor("softmax_scale", softmax50, true)));
+  }
+  expected.push_back(add_expected(&tensors, table_tensor("cos", o50.cos)));
+  expected.push_back(add_expected(&tensors, table_tensor("sin", o50.sin)));
+  expected.push_back(add_expected(&tensors, rotated_tensor("q_rot", o50.q_rot, qs, hq)));
+  if (hk > 0) expected.push_back(add_expected(&tensors, rotated_tensor("k_rot", o50.k_rot, ks, hk)));
+
+  if (with_scores) {
+    const int group = hq / hk;
+    ExpectedTensor e = expected_tensor("scores", "scores", t, {hq, tn, tn}, "conditioned");
+    e.spec.axes = {{"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
+    e.values = o50.scores;
+    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].scores;
+    std::map<std::string, std::vector<double>> extra;
+    for (int hh = 0; hh < hq; ++hh) {
+      for (std::int64_t i = 0; i < tn; ++i) {
+        for (std::int64_t j = 0; j < tn; ++j) {
+          double c = 0, amp = 0;
+          const std::int64_t qr = i * hq + hh, kr = j * hk + hh / group;
+          std::map<std::string, double> x;
+          for (int pi = 0; pi < np; ++pi) {
+            const double w = qs.pair_sum[qr * np + pi] * ks.pair_sum[kr * np + pi];
+            c += w;
+            amp += qs.pair_norm[qr * np + pi] * ks.pair_norm[kr * np + pi];
+            for (const auto& prof : angle_profiles) {
+              x[prof] += w * (pe[prof].angle[i * np + pi] + pe[prof].angle[j * np + pi]);
+            }
+          }
+          for (int ch = d; ch < h; ++ch) c += std::fabs(q[qr * h + ch] * k[kr * h + ch]);
+          e.cond.push_back(c);
+          e.amp.push_back(amp);
+          e.positions.push_back(std::max(pos[i], pos[j]));
+          for (const auto& prof : angle_profiles) {
+            extra[prof].push_back(POSENC_MUTANT("gold_rope_scores_extra_dropped") ? 0.0 : x[prof]);
+          }
+        }
+      }
+    }
+    e.extra = std::move(extra);
+    expected.push_back(add_expected(&tensors, std::move(e)));
+  }
+
+  // ---- the manifest ----
+  const std::string layout = reference::rope_layout_name(p.layout);
+  Json m = manifest_header(def.id, def.scheme, is_scaled ? reference::rope_scaling_type_name(es.type) : layout,
+                           def.result, is_scaled ? 2 : 1);
+  std::string desc = (is_scaled ? "RoPE scaling " + std::string(reference::rope_scaling_type_name(def.model.scaling.type)) + ", "
+                                : "RoPE, ") +
+                     def.model.id + " (" + layout + ", head_dim " + std::to_string(h) + ", rotary_dim " +
+                     std::to_string(d) + ", base " + base_tag(p.base) + "), target " + dtype_text(t);
+  if (def.dense) {
+    desc += ", every position 0..511 and the hard positions above, one q head (no k, no scores)";
+  } else if (!is_scaled && def.call.empty()) {
+    desc += ", one token per hard position";
+  } else {
+    desc += ", call \"" + def.call + "\": " + std::to_string(tn) + " positions up to " +
+            std::to_string(pos.back()) + " (seq_len " + std::to_string(pos.back() + 1) + ")";
+  }
+  if (!def.convention.empty()) desc += "; convention " + def.convention + " (" + def.result + ")";
+  m["description"] = desc;
+  m["citation"] = is_scaled ? "J. Su et al., RoFormer, arXiv:2104.09864v5; the scaling rule: see "
+                              "reference/rope_scaling.hpp (PI arXiv:2306.15595, YaRN arXiv:2309.00071, "
+                              "DeepSeek-V2 arXiv:2405.04434 App. B, Llama 3 apply_scaling, LongRoPE "
+                              "arXiv:2402.13753)"
+                            : "J. Su et al., RoFormer, arXiv:2104.09864v5, Sec. 3.2.2 and 3.4.2";
+  m["preset"] = {{"name", def.model.id},
+                 {"hf_model", def.model.hf_model},
+                 {"source", def.model.source},
+                 {"config", def.model.config}};
+  if (!def.model.notes.empty()) m["preset"]["reader_notes"] = def.model.notes;
+  m["conventions"] = {
+      {"pairing", p.layout == RopeLayout::kInterleaved
+                      ? "interleaved: pair i = channels (2i, 2i+1)"
+                      : "half_split: pair i = channels (i, i + rotary_dim/2)"},
+      {"rotation", "y_a = x_a cos - x_b sin, y_b = x_a sin + x_b cos (counter-clockwise)"},
+      {"angle", "phi[t][i] = positions[t] * inv_freq[i], exact (no float32 rounding; the "
+                "profiles budget for a pipeline's)"},
+      {"inv_freq", is_scaled ? "the scaling rule's frequencies (\"scaling\" below) from base^(-2i/rotary_dim)"
+                             : "inv_freq[i] = base^(-2i/rotary_dim), i < rotary_dim/2"},
+      {"position_origin", "positions are absolute token indices; the first token is 0"},
+      {"attention_factor", "multiplies both cos and sin tables (and so the rotated q, k)"},
+      {"tail", "channels >= rotary_dim are copied unchanged (bit-identical)"},
+      {"layout", "q, k, q_rot, k_rot are [tokens, heads, head_dim] (dense cases have q only); "
+                 "cos, sin are [tokens, "
+                 "rotary_dim/2] (HF's [tokens, rotary_dim] tables repeat each column twice); "
+                 "scores are [q_heads, query token, key token]"},
+      {"scores", "unscaled dot products q_rot . k_rot over all head_dim channels; kv head = "
+                 "q head / (q_heads / kv_heads)"}};
+  if (!def.model.layout_reason.empty() && is_scaled) m["conventions"]["pairing_source"] = def.model.layout_reason;
+  Json params = {{"head_dim", h},
+                 {"rotary_dim", d},
+                 {"base", p.base},
+                 {"layout", layout},
+                 {"attention_factor", p.attention_factor},
+                 {"n_tokens", tn},
+                 {"n_q_heads", hq},
+                 {"n_kv_heads", hk},
+                 {"dtype", dtype_text(t)}};
+  if (is_scaled) {
+    // What an engine is told: the model's rule (for a negative control, not what the expected
+    // values follow; for an accepted alternative, the alternative).
+    params["scaling"] = rope_scaling_to_json(def.result == "invalid" ? def.model.scaling : es);
+    if (es.mla) params["softmax_head_dim"] = def.model.softmax_head_dim;
+  }
+  m["params"] = params;
+  if (is_scaled) {
+    const auto st = reference::rope_scaling_tables<mp50>(p, es);
+    Json derived = {{"attention_factor", round_to_f64(st.tables.attention_factor)},
+                    {"softmax_scale_multiplier", round_to_f64(st.softmax_scale_multiplier)},
+                    {"seq_len", es.seq_len}};
+    if (es.type == RopeScalingType::kYarn) {
+      derived["ramp_low"] = round_to_f64(st.ramp_low);
+      derived["ramp_high"] = round_to_f64(st.ramp_high);
+    }
+    if (es.type == RopeScalingType::kYarn || es.type == RopeScalingType::kLlama3) {
+      Json bands = {{"kept", Json::array()}, {"blended", Json::array()}, {"divided", Json::array()}};
+      for (int i = 0; i < np; ++i) {
+        bands[st.band[i] == 0 ? "kept" : (st.band[i] == 1 ? "blended" : "divided")].push_back(i);
+      }
+      derived["pairs"] = bands;
+    }
+    if (es.type == RopeScalingType::kLongRope) derived["factors"] = st.long_factors ? "long" : "short";
+    if (es.type == RopeScalingType::kNtk || es.type == RopeScalingType::kDynamic) {
+      // b' = b scale^(d/(d-2)), from theta_1 = b'^(-2/d)
+      derived["base"] = round_to_f64(pow(st.tables.inv_freq[1], mp50(-d) / mp50(2)));
+    }
+    Json sc = {{"rule", rope_scaling_to_json(es)}, {"derived", derived}, {"call", def.call}};
+    if (!def.convention.empty()) {
+      sc["convention"] = def.convention;
+      sc["reason"] = def.reason;
+    }
+    m["scaling"] = sc;
+  }
+  m["oracle"] = mp_oracle_json();
+  m["seed"] = def.seed;
+  m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k; q, k = "
+              "integer * 2^-24 (f32), 2^-11 (f16) or 2^-8 (bf16), |integer| < 2^24, 2^11 or 2^8";
+  Json why = Json::array();
+  for (const auto& hp : def.positions) {
+    if (!def.dense || hp.m > kRopeDenseLast || hp.m < 2) why.push_back({{"position", hp.m}, {"why", hp.why}});
+  }
+  m["positions"] = why;
+  if (def.dense) m["positions_dense"] = {{"from", 0}, {"to", kRopeDenseLast}};
+  Json inv = Json::array();
+  for (int i = 0; i < np; ++i) {
+    inv.push_back({{"i", i},
+                   {"f32_hex", hex_bits_f32(round_to_f32(o50.inv_freq[i]))},
+                   {"decimal", o50.inv_freq[i].str(25, std::ios_base::scientific)}});
+  }
+  m["tables"] = {{"inv_freq", inv}};
+  Json pipe = Json::object();
+  if (pe.count("fp32")) {
+    pipe["fp32"] = {{"inv_freq_rel_error_max", pe["fp32"].table_rel_max},
+                    {"model", is_scaled ? "HF's float32 rule (modeling_rope_utils) evaluated in interval "
+                                          "arithmetic (faithful powf), phi = fl(fl(p) inv_freq), "
+                                          "cosf/sinf within 2 ulp, cos * fl(attention factor)"
+                                        : "inv_freq = 1/powf(base, fl(2i)/fl(d)) (every faithful powf), phi = "
+                                          "fl(fl(p) inv_freq), cosf/sinf within 2 ulp"}};
+  }
+  if (pe.count("fp32-recurrence")) {
+    pipe["fp32-recurrence"] = {
+        {is_scaled ? "inv_freq_rel_error_max" : "theta_scale_rel_error",
+         is_scaled ? pe["fp32-recurrence"].table_rel_max : bud::ggml_theta_scale_rel_error(p.base, p.rotary_dim)},
+        {"model", is_scaled ? "ggml rope_ext: theta = fl(p) ts^i (float32 recurrence), freq_scale, YaRN mix "
+                              "with float32 corr dims and ramp, rope_freqs factors, float32 mscale; "
+                              "interval arithmetic (faithful powf, logf)"
+                            : "theta_0 = fl(p), theta_i = fl(theta_{i-1} * powf(base, "
+                              "-2.0f/d)) (every faithful powf), cosf/sinf within 2 ulp"}};
+  }
+  m["pipelines"] = pipe;
+  Json flags = {"PairingLayout", "AnglePrecision", "PositionOffset", "WrongBase"};
+  if (d < h) flags.push_back("PartialRotary");
+  if (hq != hk) flags.push_back("GroupedQueryHeads");
+  if (is_scaled) {
+    flags.push_back("ScalingRule");
+    if (es.type == RopeScalingType::kYarn || es.type == RopeScalingType::kLongRope) flags.push_back("AttentionFactor");
+    if (es.mla) flags.push_back("SoftmaxScale");
+    if (es.type == RopeScalingType::kLongRope) flags.push_back("LongRopeSwitch");
+    if (es.type == RopeScalingType::kLlama3 || es.type == RopeScalingType::kYarn) flags.push_back("BandEdges");
+  }
+  m["flags"] = flags;
+  m["detection"] = Json::array(
+      {{{"flag", "PositionOffset"}, {"stages", {"cos", "sin", "q_rot", "k_rot"}},
+        {"blind", "a uniform position offset cancels in q.k, so scores cannot show it"}},
+       {{"flag", "PairingLayout"}, {"stages", {"q_rot", "k_rot", "scores"}},
+        {"blind", "cos, sin and inv_freq are per pair and do not show which channels pair up"}},
+       {{"flag", "WrongBase"}, {"stages", {"inv_freq", "cos", "sin", "q_rot", "k_rot", "scores"}},
+        {"blind", ""}}});
+  if (d < h) {
+    m["detection"].push_back({{"flag", "PartialRotary"}, {"stages", {"inv_freq", "q_rot", "k_rot", "scores"}},
+                              {"blind", "cos and sin show the frequency denominator only through the angles"}});
+  }
+  if (is_scaled) {
+    m["detection"].push_back({{"flag", "ScalingRule"}, {"stages", {"inv_freq", "cos", "sin", "q_rot", "k_rot", "scores"}},
+                              {"blind", "at position 0 every angle is 0, whatever the frequencies"}});
+    m["detection"].push_back({{"flag", "AttentionFactor"}, {"stages", {"attention_factor", "cos", "sin", "q_rot", "k_rot", "scores"}},
+                              {"blind", "inv_freq does not carry it"}});
+    if (es.mla) {
+      m["detection"].push_back({{"flag", "SoftmaxScale"}, {"stages", {"softmax_scale"}},
+                                {"blind", "the rotation stages do not carry the softmax multiplier"}});
+    }
+  }
+
+  if (def.resolution && !def.dense) {
+    // Resolution (README "Profiles"): at each hard position and for each applicable profile,
+    // the smallest perturbation whose exactly computed output (stored in the target dtype)
+    // leaves the budget of some element of cos, sin, q_rot or k_rot at that position.
+    Json res = Json::object();
+    std::vector<long double> inv_ld;
+    for (const auto& w : o50.inv_freq) inv_ld.push_back(static_cast<long double>(w));
+    const Detector det{t, a};
+    const auto cos64 = to_f64(o50.cos), sin64 = to_f64(o50.sin);
+    const auto qr64 = to_f64(o50.q_rot);
+    for (const auto& prof : profiles()) {
+      const StageBudgets& b = sb[prof.name];
+      if (!b.rotated.applies) continue;
+      const bool angle = prof.name != "strict";
+      Json rows = Json::array();
+      for (std::int64_t tt = 0; tt < tn; ++tt) {
+        TokenElements el;
+        const double eps_t = dtype_eps(t);
+        for (int i = 0; i < np; ++i) {
+          const double ang = angle ? a * pe[prof.name].angle[tt * np + i] : 0.0;
+          for (int kind = 0; kind < 2; ++kind) {
+            const double y = kind == 0 ? cos64[tt * np + i] : sin64[tt * np + i];
+            el.exact.push_back(y);
+            el.budget.push_back(b.table.bound * eps_t * a + b.table.ulps * dtype_ulp(t, y) + ang);
+            el.kind.push_back(kind);
+            el.pair.push_back(i);
+            el.xa.push_back(0);
+            el.xb.push_back(0);
+          }
+        }
+        // Head 0 of q: every rotated stage sees the same angles.
+        const std::size_t off = static_cast<std::size_t>(tt * hq * h);
+        for (int i = 0; i < np; ++i) {
+          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+          for (int kind = 2; kind < 4; ++kind) {
+            const std::size_t j = off + (kind == 2 ? ca : cb);
+            const double ang = angle ? qs.cond[j] * pe[prof.name].angle[tt * np + i] : 0.0;
+            el.exact.push_back(qr64[j]);
+            el.budget.push_back(b.rotated.bound * eps_t * qs.cond[j] + b.rotated.ulps * dtype_ulp(t, qr64[j]) + ang);
+            el.kind.push_back(kind);
+            el.pair.push_back(i);
+            el.xa.push_back(q[off + ca]);
+            el.xb.push_back(q[off + cb]);
+          }
+        }
+        std::optional<std::int64_t> min_offset;
+        for (std::int64_t o = 1; o <= 4096; ++o) {
+          if (det.fails(el, pos[tt], static_cast<long double>(o), inv_ld)) {
+            min_offset = o;
+            break;
+          }
+        }
+        auto scaled_inv = [&](auto f) {
+          std::vector<long double> v(inv_ld.size());
+          for (int i = 0; i < np; ++i) v[i] = f(i);
+          return v;
+        };
+        const auto base_eps = smallest_failing([&](double e) {
+          return det.fails(el, pos[tt], 0, scaled_inv([&](int i) {
+            return inv_ld[i] * std::pow(1.0L + e, -2.0L * i / d);
+          }));
+        });
+        const auto inv_eps = smallest_failing([&](double e) {
+          return det.fails(el, pos[tt], 0, scaled_inv([&](int i) { return inv_ld[i] * (1.0L + e); }));
+        });
+        rows.push_back({{"position", pos[tt]},
+                        {"min_offset", min_offset ? Json(*min_offset) : Json(nullptr)},
+                        {"min_base_rel_error", sig2(base_eps)},
+                        {"min_inv_freq_rel_error", sig2(inv_eps)}});
+      }
+      res[prof.name] = rows;
+    }
+    m["resolution"] = {
+        {"what", "per profile and hard position: the smallest position offset (1..4096), "
+                 "relative error of base, and relative error of every inv_freq entry whose "
+                 "exactly computed cos, sin or q_rot (head 0; stored in the target dtype) leaves "
+                 "the profile's budget at that position; null = none up to 4096 or 1.0"},
+        {"profiles", res}};
+  }
+  manifest_add_tensors(m, def.id, inputs, expected);
+  return GoldenCase{m, std::move(tensors)};
+}
+
+// ---- the built-in engine: posenc's kernels and the emulated pipelines, through files ---------
+
+namespace {
+
+const std::vector<std::string>& plain_mistakes() {
+  static const std::vector<std::string> v = {"pairing", "offset", "double-rotation", "sin-sign"};
+  return v;
+}
+const std::vector<std::string>& scaling_mistakes() {
+  static const std::vector<std::string> v = {"unscaled", "factor-inverted", "no-mscale"};
+  return v;
+}
+
+/// The pipeline tables: float32 inv_freq and cos/sin [T, d/2] of each emulated engine, and the
+/// float32 factors.
+struct PipelineTables {
+  std::vector<float> inv_freq, cos, sin;
+  float a = 1.0f, softmax = 0.0f;
+};
+
+PipelineTables pipeline_tables(const std::string& pipeline, const RopeParams& p, const RopeScaling& s,
+                               int softmax_head_dim, const std::vector<std::int64_t>& pos) {
+  const int np = p.rotary_dim / 2;
+  PipelineTables tb;
+  tb.cos.resize(pos.size() * np);
+  tb.sin.resize(pos.size() * np);
+  // The factors as Python / the converter computes them: double, then float32.
+  const auto st = reference::rope_scaling_tables<double>(p, s);
+  const double a_double = st.tables.attention_factor;
+  const double softmax_double = std::pow(static_cast<double>(softmax_head_dim), -0.5) * st.softmax_scale_multiplier;
+  if (pipeline == "fp32-recurrence") {  // ggml: theta *= theta_scale along the pairs
+    if (!pipelines::ggml_has_rule(s.type)) {
+      throw_invalid("rope_run_engine", "the fp32-recurrence pipeline (ggml) has no dynamic NTK rule", pipeline);
+    }
+    if (!scaled(s)) {
+      const float ts = pipelines::ggml_theta_scale(p.base, p.rotary_dim);
+      tb.inv_freq = pipelines::ggml_thetas(1, ts, np);
+    } else {
+      tb.inv_freq = pipelines::ggml_scaled_thetas<float>(p, s, 1);
+    }
+    tb.a = scaled(s) ? pipelines::ggml_attention_factor<float>(s, a_double) : static_cast<float>(p.attention_factor);
+    tb.softmax = pipelines::ggml_softmax_scale<float>(s, softmax_head_dim);
+    const float ts = pipelines::ggml_theta_scale(p.base, p.rotary_dim);
+    for (std::size_t t = 0; t < pos.size(); ++t) {
+      const auto th = scaled(s) ? pipelines::ggml_scaled_thetas<float>(p, s, pos[t]) : pipelines::ggml_thetas(pos[t], ts, np);
+      for (int i = 0; i < np; ++i) {
+        tb.cos[t * np + i] = std::cos(th[i]) * tb.a;
+        tb.sin[t * np + i] = std::sin(th[i]) * tb.a;
+      }
+    }
+    return tb;
+  }
+  // fp32, bf16, f16: HF's float32 inv_freq, angle and cos/sin (autocast off), then * fl(a)
+  tb.inv_freq = scaled(s) && !POSENC_MUTANT("engine_scaled_rope_pipeline_unscaled")
+                    ? pipelines::hf_scaled_inv_freq<float>(p, s)
+                    : pipelines::hf_inv_freq(p.base, p.rotary_dim);
+  tb.a = static_cast<float>(scaled(s) ? a_double : p.attention_factor);
+  tb.softmax = static_cast<float>(softmax_double);
+  if (POSENC_MUTANT("engine_rope_pipeline_exact_tables")) {  // a float pipeline that is not one
+    const auto c = optimized::rope_scaling_cache_init(p, s, pos);
+    tb.inv_freq.assign(c.inv_freq.begin(), c.inv_freq.end());
+    tb.cos = c.cos_f32;
+    tb.sin = c.sin_f32;
+    return tb;
+  }
+  for (std::size_t t = 0; t < pos.size(); ++t) {
+    const float pf = static_cast<float>(pos[t]);
+    for (int i = 0; i < np; ++i) {
+      const float phi = pf * tb.inv_freq[i];
+      tb.cos[t * np + i] = std::cos(phi) * tb.a;
+      tb.sin[t * np + i] = std::sin(phi) * tb.a;
+    }
+  }
+  return tb;
+}
+
+}  // namespace
+
+std::vector<std::string> rope_case_mistakes() {
+  std::vector<std::string> v = plain_mistakes();
+  v.insert(v.end(), scaling_mistakes().begin(), scaling_mistakes().end());
+  return v;
+}
+
+TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  const Json& pj = spec.manifest.at("params");
+  RopeParams p;
+  p.head_dim = pj.at("head_dim").get<int>();
+  p.rotary_dim = pj.at("rotary_dim").get<int>();
+  p.base = pj.at("base").get<double>();
+  p.layout = pj.at("layout").get<std::string>() == "interleaved" ? RopeLayout::kInterleaved
+                                                                 : RopeLayout::kHalfSplit;
+  p.attention_factor = pj.at("attention_factor").get<double>();
+  const int hq = pj.at("n_q_heads").get<int>(), hk = pj.at("n_kv_heads").get<int>();  // hk 0: q only
+  const bool is_scaled = pj.contains("scaling");
+  RopeScaling s = is_scaled ? rope_scaling_from_json(pj.at("scaling")) : RopeScaling{};
+  const int softmax_head_dim = pj.value("softmax_head_dim", p.head_dim);
+  std::vector<std::string> mk = plain_mistakes();
+  if (is_scaled) mk.insert(mk.end(), scaling_mistakes().begin(), scaling_mistakes().end());
+  if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
+    std::string known;
+    for (const auto& x : mk) known += (known.empty() ? "" : ", ") + x;
+    throw_invalid("rope_run_engine", o.mistake == "fp32-angles"
+                                         ? "fp32-angles is a pipeline now: use --pipeline fp32"
+                                         : "unknown mistake for a " + spec.scheme + " case (known: " + known + ")",
+                  o.mistake);
+  }
+  const DType t = golden.at("q").dtype;
+  if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
+    throw_invalid("rope_run_engine", why, o.pipeline);
+  }
+  const Tensor& tpos = golden.at("positions");
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(tpos.numel()));
+  for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));
+  if (o.mistake == "offset") {
+    for (auto& m : pos) m += 1;
+  }
+  if (o.mistake == "pairing") {
+    p.layout = p.layout == RopeLayout::kInterleaved ? RopeLayout::kHalfSplit
+                                                    : RopeLayout::kInterleaved;
+  }
+  // The call's seq_len, as HF reads it: max(position_ids) + 1.
+  std::int64_t last = 0;
+  for (auto m : pos) last = std::max(last, m);
+  s.seq_len = last + 1;
+  if (o.mistake == "unscaled") s = RopeScaling{};
+  if (o.mistake == "factor-inverted") s.factor = 1.0 / s.factor;
+  const std::int64_t tn = static_cast<std::int64_t>(pos.size());
+  const int np = p.rotary_dim / 2, h = p.head_dim;
+  auto expects = [&](const char* name) {
+    return std::any_of(spec.expected.begin(), spec.expected.end(),
+                       [&](const TensorSpec& x) { return x.name == name; });
+  };
+  const bool with_scores = expects("scores");
+  std::vector<float> q = tensor_to_f32(golden.at("q"));
+  std::vector<float> k = hk > 0 ? tensor_to_f32(golden.at("k")) : std::vector<float>();
+  std::vector<float> qr(q.size()), kr(k.size());
+  std::vector<float> inv, cos_t, sin_t;
+  float a_out = 1.0f, softmax_out = 0.0f;
+  if (o.pipeline == "exact") {
+    // Plain RoPE: the kernel's own tables; scaled: the rule's tables through the kernel's hook.
+    optimized::RopeScaledTablesF64 st;
+    st.attention_factor = p.attention_factor;
+    if (is_scaled) st = optimized::rope_scaling_tables(p, s);
+    if (o.mistake == "no-mscale") {  // the rule's magnitude left out: cos/sin factor and MLA multiplier
+      st.attention_factor = 1.0;
+      st.softmax_scale_multiplier = 1.0;
+    }
+    optimized::RopeCache cache = is_scaled ? optimized::rope_cache_init(p, pos, st.inv_freq, st.attention_factor)
+                                           : optimized::rope_cache_init(p, pos);
+    if (o.mistake == "sin-sign") {
+      for (auto& x : cache.sin_f32) x = -x;
+    }
+    const optimized::RopeShape qs{tn, hq, optimized::RopeTensorLayout::kTokensHeadsDim};
+    const optimized::RopeShape ks{tn, hk, optimized::RopeTensorLayout::kTokensHeadsDim};
+    optimized::rope_apply_qk(p, cache, qs, q, qr, ks, k, kr);
+    if (o.mistake == "double-rotation") optimized::rope_apply_qk(p, cache, qs, qr, qr, ks, kr, kr);
+    inv.assign(cache.inv_freq.begin(), cache.inv_freq.end());
+    cos_t = cache.cos_f32;
+    sin_t = cache.sin_f32;
+    a_out = static_cast<float>(st.attention_factor);
+    softmax_out = static_cast<float>(std::pow(static_cast<double>(softmax_head_dim), -0.5) * st.softmax_scale_multiplier);
+  } else {
+    if (!o.mistake.empty()) {
+      throw_invalid("rope_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+    }
+    const PipelineTables tb = pipeline_tables(o.pipeline, p, s, softmax_head_dim, pos);
+    inv = tb.inv_freq;
+    cos_t = tb.cos;
+    sin_t = tb.sin;
+    a_out = tb.a;
+    softmax_out = tb.softmax;
+    // Eager pipelines multiply and add in their compute dtype: q and the cast tables.
+    const DType c = pipelines::compute_dtype(o.pipeline);
+    for (auto& v : cos_t) v = pipelines::fl(v, c);
+    for (auto& v : sin_t) v = pipelines::fl(v, c);
+    auto rotate = [&](const std::vector<float>& x, int heads, std::vector<float>& y) {
+      for (std::int64_t tt = 0; tt < tn; ++tt) {
+        for (int hh = 0; hh < heads; ++hh) {
+          const std::size_t off = static_cast<std::size_t>((tt * heads + hh) * h);
+          for (int cc = p.rotary_dim; cc < h; ++cc) y[off + cc] = x[off + cc];
+          for (int i = 0; i < np; ++i) {
+            const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+            const float cs = cos_t[tt * np + i], sn = sin_t[tt * np + i];
+            const float xa = x[off + ca], xb = x[off + cb];
+            // HF: q * cos + rotate_half(q) * sin, each operation rounded
+            y[off + ca] = pipelines::fl(pipelines::fl(xa * cs, c) + pipelines::fl(-xb * sn, c), c);
+            y[off + cb] = pipelines::fl(pipelines::fl(xb * cs, c) + pipelines::fl(xa * sn, c), c);
+          }
+        }
+      }
+    };
+    rotate(q, hq, qr);
+    rotate(k, hk, kr);
+  }
+
+  TensorMap out;
+  auto put = [&](Tensor x) {
+    std::string n = x.name;
+    out.emplace(n, std::move(x));
+  };
+  put(engine_tensor("inv_freq", DType::kF32, {np}, inv));
+  if (expects("attention_factor")) put(engine_tensor("attention_factor", DType::kF32, {1}, {a_out}));
+  if (expects("softmax_scale")) put(engine_tensor("softmax_scale", DType::kF32, {1}, {softmax_out}));
+  put(engine_tensor("cos", t, {tn, np}, cos_t));
+  put(engine_tensor("sin", t, {tn, np}, sin_t));
+  put(engine_tensor("q_rot", t, {tn, hq, h}, qr));
+  if (hk > 0) put(engine_tensor("k_rot", t, {tn, hk, h}, kr));
+  if (with_scores) {
+    std::vector<float> scores;
+    const int group = hq / hk;
+    const DType c = pipelines::compute_dtype(o.pipeline);
+    for (int hh = 0; hh < hq; ++hh) {
+      for (std::int64_t i = 0; i < tn; ++i) {
+        for (std::int64_t j = 0; j < tn; ++j) {
+          const float* x = &qr[(i * hq + hh) * h];
+          const float* y = &kr[(j * hk + hh / group) * h];
+          if (o.pipeline == "exact") {  // posenc: an accurate dot product of the float rows
+            double sum = 0;
+            for (int cc = 0; cc < h; ++cc) sum += static_cast<double>(x[cc]) * y[cc];
+            scores.push_back(static_cast<float>(sum));
+          } else {  // a float32 matmul (sequential sum), output in the compute dtype
+            float sum = 0;
+            for (int cc = 0; cc < h; ++cc) sum += pipelines::fl(x[cc], c) * pipelines::fl(y[cc], c);
+            scores.push_back(pipelines::fl(sum, c));
+          }
+        }
+      }
+    }
+    put(engine_tensor("scores", t, {hq, tn, tn}, scores));
+  }
+  return out;
+}
+
+}  // namespace posenc::golden

@@ -1,0 +1,85 @@
+// One RoPE golden case, plain or scaled, for any model config: the generator (mp50 oracle,
+// per-profile budgets), the built-in engine (posenc's kernel and the emulated pipelines) and the
+// scaling rule's manifest form. The `rope` and `rope_scaling` schemes and
+// `posenc generate --config` all build cases through here.
+//
+// A case is one call of the model: a list of token positions (the call's seq_len is the largest
+// + 1, which the dynamic and LongRoPE rules read), q and k inputs, and the stages
+//   inv_freq [d/2]         f32 table
+//   attention_factor [1]   f32 (scaled cases): the factor cos and sin carry
+//   softmax_scale [1]      f32 (DeepSeek MLA): q_head_dim^-1/2 times the YaRN multiplier
+//   cos, sin [T, d/2]      the tables in the target dtype, attention factor folded in
+//   q_rot [T, Hq, h], k_rot [T, Hk, h], scores [Hq, T, T] (unscaled q_rot . k_rot)
+// The error analysis of every profile is in rope_case.cpp; README "Profiles" has the table.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "golden/cases/hard_positions.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/format/hf_config.hpp"
+#include "reference/rope_scaling.hpp"
+
+namespace posenc::golden {
+
+/// Everything a RoPE case is made from.
+struct RopeCaseDef {
+  RopeModelConfig model;       // params (a = 1), heads, the configured scaling rule
+  std::string scheme = "rope"; // "rope" (no scaling rule) or "rope_scaling"
+  std::string id;
+  std::string short_id;        // the model's part of the id
+  DType dtype = DType::kF32;
+  std::uint64_t seed = 0;
+  int n_q_heads = 2, n_kv_heads = 1;  // n_kv_heads 0: q only (no k, no scores)
+  std::vector<HardPosition> positions;
+  bool dense = false;          // positions 0..kRopeDenseLast, then hard positions above
+  bool resolution = true;      // record the per-position resolution (plain cases)
+  std::string call;            // what this call is (seq_len, which side of a boundary)
+  // The convention the expected values follow: `expected` is model.scaling (seq_len set from
+  // the positions) unless a declared alternative (result "acceptable") or a known-wrong
+  // convention (result "invalid") changes it; `reason` says what differs and who does it.
+  reference::RopeScaling expected;
+  std::string result = "valid";
+  std::string convention;
+  std::string reason;
+};
+
+inline constexpr int kRopeDenseLast = 511;  // dense cases hold every position 0..511
+
+/// A stable seed from a case id (FNV-1a), for cases made from a config.
+std::uint64_t rope_seed_of(const std::string& id);
+
+/// The hard positions up to `last`, the given boundary positions, and `last` itself (the
+/// call's seq_len is last + 1), sorted and without repeats.
+std::vector<HardPosition> rope_call_positions(std::int64_t last,
+                                              const std::vector<HardPosition>& edges);
+
+/// The positions on both sides of every length boundary of the rule (L0, L, band edges and
+/// ramp edges as wavelengths), each with why, capped at `last`.
+std::vector<HardPosition> rope_scaling_edges(const RopeModelConfig& m, std::int64_t last);
+
+/// A case definition for one call of a model (heads from the config: 2 q heads, 2 kv heads when
+/// the model has as many kv heads as q heads, else 1). `expected` = the model's rule with
+/// seq_len = last position + 1.
+RopeCaseDef rope_case_for(const RopeModelConfig& m, const std::string& short_id, DType t,
+                          std::vector<HardPosition> positions, const std::string& call);
+
+/// The standard calls of a model's rule: one call over the hard positions (and the rule's
+/// boundaries), plus for LongRoPE a short call (last position L0 - 1) and for dynamic NTK a call
+/// within L (last position L - 1); `positions` non-empty: one call with exactly those.
+std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t,
+                                               const std::vector<std::int64_t>& positions);
+
+GoldenCase rope_case_generate(const RopeCaseDef& def);
+
+/// The built-in engine for rope and rope_scaling cases (params and the scaling rule from the
+/// manifest).
+TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o);
+std::vector<std::string> rope_case_mistakes();
+
+/// The scaling rule as manifest params, and back (GoldenFileError naming the key).
+nlohmann::json rope_scaling_to_json(const reference::RopeScaling& s);
+reference::RopeScaling rope_scaling_from_json(const nlohmann::json& j);
+
+}  // namespace posenc::golden

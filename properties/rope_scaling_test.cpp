@@ -1,0 +1,712 @@
+// RoPE scaling properties: each rule against its defining identity (float, double, mp50), the
+// worked values of spec/schemes.md section 12, the optimized tables and kernel against the mp50
+// oracle, the HF config reader (every committed preset round-trips; errors name the key), and
+// the golden catalog. Formulas: reference/rope_scaling.hpp.
+// Replay a failure: RC_PARAMS="reproduce=..." (printed by RapidCheck) or seed=N.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <rapidcheck/gtest.h>
+
+#include "golden/cases/registry.hpp"
+#include "golden/cases/rope_case.hpp"
+#include "golden/format/format.hpp"
+#include "golden/format/hf_config.hpp"
+#include "optimized/rope.hpp"
+#include "optimized/rope_scaling.hpp"
+#include "properties/compare.hpp"
+#include "properties/generators.hpp"
+#include "properties/golden_checks.hpp"
+#include "reference/common/scalar.hpp"
+#include "reference/rope_scaling.hpp"
+
+namespace posenc::properties {
+namespace {
+
+using reference::LongRopePolicy;
+using reference::RopeLayout;
+using reference::RopeParams;
+using reference::RopeScaling;
+using reference::RopeScalingType;
+using reference::YarnForm;
+using Json = nlohmann::json;
+
+constexpr std::int64_t kMaxTestPosition = std::int64_t{1} << 20;
+
+rc::Gen<RopeParams> gen_params() {
+  return rc::gen::exec([] {
+    RopeParams p;
+    p.rotary_dim = 2 * *rc::gen::inRange(2, 65);
+    p.head_dim = p.rotary_dim + *rc::gen::element(0, 0, 2, 16);
+    p.base = *rc::gen::oneOf(rc::gen::element(10000.0, 500000.0, 1000000.0),
+                             rc::gen::map(rc::gen::inRange(100, 10000001),
+                                          [](int b) { return static_cast<double>(b); }));
+    p.layout = *rc::gen::element(RopeLayout::kInterleaved, RopeLayout::kHalfSplit);
+    return p;
+  });
+}
+
+/// A factor that is exact in every Real: k / 4 with k in [5, 256], or a published one.
+rc::Gen<double> gen_factor() {
+  return rc::gen::oneOf(rc::gen::element(2.0, 4.0, 8.0, 16.0, 32.0, 40.0),
+                        rc::gen::map(rc::gen::inRange(5, 257), [](int k) { return k / 4.0; }));
+}
+
+/// A random rule of the given type, valid for p (lists sized d/2, lengths consistent).
+RopeScaling gen_rule(const RopeParams& p, RopeScalingType type) {
+  RopeScaling s;
+  s.type = type;
+  s.factor = *gen_factor();
+  const int np = p.rotary_dim / 2;
+  switch (type) {
+    case RopeScalingType::kDynamic:
+      s.max_position = *rc::gen::element<std::int64_t>(2048, 4096, 8192);
+      s.seq_len = *rc::gen::inRange<std::int64_t>(1, 4 * s.max_position);
+      break;
+    case RopeScalingType::kYarn:
+      s.original_max_position = *rc::gen::element<std::int64_t>(2048, 4096, 32768);
+      s.max_position = static_cast<std::int64_t>(s.original_max_position * s.factor);
+      s.yarn_form = *rc::gen::element(YarnForm::kPaper, YarnForm::kHfEarly, YarnForm::kHfCurrent,
+                                      YarnForm::kDeepSeekOfficial);
+      s.beta_fast = *rc::gen::element(32.0, 16.0);
+      s.beta_slow = *rc::gen::element(1.0, 2.0);
+      s.mscale = *rc::gen::element(0.0, 0.707, 1.0);
+      s.mscale_all_dim = *rc::gen::element(0.0, 0.707, 1.0);
+      s.truncate = *rc::gen::arbitrary<bool>();
+      s.mla = *rc::gen::arbitrary<bool>();
+      break;
+    case RopeScalingType::kLlama3:
+      s.original_max_position = *rc::gen::element<std::int64_t>(2048, 8192);
+      s.low_freq_factor = *rc::gen::element(1.0, 2.0);
+      s.high_freq_factor = s.low_freq_factor * *rc::gen::element(1.0, 2.0, 4.0);
+      break;
+    case RopeScalingType::kLongRope: {
+      s.original_max_position = *rc::gen::element<std::int64_t>(2048, 4096);
+      s.max_position = s.original_max_position * *rc::gen::element<std::int64_t>(1, 8, 32);
+      auto list = [&] {
+        return *rc::gen::container<std::vector<double>>(
+            static_cast<std::size_t>(np), rc::gen::map(rc::gen::inRange(4, 257), [](int k) { return k / 4.0; }));
+      };
+      s.short_factor = list();
+      s.long_factor = list();
+      s.seq_len = *rc::gen::inRange<std::int64_t>(s.original_max_position - 2, s.original_max_position + 3);
+      s.longrope_policy = *rc::gen::element(LongRopePolicy::kHfSeqLen, LongRopePolicy::kVllmAnyAbove,
+                                            LongRopePolicy::kVllmMaxModelLen);
+      break;
+    }
+    default:
+      break;
+  }
+  return s;
+}
+
+rc::Gen<RopeScalingType> gen_type() {
+  return rc::gen::element(RopeScalingType::kLinear, RopeScalingType::kNtk, RopeScalingType::kDynamic,
+                          RopeScalingType::kYarn, RopeScalingType::kLlama3, RopeScalingType::kLongRope);
+}
+
+/// |x - y| <= k eps |y| for every element (k eps relative: the rules' few roundings).
+template <class Real>
+void rc_assert_rel(const std::vector<Real>& x, const std::vector<Real>& y, double k, const std::string& what) {
+  RC_ASSERT(x.size() == y.size());
+  using std::fabs;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    rc_assert_close<Real>(x[i], y[i], Real(k * eps_of<Real>()) * fabs(y[i]), what + " pair " + std::to_string(i));
+  }
+}
+
+// ---- the rules, typed over float, double and the oracle type -------------------------------
+
+POSENC_TYPED_PROP(RopeScalingReference, UnitFactorIsPlainRope) {
+  // s = 1 reduces every rule to plain RoPE (dynamic NTK: at seq_len <= L, where it is defined
+  // to be plain; above L its base grows even at s = 1, HF's formula).
+  const RopeParams p = *gen_params();
+  const RopeScalingType type = *gen_type();
+  RopeScaling s = gen_rule(p, type);
+  s.factor = 1.0;
+  if (type == RopeScalingType::kDynamic) s.seq_len = std::min(s.seq_len, s.max_position);
+  if (type == RopeScalingType::kLongRope) {
+    std::fill(s.short_factor.begin(), s.short_factor.end(), 1.0);
+    std::fill(s.long_factor.begin(), s.long_factor.end(), 1.0);
+  }
+  RC_CLASSIFY(reference::rope_scaling_type_name(type));
+  const auto t = reference::rope_scaling_tables<Real>(p, s);
+  rc_assert_rel(t.tables.inv_freq, reference::rope_inv_freq<Real>(p), 4, "inv_freq");
+  RC_ASSERT(t.tables.attention_factor == Real(1));
+  RC_ASSERT(t.softmax_scale_multiplier == Real(1));
+}
+
+POSENC_TYPED_PROP(RopeScalingReference, YarnRampKeepsBlendsAndDivides) {
+  // Indices at or below the ramp keep theta_i exactly, those at or above it are theta_i / s
+  // exactly, and in between theta'_i = theta_i (1 - rho_i (1 - 1/s)) with rho linear in i; the
+  // ramp ends are corr(beta) from their own formula, floored / ceiled iff truncate.
+  using std::fabs;
+  const RopeParams p = *gen_params();
+  RopeScaling s = gen_rule(p, RopeScalingType::kYarn);
+  const auto t = reference::rope_scaling_tables<Real>(p, s);
+  const auto plain = reference::rope_inv_freq<Real>(p);
+  const double lc = static_cast<double>(s.yarn_form == YarnForm::kHfEarly ? s.max_position : s.original_max_position);
+  auto corr = [&](double r) { return p.rotary_dim * std::log(lc / (2 * M_PI * r)) / (2 * std::log(p.base)); };
+  double low = corr(s.beta_fast), high = corr(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, p.rotary_dim - 1.0);
+  if (low == high) high += 0.001;
+  const double tol_end = s.truncate ? 0.0 : 1e-4 + 64 * eps_of<Real>() * (1 + fabs(high));
+  RC_ASSERT(fabs(to_double(t.ramp_low) - low) <= tol_end);
+  RC_ASSERT(fabs(to_double(t.ramp_high) - high) <= tol_end);
+  const Real sf = Real(s.factor);
+  for (int i = 0; i < p.rotary_dim / 2; ++i) {
+    const std::string where = "pair " + std::to_string(i) + " (ramp " + std::to_string(low) + " .. " +
+                              std::to_string(high) + ")";
+    if (Real(i) <= t.ramp_low) {
+      RC_ASSERT(t.tables.inv_freq[i] == plain[i]);
+    } else if (Real(i) >= t.ramp_high) {
+      RC_ASSERT(t.tables.inv_freq[i] == plain[i] / sf);
+    } else {
+      const Real rho = (Real(i) - t.ramp_low) / (t.ramp_high - t.ramp_low);
+      const Real want = plain[i] * (Real(1) - rho * (Real(1) - Real(1) / sf));
+      // Absolute in theta_i: 1 - rho loses relative accuracy as rho nears 1 (the rule's own
+      // evaluation order, and this one's, each err by a few eps theta_i).
+      rc_assert_close<Real>(t.tables.inv_freq[i], want, Real(16 * eps_of<Real>()) * plain[i], where);
+      RC_ASSERT(t.tables.inv_freq[i] < plain[i]);
+      RC_ASSERT(t.tables.inv_freq[i] > plain[i] / sf);
+    }
+  }
+  // Attention factor and softmax multiplier by form.
+  auto mscale = [](double f, double m) { return f <= 1 ? 1.0 : 0.1 * m * std::log(f) + 1; };
+  double a = mscale(s.factor, 1.0), soft = 1.0;
+  if (s.yarn_form == YarnForm::kDeepSeekOfficial) {
+    a = 1.0;
+    const double m = mscale(s.factor, s.mscale != 0 ? s.mscale : 1.0);
+    soft = m * m;
+  } else if (s.yarn_form == YarnForm::kHfCurrent) {
+    if (s.mscale != 0 && s.mscale_all_dim != 0) a = mscale(s.factor, s.mscale) / mscale(s.factor, s.mscale_all_dim);
+    if (s.mla && s.mscale_all_dim != 0) soft = mscale(s.factor, s.mscale_all_dim) * mscale(s.factor, s.mscale_all_dim);
+  }
+  const double ulp = std::max(eps_of<Real>(), 0x1p-52);
+  RC_ASSERT(fabs(to_double(t.tables.attention_factor) - a) <= 8 * ulp * a);
+  RC_ASSERT(fabs(to_double(t.softmax_scale_multiplier) - soft) <= 8 * ulp * soft);
+}
+
+POSENC_TYPED_PROP(RopeScalingReference, Llama3BandsKeepSmoothAndDivide) {
+  // Wavelength below L0 / high_freq_factor: theta_i kept; above L0 / low_freq_factor: theta_i / s;
+  // between (inclusive): the blend, which lies between the two and is monotone in the wavelength.
+  using std::fabs;
+  const RopeParams p = *gen_params();
+  const RopeScaling s = gen_rule(p, RopeScalingType::kLlama3);
+  const auto t = reference::rope_scaling_tables<Real>(p, s);
+  const auto plain = reference::rope_inv_freq<Real>(p);
+  const double hi_edge = s.original_max_position / s.high_freq_factor;
+  const double lo_edge = s.original_max_position / s.low_freq_factor;
+  const Real sf = Real(s.factor);
+  for (int i = 0; i < p.rotary_dim / 2; ++i) {
+    const double wl = 2 * M_PI / to_double(plain[i]);
+    if (fabs(wl - hi_edge) < 1e-9 * hi_edge || fabs(wl - lo_edge) < 1e-9 * lo_edge) continue;
+    if (wl < hi_edge) {
+      RC_ASSERT(t.band[i] == 0);
+      RC_ASSERT(t.tables.inv_freq[i] == plain[i]);
+    } else if (wl > lo_edge) {
+      RC_ASSERT(t.band[i] == 2);
+      RC_ASSERT(t.tables.inv_freq[i] == plain[i] / sf);
+    } else {
+      RC_ASSERT(t.band[i] == 1);
+      const Real g = (Real(s.original_max_position) / (Real(2) * boost::math::constants::pi<Real>() / plain[i]) -
+                      Real(s.low_freq_factor)) / Real(s.high_freq_factor - s.low_freq_factor);
+      const Real want = (Real(1) - g) * plain[i] / sf + g * plain[i];
+      rc_assert_close<Real>(t.tables.inv_freq[i], want, Real(16 * eps_of<Real>()) * want,
+                            "smoothed pair " + std::to_string(i));
+    }
+  }
+  for (int i = 1; i < p.rotary_dim / 2; ++i) {
+    RC_ASSERT(t.tables.inv_freq[i] <= t.tables.inv_freq[i - 1]);  // still decreasing
+  }
+}
+
+POSENC_TYPED_PROP(RopeScalingReference, DynamicNtkIsPlainUpToLThenClosedForm) {
+  using std::fabs;
+  using std::pow;
+  const RopeParams p = *gen_params();
+  RopeScaling s = gen_rule(p, RopeScalingType::kDynamic);
+  const auto plain = reference::rope_inv_freq<Real>(p);
+  const auto t = reference::rope_scaling_tables<Real>(p, s);
+  const int d = p.rotary_dim;
+  if (s.seq_len <= s.max_position) {
+    RC_ASSERT(t.tables.inv_freq == plain);  // the bracket is exactly 1
+    return;
+  }
+  // theta_i = b'^(-2i/d) = theta_i^plain * bracket^(-2i/(d-2)): another evaluation order.
+  const Real bracket = Real(s.factor) * Real(s.seq_len) / Real(s.max_position) - (Real(s.factor) - Real(1));
+  for (int i = 0; i < d / 2; ++i) {
+    const Real want = plain[i] * pow(bracket, -Real(2 * i) / Real(d - 2));
+    rc_assert_close<Real>(t.tables.inv_freq[i], want, Real(64 * eps_of<Real>() * (1 + std::log(p.base))) * want,
+                          "pair " + std::to_string(i));
+    if (i > 0) RC_ASSERT(t.tables.inv_freq[i] < plain[i]);  // a larger base: lower frequencies
+  }
+}
+
+POSENC_TYPED_PROP(RopeScalingReference, LongRopeSwitchesAtTheDocumentedBoundary) {
+  // HF: long iff seq_len > L0 (a call whose largest position is L0 is long); older vLLM: iff some
+  // position > L0 (seq_len > L0 + 1); current vLLM: long for every call when L > L0.
+  using std::log;
+  using std::sqrt;
+  const RopeParams p = *gen_params();
+  RopeScaling s = gen_rule(p, RopeScalingType::kLongRope);
+  const std::int64_t l0 = s.original_max_position;
+  bool want_long = false;
+  switch (s.longrope_policy) {
+    case LongRopePolicy::kHfSeqLen: want_long = s.seq_len >= l0 + 1; break;
+    case LongRopePolicy::kVllmAnyAbove: want_long = s.seq_len >= l0 + 2; break;
+    case LongRopePolicy::kVllmMaxModelLen: want_long = s.max_position > l0; break;
+  }
+  RC_CLASSIFY(reference::longrope_policy_name(s.longrope_policy), want_long ? "long" : "short");
+  const auto t = reference::rope_scaling_tables<Real>(p, s);
+  RC_ASSERT(t.long_factors == want_long);
+  const auto plain = reference::rope_inv_freq<Real>(p);
+  const auto& e = want_long ? s.long_factor : s.short_factor;
+  for (int i = 0; i < p.rotary_dim / 2; ++i) RC_ASSERT(t.tables.inv_freq[i] == plain[i] / Real(e[i]));
+  const Real a = Real(s.factor) > Real(1) ? sqrt(Real(1) + log(Real(s.factor)) / log(Real(l0))) : Real(1);
+  rc_assert_close<Real>(t.tables.attention_factor, a, Real(4 * eps_of<Real>()), "attention factor");
+}
+
+TEST(RopeScalingReferenceSpot, PositionInterpolationIsPlainRopeAtScaledPosition) {
+  // PI rotates position m with theta_i / s: the plain rotation at the real position m / s, to the
+  // oracle's precision (mp50: 1e-40 relative of the inputs' magnitude).
+  rc::detail::checkGTest([] {
+    using std::cos;
+    using std::sin;
+    const RopeParams p = *gen_params();
+    RopeScaling s;
+    s.type = RopeScalingType::kLinear;
+    s.factor = *gen_factor();
+    const std::int64_t m = *gen_position(kMaxTestPosition);
+    const auto xd = *gen_dyadic_vector(p.head_dim, 24);
+    const std::vector<mp50> x(xd.begin(), xd.end());
+    const auto t = reference::rope_scaling_tables<mp50>(p, s);
+    const auto y = reference::rope_apply(p, t.tables, m, x);
+    const auto plain = reference::rope_inv_freq<mp50>(p);
+    for (int i = 0; i < p.rotary_dim / 2; ++i) {
+      const int a = reference::rope_pair_a(p, i), b = reference::rope_pair_b(p, i);
+      const mp50 phi = (mp50(m) / mp50(s.factor)) * plain[i];
+      const mp50 ya = x[a] * cos(phi) - x[b] * sin(phi), yb = x[a] * sin(phi) + x[b] * cos(phi);
+      const mp50 tol = mp50(1e-40) * (mp50(1) + abs(x[a]) + abs(x[b]));
+      rc_assert_close(y[a], ya, tol, "channel a of pair " + std::to_string(i));
+      rc_assert_close(y[b], yb, tol, "channel b of pair " + std::to_string(i));
+    }
+  });
+}
+
+// ---- the worked values of spec/schemes.md section 12 (and the presets they come from) --------
+
+golden::RopeModelConfig preset(const std::string& name) {
+  return golden::rope_config_read(golden::default_presets_dir() / (name + ".json"));
+}
+
+reference::RopeScaledTables<mp50> tables_of(const golden::RopeModelConfig& m, std::int64_t seq_len = 0) {
+  RopeScaling s = m.scaling;
+  s.seq_len = seq_len;
+  return reference::rope_scaling_tables<mp50>(m.params, s);
+}
+
+TEST(RopeScalingReferenceSpot, YarnCorrectionRangesOfSection12) {
+  struct Row {
+    const char* preset;
+    YarnForm form;
+    double low, high;
+  };
+  for (const Row& r : {Row{"yarn-llama-2-7b-64k", YarnForm::kHfCurrent, 20, 46},
+                       Row{"yarn-llama-2-7b-64k", YarnForm::kHfEarly, 40, 65},
+                       Row{"deepseek-v2-lite", YarnForm::kHfCurrent, 10, 23},
+                       Row{"deepseek-v3", YarnForm::kHfCurrent, 10, 23},
+                       Row{"qwen2.5-7b-instruct-yarn", YarnForm::kHfCurrent, 23, 40}}) {
+    auto m = preset(r.preset);
+    m.scaling.yarn_form = r.form;
+    const auto t = tables_of(m);
+    EXPECT_EQ(static_cast<double>(t.ramp_low), r.low) << r.preset << " " << reference::yarn_form_name(r.form);
+    EXPECT_EQ(static_cast<double>(t.ramp_high), r.high) << r.preset << " " << reference::yarn_form_name(r.form);
+  }
+}
+
+TEST(RopeScalingReferenceSpot, YarnMagnitudesOfSection12) {
+  const std::vector<std::pair<double, double>> rows = {
+      {4, 1.138629}, {8, 1.207944}, {16, 1.277259}, {32, 1.346574}, {40, 1.368888}};
+  for (const auto& [f, a] : rows) {
+    RopeScaling s;
+    s.type = RopeScalingType::kYarn;
+    s.factor = f;
+    s.original_max_position = 4096;
+    s.yarn_form = YarnForm::kPaper;
+    const auto t = reference::rope_scaling_tables<mp50>({128, 128, 10000.0}, s);
+    EXPECT_NEAR(static_cast<double>(t.tables.attention_factor), a, 5e-7) << "s = " << f;
+  }
+  // DeepSeek-V2: mscale = mscale_all_dim = 0.707, s = 40: cos/sin factor exactly 1, softmax
+  // multiplier mscale(40, 0.707)^2 = 1.260804^2 = 1.589626.
+  const auto t = tables_of(preset("deepseek-v2"));
+  EXPECT_EQ(t.tables.attention_factor, mp50(1));
+  EXPECT_NEAR(static_cast<double>(sqrt(t.softmax_scale_multiplier)), 1.260804, 5e-7);
+  EXPECT_NEAR(static_cast<double>(t.softmax_scale_multiplier), 1.589626, 5e-7);
+  // DeepSeek's official code: no cos/sin factor, the same multiplier from args.mscale.
+  auto m = preset("deepseek-v2");
+  m.scaling.yarn_form = YarnForm::kDeepSeekOfficial;
+  EXPECT_EQ(tables_of(m).tables.attention_factor, mp50(1));
+  EXPECT_NEAR(static_cast<double>(tables_of(m).softmax_scale_multiplier), 1.589626, 5e-7);
+}
+
+TEST(RopeScalingReferenceSpot, Llama31BandsAre29Then6Then29) {
+  const auto t = tables_of(preset("llama-3.1-8b"));
+  ASSERT_EQ(t.band.size(), 64u);
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(t.band[i], i <= 28 ? 0 : (i <= 34 ? 1 : 2)) << "pair " << i;
+  }
+}
+
+TEST(RopeScalingReferenceSpot, LongRopeAttentionFactorAndSwitchOfPhi3Mini) {
+  const auto m = preset("phi-3-mini-128k-instruct");
+  EXPECT_NEAR(static_cast<double>(tables_of(m, 4096).tables.attention_factor), 1.190238, 5e-7);
+  EXPECT_FALSE(tables_of(m, 4096).long_factors);  // largest position 4095
+  EXPECT_TRUE(tables_of(m, 4097).long_factors);   // largest position 4096
+}
+
+TEST(RopeScalingReferenceSpot, NtkBasesOfSection12) {
+  // The base is recovered from theta_1 = b'^(-2/d).
+  auto base_of = [](const reference::RopeScaledTables<mp50>& t, int d) {
+    return static_cast<double>(pow(t.tables.inv_freq[1], mp50(-d) / 2));
+  };
+  const auto dyn = preset("llama-2-7b-dynamic-x2");
+  EXPECT_NEAR(base_of(tables_of(dyn, 8192), 128), 30527.74, 0.005);
+  EXPECT_EQ(base_of(tables_of(dyn, 4096), 128), base_of(tables_of(dyn, 1), 128));
+  EXPECT_NEAR(base_of(tables_of(preset("llama-2-7b-ntk-x8")), 128), 82684.62, 0.005);
+}
+
+TEST(RopeScalingReferenceSpot, RejectsBadArguments) {
+  const RopeParams p{8, 8, 10000.0};
+  auto expect_message = [&](RopeScaling s, const std::string& needle) {
+    try {
+      reference::rope_scaling_tables<double>(p, s);
+      ADD_FAILURE() << "no exception for " << needle;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rope_scaling_tables"), std::string::npos) << e.what();
+    }
+  };
+  RopeScaling s;
+  s.type = RopeScalingType::kLinear;
+  s.factor = 0;
+  expect_message(s, "factor must be finite and > 0 (got 0)");
+  s.type = RopeScalingType::kDynamic;
+  s.factor = 2;
+  expect_message(s, "dynamic scaling needs max_position_embeddings > 0 (got 0)");
+  s.type = RopeScalingType::kYarn;
+  expect_message(s, "yarn needs original_max_position_embeddings > 0 (got 0)");
+  s.type = RopeScalingType::kLlama3;
+  expect_message(s, "llama3 needs original_max_position_embeddings > 0");
+  s.type = RopeScalingType::kLongRope;
+  s.original_max_position = 4096;
+  s.short_factor = {1, 1, 1, 1};
+  s.long_factor = {1, 1, 1};
+  expect_message(s, "long_factor must have rotary_dim/2 = 4 entries (got 3)");
+  s.long_factor = {1, 1, 1, -1};
+  expect_message(s, "long_factor entries must be > 0 (got -1)");
+  s.type = RopeScalingType::kNtk;
+  try {
+    reference::rope_scaling_tables<double>({2, 2, 10000.0}, s);
+    ADD_FAILURE() << "ntk with rotary_dim 2";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ntk scaling needs rotary_dim > 2 (got 2)"), std::string::npos) << e.what();
+  }
+}
+
+// ---- optimized tables and kernel against the oracle -------------------------------------------
+
+TEST(RopeScalingOptimized, MatchesOracleWithinBound) {
+  // Tables within 2 ulp of double of the mp50 values; rotated rows within the kernel's contract
+  // bound (optimized/rope.hpp) for float and double, every rule, positions up to 2^20.
+  double worst_table = 0, worst_f32 = 0, worst_f64 = 0;
+  rc::detail::checkGTest([&] {
+    const RopeParams p = *gen_params();
+    const RopeScalingType type = *gen_type();
+    RC_CLASSIFY(reference::rope_scaling_type_name(type));
+    RopeScaling s = gen_rule(p, type);
+    const auto want = reference::rope_scaling_tables<mp50>(p, s);
+    const auto got = optimized::rope_scaling_tables(p, s);
+    auto table_close = [&](double g, const mp50& w, const std::string& what) {
+      const double err = static_cast<double>(abs(mp50(g) - w) / w) / 0x1p-52;
+      worst_table = std::max(worst_table, err);
+      if (err > 2) RC_FAIL(describe_close(what, g, static_cast<double>(w), 0x1p-51 * static_cast<double>(w)));
+    };
+    for (int i = 0; i < p.rotary_dim / 2; ++i) table_close(got.inv_freq[i], want.tables.inv_freq[i], "inv_freq " + std::to_string(i));
+    table_close(got.attention_factor, want.tables.attention_factor, "attention factor");
+    table_close(got.softmax_scale_multiplier, want.softmax_scale_multiplier, "softmax multiplier");
+
+    const std::int64_t n_tokens = *rc::gen::inRange(1, 5);
+    std::vector<std::int64_t> pos;
+    for (std::int64_t k = 0; k < n_tokens; ++k) pos.push_back(*gen_position(kMaxTestPosition));
+    const auto cache = optimized::rope_scaling_cache_init(p, s, pos);
+    const auto xd = *gen_dyadic_vector(static_cast<int>(n_tokens * p.head_dim), 24);
+    const optimized::RopeShape shape{n_tokens, 1, optimized::RopeTensorLayout::kTokensHeadsDim};
+    std::vector<float> xf(xd.begin(), xd.end()), yf(xf.size());
+    std::vector<double> yd(xd.size());
+    optimized::rope_apply(p, cache, shape, xf, yf);
+    optimized::rope_apply(p, cache, shape, xd, yd);
+    const double a = static_cast<double>(want.tables.attention_factor);
+    for (std::int64_t k = 0; k < n_tokens; ++k) {
+      const std::vector<mp50> x(xd.begin() + k * p.head_dim, xd.begin() + (k + 1) * p.head_dim);
+      const auto y = reference::rope_apply(p, want.tables, pos[k], x);
+      for (int c = 0; c < p.head_dim; ++c) {
+        const int i = reference::rope_pair_of_channel(p, c);
+        const std::size_t e = static_cast<std::size_t>(k * p.head_dim + c);
+        if (i < 0) {
+          RC_ASSERT(yf[e] == static_cast<float>(xd[e]) && yd[e] == xd[e]);
+          continue;
+        }
+        const double cond = a * (std::fabs(static_cast<double>(x[reference::rope_pair_a(p, i)])) +
+                                 std::fabs(static_cast<double>(x[reference::rope_pair_b(p, i)])));
+        const double phi = std::fabs(static_cast<double>(pos[k]) * got.inv_freq[i]);
+        const double b32 = optimized::kRopeMaxError * 0x1p-23 * cond;
+        const double b64 = (optimized::kRopeMaxErrorF64 + optimized::kRopeAngleErrorF64 * phi) * 0x1p-52 * cond;
+        const double e32 = static_cast<double>(abs(mp50(yf[e]) - y[c]));
+        const double e64 = static_cast<double>(abs(mp50(yd[e]) - y[c]));
+        if (b32 > 0) worst_f32 = std::max(worst_f32, e32 / b32);
+        if (b64 > 0) worst_f64 = std::max(worst_f64, e64 / b64);
+        const std::string where = "position " + std::to_string(pos[k]) + " channel " + std::to_string(c);
+        if (e32 > b32) RC_FAIL(describe_close("float " + where, yf[e], static_cast<double>(y[c]), b32));
+        if (e64 > b64) RC_FAIL(describe_close("double " + where, yd[e], static_cast<double>(y[c]), b64));
+      }
+    }
+  });
+  std::printf("RopeScalingOptimized measured max error: tables %.3f ulp of double, float %.4f of "
+              "kRopeMaxError, double %.4f of its bound\n", worst_table, worst_f32, worst_f64);
+}
+
+RC_GTEST_PROP(RopeScalingOptimized, IdenticalBitsForAnyThreadCount, ()) {
+  const RopeParams p = *gen_params();
+  const RopeScaling s = gen_rule(p, *gen_type());
+  std::vector<std::int64_t> pos;
+  for (int k = 0; k < 37; ++k) pos.push_back(*gen_position(kMaxTestPosition));
+  omp_set_num_threads(1);
+  const auto one = optimized::rope_scaling_cache_init(p, s, pos);
+  for (int threads : {2, 3}) {
+    omp_set_num_threads(threads);
+    const auto many = optimized::rope_scaling_cache_init(p, s, pos);
+    RC_ASSERT(one.inv_freq == many.inv_freq);
+    RC_ASSERT(std::memcmp(one.cos_f32.data(), many.cos_f32.data(), 4 * one.cos_f32.size()) == 0);
+    RC_ASSERT(std::memcmp(one.sin_f32.data(), many.sin_f32.data(), 4 * one.sin_f32.size()) == 0);
+    RC_ASSERT(std::memcmp(one.cos_f64.data(), many.cos_f64.data(), 8 * one.cos_f64.size()) == 0);
+    RC_ASSERT(std::memcmp(one.sin_f64.data(), many.sin_f64.data(), 8 * one.sin_f64.size()) == 0);
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+// ---- the HF config reader ----------------------------------------------------------------------
+
+std::vector<std::filesystem::path> preset_files() {
+  std::vector<std::filesystem::path> v;
+  for (const auto& e : std::filesystem::directory_iterator(golden::default_presets_dir())) {
+    if (e.path().extension() == ".json") v.push_back(e.path());
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+void expect_same_model(const golden::RopeModelConfig& a, const golden::RopeModelConfig& b, const std::string& what) {
+  EXPECT_EQ(a.id, b.id) << what;
+  EXPECT_EQ(a.params.head_dim, b.params.head_dim) << what;
+  EXPECT_EQ(a.params.rotary_dim, b.params.rotary_dim) << what;
+  EXPECT_EQ(a.params.base, b.params.base) << what;
+  EXPECT_EQ(a.params.layout, b.params.layout) << what;
+  EXPECT_EQ(a.n_heads, b.n_heads) << what;
+  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads) << what;
+  EXPECT_EQ(a.softmax_head_dim, b.softmax_head_dim) << what;
+  EXPECT_EQ(a.max_position, b.max_position) << what;
+  EXPECT_EQ(golden::rope_scaling_to_json(a.scaling), golden::rope_scaling_to_json(b.scaling)) << what;
+}
+
+TEST(RopeScalingConfig, EveryPresetRoundTrips) {
+  const auto files = preset_files();
+  ASSERT_GE(files.size(), 19u);
+  for (const auto& f : files) {
+    const auto m = golden::rope_config_read(f);
+    const Json canonical = golden::rope_config_to_json(m);
+    const auto back = golden::rope_config_from_json(canonical, f.string() + " (canonical)");
+    expect_same_model(m, back, f.filename().string());
+    EXPECT_EQ(golden::rope_config_to_json(back), canonical) << f.filename();
+    // The legacy spelling (rope_scaling with "type", rope_theta at the top) reads the same.
+    Json legacy = canonical;
+    Json r = legacy.at("rope_parameters");
+    legacy.erase("rope_parameters");
+    legacy["rope_theta"] = r.at("rope_theta");
+    r.erase("rope_theta");
+    r["type"] = r.at("rope_type");
+    r.erase("rope_type");
+    legacy["rope_scaling"] = r;
+    expect_same_model(m, golden::rope_config_from_json(legacy, "legacy"), f.filename().string() + " (legacy keys)");
+    EXPECT_FALSE(m.source.empty()) << f.filename() << ": every preset names its source";
+    EXPECT_EQ(m.id + ".json", f.filename().string()) << "a preset's id is its file name";
+  }
+}
+
+TEST(RopeScalingConfig, PresetFacts) {
+  {
+    const auto m = preset("llama-3.1-8b");
+    EXPECT_EQ(m.scaling.type, RopeScalingType::kLlama3);
+    EXPECT_EQ(m.scaling.factor, 8.0);
+    EXPECT_EQ(m.scaling.original_max_position, 8192);
+    EXPECT_EQ(m.params.rotary_dim, 128);
+    EXPECT_EQ(m.params.base, 500000.0);
+    EXPECT_EQ(m.n_kv_heads, 8);
+  }
+  {
+    const auto m = preset("deepseek-v3");
+    EXPECT_EQ(m.scaling.type, RopeScalingType::kYarn);
+    EXPECT_EQ(m.params.rotary_dim, 64);
+    EXPECT_EQ(m.params.layout, RopeLayout::kInterleaved);
+    EXPECT_EQ(m.softmax_head_dim, 192);
+    EXPECT_EQ(m.scaling.factor, 40.0);
+    EXPECT_TRUE(m.scaling.mla);
+  }
+  {
+    const auto m = preset("phi-3-mini-128k-instruct");
+    EXPECT_EQ(m.scaling.type, RopeScalingType::kLongRope);
+    EXPECT_EQ(m.scaling.long_factor.size(), 48u);
+    EXPECT_EQ(m.scaling.original_max_position, 4096);
+    EXPECT_EQ(m.scaling.factor, 32.0);  // L / L0: the config has no factor
+  }
+  EXPECT_EQ(preset("gpt-neox-20b").params.rotary_dim, 24);  // rotary_pct 0.25 of 96
+  EXPECT_EQ(preset("gpt-j-6b").params.rotary_dim, 64);
+  EXPECT_EQ(preset("gpt-j-6b").params.layout, RopeLayout::kInterleaved);
+  EXPECT_EQ(preset("llama-2-7b-meta").params.layout, RopeLayout::kInterleaved);
+  EXPECT_EQ(preset("llama-2-7b").params.layout, RopeLayout::kHalfSplit);
+  EXPECT_EQ(preset("codellama-7b-hf").params.base, 1000000.0);
+  EXPECT_EQ(preset("qwen2.5-7b-instruct-yarn").scaling.original_max_position, 32768);
+}
+
+TEST(RopeScalingConfig, ErrorsNameTheKey) {
+  const Json base = Json::parse(R"({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 8,
+    "max_position_embeddings": 8192, "rope_theta": 10000.0,
+    "rope_scaling": {"rope_type": "linear", "factor": 2.0}})");
+  struct Row {
+    std::string what;
+    Json patch;  // merge patch
+    std::string needle;
+  };
+  const std::vector<Row> rows = {
+      {"unknown key", Json::parse(R"({"rope_scaling": {"beta_fast": 32}})"), "\"rope_scaling\" of type linear has unknown key \"beta_fast\""},
+      {"factor type", Json::parse(R"({"rope_scaling": {"factor": "2"}})"), "\"rope_scaling.factor\" must be a number (got \"2\")"},
+      {"no factor", Json::parse(R"({"rope_scaling": {"factor": null}})"), "\"rope_scaling\" of type linear needs \"factor\""},
+      {"factor <= 0", Json::parse(R"({"rope_scaling": {"factor": -2}})"), "\"rope_scaling.factor\" must be > 0 (got -2)"},
+      {"unknown type", Json::parse(R"({"rope_scaling": {"rope_type": "magic"}})"), "unknown type \"magic\""},
+      {"no type", Json::parse(R"({"rope_scaling": {"rope_type": null}})"), "has neither \"rope_type\" nor \"type\""},
+      {"odd rotary", Json::parse(R"({"rotary_dim": 63})"), "the rotary dimension 63 must be even"},
+      {"partial", Json::parse(R"({"partial_rotary_factor": 1.5})"), "\"partial_rotary_factor\" must be in (0, 1] (got 1.5)"},
+      {"heads", Json::parse(R"({"num_attention_heads": null})"), "missing \"num_attention_heads\""},
+      {"kv heads", Json::parse(R"({"num_key_value_heads": 3})"), "\"num_key_value_heads\" 3 must divide num_attention_heads 8"},
+      {"hidden", Json::parse(R"({"hidden_size": 500})"), "\"hidden_size\" 500 is not a multiple of the 8 heads"},
+      {"base", Json::parse(R"({"rope_theta": 1})"), "rope_theta must be > 1"},
+      {"llama3 key", Json::parse(R"({"rope_scaling": {"rope_type": "llama3", "original_max_position_embeddings": 8192, "high_freq_factor": 4}})"),
+       "\"rope_scaling\" of type llama3 needs \"low_freq_factor\""},
+      {"llama3 order", Json::parse(R"({"rope_scaling": {"rope_type": "llama3", "original_max_position_embeddings": 8192, "low_freq_factor": 4, "high_freq_factor": 1}})"),
+       "\"rope_scaling.high_freq_factor\" must be >= low_freq_factor"},
+      {"longrope list", Json::parse(R"({"rope_scaling": {"rope_type": "longrope", "original_max_position_embeddings": 4096, "short_factor": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], "long_factor": [1, 2]}})"),
+       "long_factor must have rotary_dim/2 = 32 entries (got 2)"},
+      {"longrope list type", Json::parse(R"({"rope_scaling": {"rope_type": "longrope", "original_max_position_embeddings": 4096, "short_factor": 1, "long_factor": [1]}})"),
+       "\"rope_scaling.short_factor\" must be a list of numbers"},
+      {"yarn truncate", Json::parse(R"({"rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096, "truncate": "yes"}})"),
+       "\"rope_scaling.truncate\" must be true or false"},
+      {"not an object", Json::parse(R"({"rope_scaling": [1]})"), "\"rope_scaling\" must be an object or null"},
+  };
+  for (const auto& r : rows) {
+    Json j = base;
+    j.merge_patch(r.patch);
+    try {
+      golden::rope_config_from_json(j, "my/config.json");
+      ADD_FAILURE() << r.what << ": accepted " << j.dump();
+    } catch (const GoldenFileError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(r.needle), std::string::npos) << r.what << ": " << msg;
+      EXPECT_EQ(msg.rfind("my/config.json", 0), 0u) << r.what << ": the file comes first: " << msg;
+    }
+  }
+  // The same base config is fine, in both key spellings.
+  EXPECT_EQ(golden::rope_config_from_json(base, "ok").scaling.factor, 2.0);
+  Json v5 = base;
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = Json::parse(R"({"rope_type": "su", "short_factor": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],
+    "long_factor": [2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2]})");
+  v5["original_max_position_embeddings"] = 2048;
+  const auto m = golden::rope_config_from_json(v5, "v5");
+  EXPECT_EQ(m.scaling.type, RopeScalingType::kLongRope);
+  EXPECT_EQ(m.scaling.original_max_position, 2048);
+  EXPECT_EQ(m.scaling.factor, 4.0);
+}
+
+// ---- golden catalog ----------------------------------------------------------------------------
+
+/// The negative controls, by the convention names of golden/rope_scaling_golden.cpp.
+bool is_invalid_case(const std::string& id) {
+  for (const char* c : {"_meta_factor_8_", "_hf_prefix_factor_override_", "_truncate_flipped_",
+                        "_hf_early_length_", "_vllm_any_above_", "_factor_inverted_"}) {
+    if (id.find(c) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// First: it stops at the first stale case, which also ends a generator mutant run quickly.
+TEST(RopeScalingGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("rope_scaling", 29); }
+TEST(RopeScalingGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("rope_scaling"); }
+
+TEST(RopeScalingGolden, EngineMistakesAreCaught) {
+  expect_engine_mistakes_caught("rope_scaling", [](const std::string& id, const std::string& mistake) {
+    if (is_invalid_case(id)) return true;  // any other output differs from the wrong convention too
+    const bool within = id.find("_within_") != std::string::npos;  // dynamic NTK up to L: plain
+    if (within && (mistake == "unscaled" || mistake == "factor-inverted")) return true;
+    // These rules have no magnitude scaling (a = 1, no softmax multiplier): nothing to leave out.
+    const bool a_is_one = id.find("dynamic") != std::string::npos || id.find("linear") != std::string::npos ||
+                          id.find("ntk") != std::string::npos || id.find("llama_3") != std::string::npos;
+    return mistake == "no-mscale" && a_is_one;
+  });
+}
+
+TEST(RopeScalingGolden, PipelinesPassTheirProfiles) {
+  // The bf16 and f16 cases (Llama-3.1, DeepSeek-V2-Lite) have a = 1, so their attention factor
+  // is exact in any pipeline, and one MLA softmax scale cannot show a rounding worst case; the
+  // float32 cases show both budgets tight (attention_factor 0.65, softmax_scale 0.50 of budget).
+  expect_pipelines_pass_their_profiles("rope_scaling", 0.25,
+                                       {"scores", "bf16/attention_factor", "f16/attention_factor",
+                                        "bf16/softmax_scale", "f16/softmax_scale"});
+}
+
+TEST(RopeScalingGolden, FloatPipelinesFailStrict) {
+  expect_float_pipelines_fail_strict("rope_scaling", [](const std::string& id, const std::string&) {
+    return !is_invalid_case(id);
+  });
+}
+
+TEST(RopeScalingGolden, NegativeControlsFailForTheirConvention) {
+  // An engine that follows the known-wrong convention reproduces the invalid case and FAILs;
+  // posenc's own engine (the default convention) passes it (it differs).
+  const auto dir = golden::default_data_dir();
+  int n = 0;
+  for_each_golden_case("rope_scaling", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    if (lc.spec.result != "invalid") return;
+    golden::TensorMap out;
+    for (const auto& t : lc.spec.expected) out.emplace(t.name, lc.golden.at(t.name));
+    const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
+    EXPECT_EQ(r.status, "FAIL") << lc.spec.id << ": the wrong convention itself must fail";
+    const auto mine = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}), {"strict", {}, true});
+    EXPECT_EQ(mine.status, "PASS") << lc.spec.id;
+    ++n;
+  });
+  EXPECT_EQ(n, 6);
+}
+
+}  // namespace
+}  // namespace posenc::properties
