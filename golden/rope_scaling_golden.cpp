@@ -37,8 +37,10 @@ RopeCaseDef convention(RopeCaseDef d, const std::string& name, const std::string
   d.result = result;
   d.convention = name;
   d.reason = reason;
-  const std::string dt = "_" + std::string(dtype_short(d.dtype));
-  d.id = d.id.substr(0, d.id.size() - dt.size()) + "_" + name + dt;
+  std::string dt = "_";
+  dt += dtype_short(d.dtype);
+  d.id.resize(d.id.size() - dt.size());
+  d.id.append("_").append(name).append(dt);
   d.seed = rope_seed_of(d.id);
   return d;
 }

@@ -254,6 +254,27 @@ POSENC_TYPED_PROP(RopeScalingReference, DynamicNtkIsPlainUpToLThenClosedForm) {
   }
 }
 
+RC_GTEST_PROP(RopeScalingReference, DynamicPolicyGrowsAndResets, ()) {
+  // HF 4.45+: a call's tables are those of the largest seq_len seen since the last call shorter
+  // than L (or since the start), never below L; per call: its own seq_len. Checked against that
+  // history, not the state machine.
+  const std::int64_t l = *rc::gen::element<std::int64_t>(2048, 4096);
+  const auto calls = *rc::gen::nonEmpty(rc::gen::container<std::vector<std::int64_t>>(
+      rc::gen::oneOf(rc::gen::inRange<std::int64_t>(1, l), rc::gen::inRange<std::int64_t>(l, 4 * l),
+                     rc::gen::element<std::int64_t>(l - 1, l, l + 1))));
+  reference::DynamicNtkState grow, per;
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    std::int64_t want = l;
+    for (std::size_t j = 0; j <= k; ++j) want = calls[j] < l ? l : std::max(want, calls[j]);
+    const std::int64_t got = reference::dynamic_ntk_call_seq_len(reference::DynamicPolicy::kGrowReset, grow, calls[k], l);
+    RC_ASSERT(got == want);
+    RC_ASSERT(reference::dynamic_ntk_call_seq_len(reference::DynamicPolicy::kPerCall, per, calls[k], l) == calls[k]);
+  }
+  RC_CLASSIFY(std::any_of(calls.begin(), calls.end(), [&](auto c) { return c < l; }) &&
+                  std::any_of(calls.begin(), calls.end(), [&](auto c) { return c > l; }),
+              "grows and resets");
+}
+
 POSENC_TYPED_PROP(RopeScalingReference, LongRopeSwitchesAtTheDocumentedBoundary) {
   // HF: long iff seq_len > L0 (a call whose largest position is L0 is long); older vLLM: iff some
   // position > L0 (seq_len > L0 + 1); current vLLM: long for every call when L > L0.

@@ -33,8 +33,9 @@
 //     hf_seq_len          long iff seq_len > L0 (HF; a call with position L0 is long)
 //     vllm_any_above      long iff some position > L0 (older vLLM: off by one against HF)
 //     vllm_max_model_len  long for every call when L > L0 (current vLLM, chosen once)
-//   Dynamic NTK: seq_len is the call's (HF: max(position_ids) + 1); the rule is stateless here,
-//   an engine's growth / reset policy decides which seq_len a call sees (golden cases state it).
+//   Dynamic NTK: seq_len is the call's (HF: max(position_ids) + 1); the rule is stateless, and
+//   an engine's growth / reset policy (DynamicPolicy below) decides which seq_len a call's
+//   tables are built for (golden cases state the call).
 //
 // Sources: S. Chen et al., "Extending Context Window of Large Language Models via Positional
 //   Interpolation", arXiv:2306.15595v2, Sec. 2.3 (linear); bloc97, "NTK-Aware Scaled RoPE" (2023;
@@ -213,6 +214,37 @@ inline bool longrope_uses_long(const RopeScaling& s) {
     case LongRopePolicy::kVllmMaxModelLen: return s.max_position > s.original_max_position;
   }
   return false;
+}
+
+/// Which seq_len an engine's dynamic-NTK tables were built for, call after call (spec 2.3).
+///   kPerCall    HF v4.38 and the stateless rule: every call uses its own seq_len
+///   kGrowReset  HF 4.45+ (dynamic_rope_update): the tables grow to the largest seq_len seen
+///               and stay there; a call shorter than L resets them to the original ones
+/// Keys already in a KV cache keep the rotation of the call that wrote them (HF does not
+/// re-rotate): an engine that does, or that never regrows, follows another policy.
+enum class DynamicPolicy { kPerCall, kGrowReset };
+
+struct DynamicNtkState {
+  std::int64_t cached = 0;  // the seq_len the current tables were built for; 0 = L (plain)
+};
+
+/// The seq_len whose tables a call of `call_seq_len` uses under the policy; updates `state`.
+inline std::int64_t dynamic_ntk_call_seq_len(DynamicPolicy policy, DynamicNtkState& state,
+                                             std::int64_t call_seq_len, std::int64_t max_position) {
+  if (call_seq_len <= 0) throw_invalid("dynamic_ntk_call_seq_len", "call_seq_len must be > 0", call_seq_len);
+  if (max_position <= 0) throw_invalid("dynamic_ntk_call_seq_len", "max_position_embeddings must be > 0", max_position);
+  if (state.cached == 0) state.cached = max_position;
+  if (policy == DynamicPolicy::kPerCall) {
+    state.cached = std::max(call_seq_len, max_position);
+    return call_seq_len;
+  }
+  if (call_seq_len > state.cached) {
+    state.cached = call_seq_len;  // growth
+  } else if (call_seq_len < max_position && state.cached > max_position &&
+             !POSENC_MUTANT("ref_dynamic_reset_missing")) {
+    state.cached = max_position;  // reset
+  }
+  return state.cached;
 }
 
 /// The scaled tables of a rule, in closed form in Real.

@@ -118,3 +118,62 @@ string(REGEX MATCH "  {\n   \"id\": \"${CASE}\"[^}]*}" entry "${catalog}")
 string(REPLACE "\"cases\": [\n" "\"cases\": [\n${entry},\n" twice "${catalog}")
 file(WRITE "${WORK}/twice/catalog.json" "${twice}")
 expect(2 "listed twice" verify "${WORK}/twice" --actual "${WORK}/partial")
+
+# Golden cases for the user's own model: every committed preset through --config, checked by
+# posenc's kernels; the scaled presets' files are byte-identical to the catalog's (one code path).
+file(GLOB presets "${SRC}/golden/presets/*.json")
+foreach(p IN LISTS presets)
+  expect(0 "generated [0-9]+ cases" generate --config "${p}" --out "${WORK}/models")
+endforeach()
+expect(0 "check: [0-9]+ passed, 0 failed; worst" check --data "${WORK}/models")
+expect(0 "check: [0-9]+ passed, 0 failed; worst" check --data "${WORK}/models" --pipeline fp32)
+file(GLOB from_config RELATIVE "${WORK}/models/rope_scaling" "${WORK}/models/rope_scaling/*")
+set(identical 0)
+foreach(f IN LISTS from_config)
+  if(EXISTS "${DATA}/rope_scaling/${f}")
+    execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/models/rope_scaling/${f}"
+                            "${DATA}/rope_scaling/${f}" RESULT_VARIABLE differ)
+    if(differ)
+      message(SEND_ERROR "generate --config wrote ${f} unlike the catalog's")
+    endif()
+    math(EXPR identical "${identical} + 1")
+  endif()
+endforeach()
+if(identical LESS 30)
+  message(SEND_ERROR "only ${identical} files of --config output are also in the catalog")
+endif()
+# A config written by hand: HF v5 keys (rope_parameters), YaRN, partial rotary, given positions,
+# bf16; posenc's engine passes, an engine that forgets the scaling fails.
+file(WRITE "${WORK}/mine/config.json" [=[{
+  "_name_or_path": "my-org/tiny-yarn", "model_type": "qwen2", "hidden_size": 256,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+  "partial_rotary_factor": 0.5,
+  "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+                      "original_max_position_embeddings": 8192}
+}]=])
+expect(0 "rotary_dim 32.*rule yarn.*given: 9 positions up to 32767" generate --config "${WORK}/mine/config.json"
+       --positions 0-3,8191,8192,16000,32766,32767 --dtype bf16 --out "${WORK}/mine/out")
+expect(0 "check: 1 passed, 0 failed" check --data "${WORK}/mine/out")
+expect(0 "check: 1 passed, 0 failed" check --data "${WORK}/mine/out" --pipeline bf16)
+set(MINE rope_scaling_my_org_tiny_yarn_given_bf16)
+expect(0 "" engine ${MINE} --data "${WORK}/mine/out" --out "${WORK}/mine/good.safetensors")
+expect(0 "1 passed" verify "${WORK}/mine/out" --actual "${WORK}/mine/good.safetensors")
+expect(0 "" engine ${MINE} --data "${WORK}/mine/out" --mistake unscaled --out "${WORK}/mine/${MINE}.safetensors")
+expect(1 "0 passed, 1 failed" verify "${WORK}/mine/out" --actual "${WORK}/mine")
+# Bad configs and options: exit 2, naming the file and the key.
+file(WRITE "${WORK}/bad/unknown_key.json" [=[{"num_attention_heads": 4, "hidden_size": 256,
+  "rope_scaling": {"rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0}}]=])
+expect(2 "unknown_key.json: \"rope_scaling\" of type linear has unknown key \"low_freq_factor\""
+       generate --config "${WORK}/bad/unknown_key.json" --out "${WORK}/bad/out")
+file(WRITE "${WORK}/bad/odd.json" [=[{"num_attention_heads": 4, "head_dim": 64, "rotary_dim": 33}]=])
+expect(2 "odd.json: the rotary dimension 33 must be even" generate --config "${WORK}/bad/odd.json" --out "${WORK}/bad/out")
+expect(2 "missing.json: cannot open: No such file" generate --config "${WORK}/bad/missing.json" --out "${WORK}/bad/out")
+if(EXISTS "${WORK}/bad/out")
+  message(SEND_ERROR "a refused config left files in ${WORK}/bad/out")
+endif()
+expect(2 "needs --out" generate --config "${WORK}/mine/config.json")
+expect(2 "--positions: bad entry \"x\"" generate --config "${WORK}/mine/config.json" --positions 1,x --out "${WORK}/bad/out")
+expect(2 "--positions: range \"9-3\" ends before it starts" generate --config "${WORK}/mine/config.json" --positions 9-3 --out "${WORK}/bad/out")
+expect(2 "at most 2048 positions" generate --config "${WORK}/mine/config.json" --positions 0-5000 --out "${WORK}/bad/out")
+expect(2 "--dtype must be f32, bf16 or f16" generate --config "${WORK}/mine/config.json" --dtype f64 --out "${WORK}/bad/out")
+expect(2 "need --config" generate --positions 1,2 --out "${WORK}/bad/out")

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -333,21 +334,39 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
   return kExitPass;
 }
 
+/// catalog.json of a folder from the case files in it: posenc's own cases in registry order,
+/// then any other case (e.g. from `generate --config`) by path. A manifest without its tensors
+/// file is left out.
 void write_catalog_from_files(const fs::path& out) {
   std::vector<CatalogEntry> entries;
-  for (const auto& [s, row] : select_cases(CaseSelection{})) {
+  std::set<std::string> listed;
+  auto add = [&](const std::string& scheme, const std::string& id) {
     CatalogEntry e;
-    e.id = row.id;
-    e.scheme = s->slug;
-    e.manifest = s->slug + "/" + row.id + ".json";
-    e.tensors = s->slug + "/" + row.id + ".safetensors";
-    if (!fs::exists(out / e.manifest) || !fs::exists(out / e.tensors)) continue;
+    e.id = id;
+    e.scheme = scheme;
+    e.manifest = scheme + "/" + id + ".json";
+    e.tensors = scheme + "/" + id + ".safetensors";
+    if (!fs::is_regular_file(out / e.manifest) || !fs::is_regular_file(out / e.tensors)) return;
     const auto mb = read_file(out / e.manifest);
     e.manifest_sha256 = sha256_hex(mb);
     e.tensors_sha256 = sha256_hex(read_file(out / e.tensors));
     e.result = json::parse(mb.begin(), mb.end()).value("result", std::string("valid"));
+    listed.insert(e.manifest);
     entries.push_back(e);
+  };
+  for (const auto& [s, row] : select_cases(CaseSelection{})) add(s->slug, row.id);
+  std::vector<std::pair<std::string, std::string>> others;
+  for (const auto& sch : schemes()) {
+    if (!fs::is_directory(out / sch.slug)) continue;
+    for (const auto& f : fs::directory_iterator(out / sch.slug)) {
+      const std::string rel = sch.slug + "/" + f.path().filename().string();
+      if (f.path().extension() == ".json" && f.is_regular_file() && !listed.count(rel)) {
+        others.emplace_back(sch.slug, f.path().stem().string());
+      }
+    }
   }
+  std::sort(others.begin(), others.end());
+  for (const auto& [scheme, id] : others) add(scheme, id);
   write_text_atomic(out / "catalog.json", catalog_text(entries));
   std::fprintf(stderr, "catalog: %zu cases in %s\n", entries.size(), (out / "catalog.json").c_str());
 }
@@ -385,6 +404,64 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog)
     }
   }
   if (!no_catalog) write_catalog_from_files(out);
+  return kExitPass;
+}
+
+/// "0,5,4090-4100": positions and inclusive ranges; UsageError naming the bad entry.
+std::vector<std::int64_t> parse_positions(const std::string& text) {
+  std::vector<std::int64_t> v;
+  auto number = [&](const std::string& tok, const std::string& entry) {
+    if (tok.empty() || tok.size() > 12 || tok.find_first_not_of("0123456789") != std::string::npos) {
+      throw UsageError("--positions: bad entry \"" + entry +
+                       "\" (want N or A-B with 0 <= A <= B, comma-separated)");
+    }
+    return std::stoll(tok);
+  };
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::size_t dash = entry.find('-');
+    const std::int64_t a = number(entry.substr(0, dash), entry);
+    const std::int64_t b = dash == std::string::npos ? a : number(entry.substr(dash + 1), entry);
+    if (b < a) throw UsageError("--positions: range \"" + entry + "\" ends before it starts");
+    if (b - a > 1000000) throw UsageError("--positions: range \"" + entry + "\" is too long");
+    for (std::int64_t x = a; x <= b; ++x) v.push_back(x);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return v;
+}
+
+DType parse_case_dtype(const std::string& t) {
+  if (t == "f32") return DType::kF32;
+  if (t == "bf16") return DType::kBF16;
+  if (t == "f16") return DType::kF16;
+  throw UsageError("--dtype must be f32, bf16 or f16 (got " + t + ")");
+}
+
+int cmd_generate_config(const fs::path& config, const std::string& positions, const std::string& dtype,
+                        const fs::path& out) {
+  const DType t = parse_case_dtype(dtype);
+  const std::vector<std::int64_t> pos = positions.empty() ? std::vector<std::int64_t>() : parse_positions(positions);
+  const ConfigCases cc = cases_for_config(config, pos, t);
+  std::fprintf(stderr, "config %s\n  %s\n", config.c_str(), cc.model.c_str());
+  for (const auto& n : cc.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < cc.cases.size(); ++i) {
+    const auto t1 = std::chrono::steady_clock::now();
+    const ConfigCase& c = cc.cases[i];
+    const CaseFiles f = case_files(c.generate());
+    write_case(out, c.scheme, c.id, f);
+    bytes += f.tensors.size() + f.manifest_text.size();
+    std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s\n", i + 1, cc.cases.size(), c.scheme.c_str(),
+                 c.id.c_str(), c.description.c_str(), seconds_since(t1));
+  }
+  std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cc.cases.size(), bytes, seconds_since(t0));
+  write_catalog_from_files(out);
+  std::fprintf(stderr, "next: run your engine on each case's inputs, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
+               out.c_str());
   return kExitPass;
 }
 
@@ -451,8 +528,19 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
   pipelines::profile_of(pipeline);  // validates the name
   const std::string profile =
       profile_arg.empty() ? pipelines::profile_of(pipeline) : canonical_or_usage(profile_arg);
-  std::set<std::string> wanted;
-  for (const auto& [s, row] : select_cases(sel)) wanted.insert(row.id);
+  // Every catalog entry the selection matches (cases made from a config are in no registry).
+  if (!sel.scheme.empty()) scheme_by_slug(sel.scheme);  // validates the name
+  std::optional<std::regex> re;
+  if (!sel.case_regex.empty()) {
+    try {
+      re.emplace(sel.case_regex);
+    } catch (const std::regex_error& e) {
+      throw UsageError("--case: bad regular expression \"" + sel.case_regex + "\": " + e.what());
+    }
+  }
+  auto wanted = [&](const CatalogEntry& e) {
+    return (sel.scheme.empty() || e.scheme == sel.scheme) && (!re || std::regex_search(e.id, *re));
+  };
   const auto entries = catalog_read(data);
   fs::path work = keep;
   bool remove_work = false;
@@ -464,7 +552,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
   std::vector<CaseReport> reports;
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& e : entries) {
-    if (!wanted.count(e.id)) continue;
+    if (!wanted(e)) continue;
     CaseReport r;
     r.id = e.id;
     r.scheme = e.scheme;
@@ -568,7 +656,8 @@ int main(int argc, char** argv) {
       "encodings.\n\nExit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.\n"
       "Typical use:\n  posenc check                      verify posenc's own kernels against the catalog\n"
       "  posenc list                       list the golden cases\n"
-      "  posenc verify golden/data --actual OUT_DIR   check an engine's outputs"};
+      "  posenc verify golden/data --actual OUT_DIR   check an engine's outputs\n"
+      "  posenc generate --config config.json --out DIR   golden cases for your own model"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
 
@@ -594,8 +683,17 @@ int main(int argc, char** argv) {
   auto* gen = app.add_subcommand("generate", "Generate golden files (manifest + safetensors) from the oracle");
   std::string out_str = default_data_dir().string();
   bool no_catalog = false;
+  std::string config_str, positions_str, dtype_str = "f32";
   add_selection(gen);
-  gen->add_option("--out", out_str, "Output directory (default: the source tree's golden/data)");
+  auto* gen_out = gen->add_option("--out", out_str, "Output directory (default: the source tree's golden/data)");
+  gen->add_option("--config", config_str,
+                  "A model's HF config.json (verbatim; rope_scaling or rope_parameters): golden cases "
+                  "for that model, plain or scaled RoPE, into --out (required) with its catalog.json");
+  gen->add_option("--positions", positions_str,
+                  "With --config: one call at exactly these token positions (e.g. 0-15,4095,4096; "
+                  "the call's seq_len is the largest + 1); default: the rule's standard calls over "
+                  "the hard positions and its boundaries");
+  gen->add_option("--dtype", dtype_str, "With --config: f32 (default), bf16 or f16");
   gen->add_option("--shard", shard, "Generate only shard i of n (i/n, 0 <= i < n) for batch fan-out");
   gen->add_flag("--no-catalog", no_catalog, "Do not rewrite catalog.json (use `posenc catalog` after all shards)");
 
@@ -671,6 +769,19 @@ int main(int argc, char** argv) {
     const fs::path data(data_str);
     if (*list) return cmd_list(sel, format);
     if (*show) return cmd_show(show_case, data, format);
+    if (*gen && !config_str.empty()) {
+      if (gen_out->count() == 0) {
+        throw UsageError("generate --config needs --out DIR (the default, the source tree's golden/data, "
+                         "holds posenc's own catalog)");
+      }
+      if (!sel.scheme.empty() || !sel.case_regex.empty() || !shard.empty() || no_catalog) {
+        throw UsageError("generate --config takes no --scheme, --case, --shard or --no-catalog");
+      }
+      return cmd_generate_config(config_str, positions_str, dtype_str, out_str);
+    }
+    if (*gen && (!positions_str.empty() || dtype_str != "f32")) {
+      throw UsageError("--positions and --dtype need --config (posenc's own cases fix theirs)");
+    }
     if (*gen) return cmd_generate(sel, out_str, no_catalog);
     if (*cat) {
       write_catalog_from_files(data);

@@ -1,5 +1,7 @@
 #include "golden/cases/registry.hpp"
 
+#include "golden/cases/rope_case.hpp"
+#include "golden/format/hf_config.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
@@ -16,6 +18,36 @@ const SchemeEntry& scheme_by_slug(std::string_view slug) {
     known += (known.empty() ? "" : ", ") + s.slug;
   }
   throw_invalid("scheme_by_slug", "scheme must be one of: " + known, slug);
+}
+
+ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
+                             DType dtype) {
+  const RopeModelConfig m = rope_config_read(config);
+  ConfigCases out;
+  const auto& p = m.params;
+  std::string rule = reference::rope_scaling_type_name(m.scaling.type);
+  if (m.scaling.type != reference::RopeScalingType::kNone) {
+    nlohmann::json r = rope_scaling_to_json(m.scaling);
+    for (const char* k : {"short_factor", "long_factor"}) {
+      if (r.contains(k)) r[k] = std::to_string(r[k].size()) + " values";
+    }
+    rule.append(" ").append(r.dump());
+  }
+  out.model = m.id;
+  out.model.append(": head_dim ").append(std::to_string(p.head_dim));
+  out.model.append(", rotary_dim ").append(std::to_string(p.rotary_dim));
+  out.model.append(", base ").append(nlohmann::json(p.base).dump());
+  out.model.append(", ").append(reference::rope_layout_name(p.layout));
+  out.model.append(", ").append(std::to_string(m.n_heads)).append(" q / ");
+  out.model.append(std::to_string(m.n_kv_heads)).append(" kv heads, rule ").append(rule);
+  out.notes = m.notes;
+  out.notes.push_back("layout: " + m.layout_reason);
+  for (const RopeCaseDef& d : rope_cases_for_config(m, dtype, positions)) {
+    std::string desc = d.call + ": " + std::to_string(d.positions.size()) + " positions up to " +
+                       std::to_string(d.positions.back().m);
+    out.cases.push_back({d.scheme, d.id, desc, [d] { return rope_case_generate(d); }});
+  }
+  return out;
 }
 
 }  // namespace posenc::golden

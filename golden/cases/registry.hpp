@@ -1,6 +1,8 @@
 // The table of schemes: the only way tools reach scheme-specific code.
 // Each scheme's golden/<slug>_golden.cpp defines one `SchemeEntry <slug>_scheme()`.
 #pragma once
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +48,22 @@ struct SchemeEntry {
 const std::vector<SchemeEntry>& schemes();
 /// InvalidArgument naming the known slugs when `slug` is unknown.
 const SchemeEntry& scheme_by_slug(std::string_view slug);
+
+/// Golden cases for a user's model, from its HF config.json (today: RoPE, plain or scaled; the
+/// config reader is golden/format/hf_config.hpp). `positions` empty: the standard calls of the
+/// model's rule (hard positions and the rule's boundaries); else one call at exactly those.
+struct ConfigCase {
+  std::string scheme, id, description;
+  std::function<GoldenCase()> generate;
+};
+struct ConfigCases {
+  std::string model;               // what was read, one line
+  std::vector<std::string> notes;  // defaults filled in and conventions chosen, with the reason
+  std::vector<ConfigCase> cases;
+};
+/// GoldenFileError naming the file and key for a bad config; InvalidArgument for bad positions.
+ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
+                             DType dtype);
 
 SchemeEntry rope_scheme();
 SchemeEntry rope_scaling_scheme();

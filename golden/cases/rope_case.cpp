@@ -492,6 +492,12 @@ std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t
   const std::string sid = sanitize(m.id);
   std::vector<RopeCaseDef> v;
   if (!positions.empty()) {
+    if (positions.size() > kRopeMaxGivenPositions) {
+      throw_invalid("rope_cases_for_config",
+                    "at most " + std::to_string(kRopeMaxGivenPositions) +
+                        " positions (scores hold positions^2 values per head)",
+                    positions.size());
+    }
     std::vector<HardPosition> hp;
     std::set<std::int64_t> seen;
     for (std::int64_t x : positions) {

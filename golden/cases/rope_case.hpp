@@ -46,6 +46,7 @@ struct RopeCaseDef {
 };
 
 inline constexpr int kRopeDenseLast = 511;  // dense cases hold every position 0..511
+inline constexpr std::size_t kRopeMaxGivenPositions = 2048;  // --positions: scores are T x T
 
 /// A stable seed from a case id (FNV-1a), for cases made from a config.
 std::uint64_t rope_seed_of(const std::string& id);
