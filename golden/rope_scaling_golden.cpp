@@ -34,6 +34,7 @@ template <class Change>
 RopeCaseDef convention(RopeCaseDef d, const std::string& name, const std::string& result,
                        const std::string& reason, Change change) {
   change(d.expected);
+  d.alternatives.clear();  // a convention case holds that convention alone
   d.result = result;
   d.convention = name;
   d.reason = reason;
@@ -123,6 +124,18 @@ const std::vector<RopeCaseDef>& case_table() {
                            "the factor multiplied instead of divided: frequencies 4x faster instead of 4x "
                            "slower (theta_i * s)",
                            [](reference::RopeScaling& s) { s.factor = 1.0 / s.factor; }));
+    // DeepSeek-V2 served by DeepSeek's own code is a correct engine too: its default cases
+    // declare that convention, so such an engine passes them (softmax_scale differs).
+    for (auto& d : v) {
+      if (d.model.id != "deepseek-v2") continue;
+      reference::RopeScaling r = d.expected;
+      r.yarn_form = YarnForm::kDeepSeekOfficial;
+      r.mscale = 1.0;
+      d.alternatives.push_back({"deepseek_official",
+                                "DeepSeek's inference/model.py with config_236B.json (no mscale: 1.0): "
+                                "no cos/sin factor, softmax scale times (0.1 ln s + 1)^2",
+                                r});
+    }
     v.insert(v.end(), c.begin(), c.end());
     return v;
   }();

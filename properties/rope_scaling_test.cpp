@@ -729,5 +729,39 @@ TEST(RopeScalingGolden, NegativeControlsFailForTheirConvention) {
   EXPECT_EQ(n, 6);
 }
 
+
+TEST(RopeScalingGolden, EngineFollowingAnAcceptableConventionPassesTheDefaultCase) {
+  // Current vLLM's LongRoPE switch and DeepSeek's own code are correct engines: told the rule of
+  // the `acceptable` case, posenc's engine (exact and fp32 pipelines) passes the default case
+  // of the same call too, and verify names the convention it follows. Without the declared
+  // alternative it would fail there.
+  const auto dir = golden::default_data_dir();
+  int n = 0;
+  for_each_golden_case("rope_scaling", [&](const golden::LoadedCase& acc, const golden::SchemeEntry& s) {
+    if (acc.spec.result != "acceptable") return;
+    const std::string conv = acc.spec.manifest.at("scaling").at("convention").get<std::string>();
+    std::string default_id = acc.spec.id;
+    default_id.erase(default_id.find("_" + conv), conv.size() + 1);
+    const golden::LoadedCase def = golden::load_case(dir / "rope_scaling" / (default_id + ".json"));
+    golden::CaseSpec told = def.spec;
+    told.manifest["params"]["scaling"] = acc.spec.manifest.at("params").at("scaling");
+    for (const std::string pipeline : {"exact", "fp32"}) {
+      golden::EngineOptions eo;
+      eo.pipeline = pipeline;
+      const auto out = s.run_engine(told, def.golden, eo);
+      golden::VerifyOptions vo;
+      vo.profile = golden::pipelines::profile_of(pipeline);
+      vo.require_all = true;
+      const auto r = golden::verify_case(def.spec, def.golden, out, vo);
+      EXPECT_EQ(r.status, "PASS") << pipeline << "\n" << golden::format_case_text(r, true);
+      const bool named = std::any_of(r.tensors.begin(), r.tensors.end(),
+                                     [&](const golden::TensorReport& t) { return t.convention == conv; });
+      EXPECT_TRUE(named) << default_id << ": verify does not say the engine follows " << conv;
+    }
+    ++n;
+  });
+  EXPECT_EQ(n, 2);
+}
+
 }  // namespace
 }  // namespace posenc::properties

@@ -120,7 +120,9 @@ file(WRITE "${WORK}/twice/catalog.json" "${twice}")
 expect(2 "listed twice" verify "${WORK}/twice" --actual "${WORK}/partial")
 
 # Golden cases for the user's own model: every committed preset through --config, checked by
-# posenc's kernels; the scaled presets' files are byte-identical to the catalog's (one code path).
+# posenc's kernels; the scaled presets' files are byte-identical to the catalog's (one code path;
+# except DeepSeek-V2's, whose catalog cases also declare DeepSeek's own code as an alternative,
+# which the HF config cannot tell).
 file(GLOB presets "${SRC}/golden/presets/*.json")
 foreach(p IN LISTS presets)
   expect(0 "generated [0-9]+ cases" generate --config "${p}" --out "${WORK}/models")
@@ -130,7 +132,7 @@ expect(0 "check: [0-9]+ passed, 0 failed; worst" check --data "${WORK}/models" -
 file(GLOB from_config RELATIVE "${WORK}/models/rope_scaling" "${WORK}/models/rope_scaling/*")
 set(identical 0)
 foreach(f IN LISTS from_config)
-  if(EXISTS "${DATA}/rope_scaling/${f}")
+  if(EXISTS "${DATA}/rope_scaling/${f}" AND NOT f MATCHES "^rope_scaling_deepseek_v2_all_")
     execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/models/rope_scaling/${f}"
                             "${DATA}/rope_scaling/${f}" RESULT_VARIABLE differ)
     if(differ)
@@ -139,7 +141,7 @@ foreach(f IN LISTS from_config)
     math(EXPR identical "${identical} + 1")
   endif()
 endforeach()
-if(identical LESS 30)
+if(identical LESS 28)
   message(SEND_ERROR "only ${identical} files of --config output are also in the catalog")
 endif()
 # A config written by hand: HF v5 keys (rope_parameters), YaRN, partial rotary, given positions,

@@ -464,6 +464,23 @@ std::vector<HardPosition> rope_scaling_edges(const RopeModelConfig& m, std::int6
   return out;
 }
 
+std::vector<RopeAlternative> rope_default_alternatives(const RopeModelConfig& m, const RopeScaling& expected) {
+  std::vector<RopeAlternative> v;
+  (void)m;
+  if (expected.type == RopeScalingType::kLongRope && !reference::longrope_uses_long(expected)) {
+    RopeScaling r = expected;
+    r.longrope_policy = reference::LongRopePolicy::kVllmMaxModelLen;
+    if (reference::longrope_uses_long(r)) {
+      v.push_back({reference::longrope_policy_name(r.longrope_policy),
+                   "current vLLM (phi3_long_rope_scaled_rope.py) uses the long factors for every call "
+                   "whenever max_model_len > original_max_position_embeddings, chosen once so the KV "
+                   "cache never mixes the two; HF uses the short ones for this call (seq_len <= L0)",
+                   r});
+    }
+  }
+  return v;
+}
+
 RopeCaseDef rope_case_for(const RopeModelConfig& m, const std::string& short_id, DType t,
                           std::vector<HardPosition> positions, const std::string& call) {
   RopeCaseDef d;
@@ -481,6 +498,7 @@ RopeCaseDef rope_case_for(const RopeModelConfig& m, const std::string& short_id,
   d.expected.seq_len = last + 1;
   d.model.scaling.seq_len = last + 1;
   d.resolution = !scaled(m.scaling);
+  d.alternatives = rope_default_alternatives(m, d.expected);
   const std::string tag = call.empty() ? "" : "_" + call;
   d.id = d.scheme + "_" + short_id + tag + "_" + dtype_text(t);
   d.seed = rope_seed_of(d.id);
@@ -685,13 +703,44 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
 
   const double a = round_to_f64(o50.a);
   const auto inv64 = to_f64(o50.inv_freq);
-  std::vector<double> phi(static_cast<std::size_t>(tn * np)), phi_signed(phi.size());
-  for (std::int64_t tt = 0; tt < tn; ++tt) {
-    for (int i = 0; i < np; ++i) {
-      const mp50 x = mp50(pos[tt]) * o50.inv_freq[i];
-      phi_signed[tt * np + i] = round_to_f64(x);
-      phi[tt * np + i] = static_cast<double>(abs(x));
+  auto signed_angles = [&](const std::vector<mp50>& inv) {
+    std::vector<double> v(static_cast<std::size_t>(tn * np));
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int i = 0; i < np; ++i) v[tt * np + i] = round_to_f64(mp50(pos[tt]) * inv[i]);
     }
+    return v;
+  };
+  std::vector<double> phi(static_cast<std::size_t>(tn * np)), phi_signed = signed_angles(o50.inv_freq);
+  for (std::int64_t tt = 0; tt < tn; ++tt) {
+    for (int i = 0; i < np; ++i) phi[tt * np + i] = static_cast<double>(abs(mp50(pos[tt]) * o50.inv_freq[i]));
+  }
+  // Declared alternative conventions: their oracle values (cross-checked as the default's), and
+  // below their pipeline errors, merged into the budgets so that a float engine following one
+  // passes too.
+  struct AltOracle {
+    const RopeAlternative* def;
+    RopeScaling rule;
+    RopeOracle<mp50> o;
+    mp50 softmax;
+    double a;
+  };
+  std::vector<AltOracle> alts;
+  for (const auto& al : def.alternatives) {
+    RopeScaling r = al.rule;
+    r.seq_len = es.seq_len;
+    reference::rope_scaling_check(p, r, "rope_case_generate");
+    AltOracle x{&al, r, rope_oracle<mp50>(p, r, pos, hq, hk, q, k, with_scores), 0, 0};
+    const auto y = rope_oracle<mp100>(p, r, pos, hq, hk, q, k, with_scores);
+    const std::string aid = def.id + " (alternative " + al.name + ")";
+    cross_check(aid, "inv_freq", DType::kF32, x.o.inv_freq, y.inv_freq);
+    cross_check(aid, "cos", t, x.o.cos, y.cos);
+    cross_check(aid, "sin", t, x.o.sin, y.sin);
+    cross_check(aid, "q_rot", t, x.o.q_rot, y.q_rot);
+    cross_check(aid, "k_rot", t, x.o.k_rot, y.k_rot);
+    cross_check(aid, "scores", t, x.o.scores, y.scores);
+    x.softmax = pow(mp50(def.model.softmax_head_dim), mp50(-0.5)) * x.o.softmax_multiplier;
+    x.a = round_to_f64(x.o.a);
+    alts.push_back(std::move(x));
   }
   std::vector<std::string> angle_profiles;  // profiles with an angle extra that apply here
   std::map<std::string, StageBudgets> sb;
@@ -712,6 +761,16 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     PipelineErrors e = is_scaled ? scaled_errors(prof.name, p, es, pos, phi_signed, inv64, a,
                                                  round_to_f64(softmax50), def.model.softmax_head_dim)
                                  : plain_errors(prof.name, p, pos, phi, inv64);
+    for (const auto& al : alts) {  // the larger error of either convention, element by element
+      const PipelineErrors x = scaled_errors(prof.name, p, al.rule, pos, signed_angles(al.o.inv_freq),
+                                             to_f64(al.o.inv_freq), al.a, round_to_f64(al.softmax),
+                                             def.model.softmax_head_dim);
+      for (std::size_t j = 0; j < e.angle.size(); ++j) e.angle[j] = std::max(e.angle[j], x.angle[j]);
+      for (std::size_t j = 0; j < e.inv_freq.size(); ++j) e.inv_freq[j] = std::max(e.inv_freq[j], x.inv_freq[j]);
+      e.a_rel = std::max(e.a_rel, x.a_rel);
+      e.softmax_abs = std::max(e.softmax_abs, x.softmax_abs);
+      e.A = std::max(e.A, x.A);
+    }
     sb[prof.name] = rope_stage_budgets(prof.name, t, e.A, h);
     if (sb[prof.name].table.applies) angle_profiles.push_back(prof.name);
     pe[prof.name] = std::move(e);
@@ -721,8 +780,16 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   for (int i = 0; i < np; ++i) identity_pairs[i] = i;
 
   // inv_freq
+  // An alternative is attached to a tensor whose exact values it changes.
+  auto add_alternative = [&](ExpectedTensor& e, const AltOracle& al, const std::vector<mp50>& values,
+                             std::vector<double> cond) {
+    std::vector<double> x = to_f64(values);
+    if (x == to_f64(e.values)) return;
+    e.alternatives.push_back({al.def->name, al.def->description, std::move(x), std::move(cond)});
+  };
   ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, "ulp");
   e_inv.values = o50.inv_freq;
+  for (const auto& al : alts) add_alternative(e_inv, al, al.o.inv_freq, {});
   e_inv.spec.axes = {{"pair", "", identity_pairs, {}}};
   for (const auto& prof : profiles()) {
     const ProfileBudget b = sb[prof.name].inv_freq;
@@ -742,16 +809,22 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
       e.spec.check.profiles[prof.name] = b;
       if (prof.name == "strict" || !b.applies) continue;
       const PipelineErrors& x = pe[prof.name];
-      e.extra[prof.name] = {softmax ? x.softmax_abs : x.a_rel * a * kSecondOrder * inflation()};
+      double a_max = a;
+      for (const auto& al : alts) a_max = std::max(a_max, al.a);
+      e.extra[prof.name] = {softmax ? x.softmax_abs : x.a_rel * a_max * kSecondOrder * inflation()};
     }
     return e;
   };
 
   // cos, sin
-  auto table_tensor = [&](const std::string& name, const std::vector<mp50>& values) {
+  auto table_tensor = [&](const std::string& name, const std::vector<mp50>& values,
+                          std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
     ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, "conditioned");
     e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
     e.values = values;
+    for (const auto& [al, v] : alt_values) {
+      add_alternative(e, *al, *v, std::vector<double>(static_cast<std::size_t>(tn * np), al->a));
+    }
     e.cond.assign(static_cast<std::size_t>(tn * np), a);
     e.amp = e.cond;
     for (std::int64_t tt = 0; tt < tn; ++tt) {
@@ -773,7 +846,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     std::vector<double> cond, amp;            // per element
     std::vector<double> pair_sum, pair_norm;  // per (token, head, pair): a(|xa|+|xb|), a||x||
   };
-  auto pair_scales = [&](const std::vector<double>& x, int heads) {
+  auto pair_scales = [&](const std::vector<double>& x, int heads, double a) {
     PairScales s;
     s.cond.assign(x.size(), 0.0);
     s.amp.assign(x.size(), 0.0);
@@ -795,13 +868,21 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     }
     return s;
   };
-  const PairScales qs = pair_scales(q, hq), ks = pair_scales(k, hk);
+  const PairScales qs = pair_scales(q, hq, a), ks = pair_scales(k, hk, a);
+  std::vector<PairScales> alt_qs, alt_ks;
+  for (const auto& al : alts) {
+    alt_qs.push_back(pair_scales(q, hq, al.a));
+    alt_ks.push_back(pair_scales(k, hk, al.a));
+  }
   auto rotated_tensor = [&](const std::string& name, const std::vector<mp50>& values,
-                            const PairScales& s, int heads) {
+                            const PairScales& s, int heads, bool is_q) {
     ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, "conditioned");
     e.spec.axes = {{"token", "positions", {}, {}}, {"head", "", {}, {}},
                    {"channel", "", channel_pairs, {}}};
     e.values = values;
+    for (std::size_t j = 0; j < alts.size(); ++j) {
+      add_alternative(e, alts[j], is_q ? alts[j].o.q_rot : alts[j].o.k_rot, (is_q ? alt_qs : alt_ks)[j].cond);
+    }
     e.cond = s.cond;
     e.amp = s.amp;
     for (std::int64_t tt = 0; tt < tn; ++tt) {
@@ -839,13 +920,24 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   std::vector<TensorSpec> expected;
   expected.push_back(add_expected(&tensors, std::move(e_inv)));
   if (is_scaled) {
-    expected.push_back(add_expected(&tensors, scalar_tensor("attention_factor", o50.a, false)));
-    if (es.mla) expected.push_back(add_expected(&tensors, scalar_tensor("softmax_scale", softmax50, true)));
+    ExpectedTensor ea = scalar_tensor("attention_factor", o50.a, false);
+    for (const auto& al : alts) add_alternative(ea, al, {al.o.a}, {});
+    expected.push_back(add_expected(&tensors, std::move(ea)));
+    if (es.mla) {
+      ExpectedTensor esm = scalar_tensor("softmax_scale", softmax50, true);
+      for (const auto& al : alts) add_alternative(esm, al, {al.softmax}, {});
+      expected.push_back(add_expected(&tensors, std::move(esm)));
+    }
   }
-  expected.push_back(add_expected(&tensors, table_tensor("cos", o50.cos)));
-  expected.push_back(add_expected(&tensors, table_tensor("sin", o50.sin)));
-  expected.push_back(add_expected(&tensors, rotated_tensor("q_rot", o50.q_rot, qs, hq)));
-  if (hk > 0) expected.push_back(add_expected(&tensors, rotated_tensor("k_rot", o50.k_rot, ks, hk)));
+  std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_cos, alt_sin;
+  for (const auto& al : alts) {
+    alt_cos.emplace_back(&al, &al.o.cos);
+    alt_sin.emplace_back(&al, &al.o.sin);
+  }
+  expected.push_back(add_expected(&tensors, table_tensor("cos", o50.cos, alt_cos)));
+  expected.push_back(add_expected(&tensors, table_tensor("sin", o50.sin, alt_sin)));
+  expected.push_back(add_expected(&tensors, rotated_tensor("q_rot", o50.q_rot, qs, hq, true)));
+  if (hk > 0) expected.push_back(add_expected(&tensors, rotated_tensor("k_rot", o50.k_rot, ks, hk, false)));
 
   if (with_scores) {
     const int group = hq / hk;
@@ -879,6 +971,21 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
       }
     }
     e.extra = std::move(extra);
+    for (std::size_t ai = 0; ai < alts.size(); ++ai) {
+      std::vector<double> cond;
+      for (int hh = 0; hh < hq; ++hh) {
+        for (std::int64_t i = 0; i < tn; ++i) {
+          for (std::int64_t j = 0; j < tn; ++j) {
+            const std::int64_t qr = i * hq + hh, kr = j * hk + hh / group;
+            double c = 0;
+            for (int pi = 0; pi < np; ++pi) c += alt_qs[ai].pair_sum[qr * np + pi] * alt_ks[ai].pair_sum[kr * np + pi];
+            for (int ch = d; ch < h; ++ch) c += std::fabs(q[qr * h + ch] * k[kr * h + ch]);
+            cond.push_back(c);
+          }
+        }
+      }
+      add_alternative(e, alts[ai], alts[ai].o.scores, std::move(cond));
+    }
     expected.push_back(add_expected(&tensors, std::move(e)));
   }
 
@@ -967,6 +1074,13 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
       derived["base"] = round_to_f64(pow(st.tables.inv_freq[1], mp50(-d) / mp50(2)));
     }
     Json sc = {{"rule", rope_scaling_to_json(es)}, {"derived", derived}, {"call", def.call}};
+    if (es.type == RopeScalingType::kDynamic) {
+      sc["policy"] = "tables for this call's own seq_len (" + std::to_string(es.seq_len) +
+                     "): run the call as the first of a fresh sequence. Later calls depend on the "
+                     "engine's policy: HF 4.45+ keeps the tables of the largest seq_len seen until a "
+                     "call is shorter than max_position_embeddings (grow and reset), v4.38 rebuilds "
+                     "them per call (reference::DynamicPolicy)";
+    }
     if (!def.convention.empty()) {
       sc["convention"] = def.convention;
       sc["reason"] = def.reason;

@@ -23,6 +23,15 @@
 
 namespace posenc::golden {
 
+/// A declared alternative convention of a case: an engine that follows it passes the case
+/// (verify judges each tensor by the convention it follows and names it). For behaviours where
+/// correct engines differ (e.g. current vLLM's LongRoPE switch); the same rule also has its own
+/// `acceptable` case.
+struct RopeAlternative {
+  std::string name, description;
+  reference::RopeScaling rule;  // seq_len is the case's
+};
+
 /// Everything a RoPE case is made from.
 struct RopeCaseDef {
   RopeModelConfig model;       // params (a = 1), heads, the configured scaling rule
@@ -43,7 +52,12 @@ struct RopeCaseDef {
   std::string result = "valid";
   std::string convention;
   std::string reason;
+  std::vector<RopeAlternative> alternatives;
 };
+
+/// The LongRoPE alternative every engine may follow: current vLLM uses the long factors for
+/// every call when max_position_embeddings > L0 (nothing when the call is long under HF anyway).
+std::vector<RopeAlternative> rope_default_alternatives(const RopeModelConfig& m, const reference::RopeScaling& expected);
 
 inline constexpr int kRopeDenseLast = 511;  // dense cases hold every position 0..511
 inline constexpr std::size_t kRopeMaxGivenPositions = 2048;  // --positions: scores are T x T
