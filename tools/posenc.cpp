@@ -263,6 +263,20 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
       std::cout << "    " << k << ": " << v.get<std::string>() << "\n";
     }
   }
+  if (m.contains("scaling")) {  // a scaled case: the rule, what it derived, the call
+    auto brief = [](json j) {  // factor lists as their length
+      for (auto& [k, v] : j.items()) {
+        if (v.is_array() && v.size() > 8) v = std::to_string(v.size()) + " values";
+      }
+      return j.dump();
+    };
+    const json& sc = m["scaling"];
+    std::cout << "  scaling\n    rule: " << brief(sc.value("rule", json::object())) << "\n    derived: "
+              << brief(sc.value("derived", json::object())) << "\n    call: " << sc.value("call", "") << "\n";
+    for (const char* k : {"convention", "reason", "policy"}) {
+      if (sc.contains(k)) std::cout << "    " << k << ": " << sc[k].get<std::string>() << "\n";
+    }
+  }
   if (m.contains("positions")) {
     std::cout << "  positions    ";
     for (const auto& p : m["positions"]) std::cout << p["position"].get<long long>() << ' ';
