@@ -331,7 +331,9 @@ TEST(VerifyVerdicts, MaxPositionJudgesOnlyTheContextWindow) {
   const auto r = verify_case(lc.spec, lc.golden, out, o);
   EXPECT_EQ(r.status, "PASS") << format_case_text(r, false);
   for (const auto& t : r.tensors) {
-    if (t.name == "q_rot") EXPECT_GT(t.n_skipped, 0);
+    if (t.name == "q_rot") {
+      EXPECT_GT(t.n_skipped, 0);
+    }
   }
 }
 
