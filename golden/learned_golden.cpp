@@ -253,13 +253,8 @@ GoldenCase learned_generate_def(const LearnedCaseDef& def) {
   const std::vector<AxisSpec> row_axes = {axis("token", "position_ids"), axis("channel", "")};
   std::vector<Tensor> tensors;
   tensors.push_back(tensor_from_i64("positions", {tn}, pos));
-  auto input_tensor = [&](const std::string& name, std::vector<std::int64_t> shape,
-                          const std::vector<double>& x) {
-    std::vector<mp50> mx(x.begin(), x.end());
-    return target_tensor(name, t, std::move(shape), mx);  // exact: x is representable
-  };
-  tensors.push_back(input_tensor("table", {m_rows, d}, table));
-  tensors.push_back(input_tensor("e", {tn, d}, e));
+  tensors.push_back(input_tensor("table", t, {m_rows, d}, table));
+  tensors.push_back(input_tensor("e", t, {tn, d}, e));
   std::vector<TensorSpec> inputs;
   for (const auto& x : tensors) inputs.push_back(input_spec(x));
 

@@ -45,22 +45,13 @@ constexpr LegacyPreset kPresets[] = {
     {"codellama-7b-hf", "codellama_7b", false},  // the same angles as qwen2-7b
 };
 
-std::string base_tag(double base) {
-  const int e = static_cast<int>(std::floor(std::log10(base)));
-  const double mant = base / std::pow(10.0, e);
-  if (std::fabs(mant - std::round(mant)) < 1e-12) {
-    return std::to_string(static_cast<int>(std::round(mant))) + "e" + std::to_string(e);
-  }
-  return std::to_string(static_cast<long long>(base));
-}
-
 std::string case_id(const RopeModelConfig& m, const char* short_id, DType t, bool dense) {
   const auto& p = m.params;
   std::string id = "rope_";
   id += p.layout == RopeLayout::kInterleaved ? "inter" : "half";
   id += "_d" + std::to_string(p.head_dim);
   if (p.rotary_dim != p.head_dim) id += "_r" + std::to_string(p.rotary_dim);
-  id += "_b" + base_tag(p.base) + "_" + short_id;
+  id += "_b" + rope_base_tag(p.base) + "_" + short_id;
   if (dense) id += "_dense" + std::to_string(kRopeDenseLast + 1);
   return id + "_" + std::string(dtype_short(t));
 }

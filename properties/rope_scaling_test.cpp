@@ -671,12 +671,12 @@ TEST(RopeScalingConfig, ErrorsNameTheKey) {
 
 // ---- golden catalog ----------------------------------------------------------------------------
 
-/// The negative controls, by the convention names of golden/rope_scaling_golden.cpp.
+/// The negative controls, as the scheme's case table describes them.
 bool is_invalid_case(const std::string& id) {
-  for (const char* c : {"_meta_factor_8_", "_hf_prefix_factor_override_", "_truncate_flipped_",
-                        "_hf_early_length_", "_vllm_any_above_", "_factor_inverted_"}) {
-    if (id.find(c) != std::string::npos) return true;
+  for (const auto& row : golden::scheme_by_slug("rope_scaling").cases()) {
+    if (row.id == id) return row.description.find(", invalid convention ") != std::string::npos;
   }
+  ADD_FAILURE() << "no rope_scaling case " << id;
   return false;
 }
 
@@ -686,7 +686,13 @@ TEST(RopeScalingGolden, OptimizedPassesVerify) { expect_optimized_passes_verify(
 
 TEST(RopeScalingGolden, EngineMistakesAreCaught) {
   expect_engine_mistakes_caught("rope_scaling", [](const std::string& id, const std::string& mistake) {
-    if (is_invalid_case(id)) return true;  // any other output differs from the wrong convention too
+    if (is_invalid_case(id)) {
+      // A negative control passes when the output differs from the wrong convention; the two
+      // mistakes that reproduce one must fail it.
+      const bool reproduces = (mistake == "factor-inverted" && id.find("_factor_inverted_") != std::string::npos) ||
+                              (mistake == "unscaled" && id.find("_hf_prefix_factor_override_") != std::string::npos);
+      return !reproduces;
+    }
     const bool within = id.find("_within_") != std::string::npos;  // dynamic NTK up to L: plain
     if (within && (mistake == "unscaled" || mistake == "factor-inverted")) return true;
     // These rules have no magnitude scaling (a = 1, no softmax multiplier): nothing to leave out.

@@ -251,13 +251,9 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   for (std::int64_t j = 0; j < c.tk; ++j) kpos[j] = j;
   tensors.push_back(tensor_from_i64("query_positions", {c.tq}, qpos));
   tensors.push_back(tensor_from_i64("key_positions", {c.tk}, kpos));
-  auto input = [&](const std::string& name, std::vector<std::int64_t> shape,
-                   const std::vector<double>& x) {
-    return target_tensor(name, t, std::move(shape), std::vector<mp50>(x.begin(), x.end()));
-  };
-  tensors.push_back(input("q", {c.tq, H, d}, q));
-  tensors.push_back(input("k", {c.tk, Hkv, d}, k));
-  tensors.push_back(input("v", {c.tk, Hkv, dv}, v));
+  tensors.push_back(input_tensor("q", t, {c.tq, H, d}, q));
+  tensors.push_back(input_tensor("k", t, {c.tk, Hkv, d}, k));
+  tensors.push_back(input_tensor("v", t, {c.tk, Hkv, dv}, v));
   if (!c.key_padding.empty()) {
     std::vector<std::int32_t> kp(c.key_padding.begin(), c.key_padding.end());
     tensors.push_back(tensor_from_i32("key_padding", {c.tk}, kp));

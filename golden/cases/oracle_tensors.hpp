@@ -39,6 +39,12 @@ inline Tensor target_tensor(const std::string& name, DType t, std::vector<std::i
   return tensor_from_bits16(name, t, std::move(shape), b);
 }
 
+/// An input tensor of dtype t from values the generator drew representable in t (so exact).
+inline Tensor input_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape,
+                           const std::vector<double>& x) {
+  return target_tensor(name, t, std::move(shape), std::vector<mp50>(x.begin(), x.end()));
+}
+
 /// Throws unless mp50 and mp100 round every value to the same dtype-t value and to doubles at
 /// most one ulp apart. (The double is the `.exact` companion, which budgets read: an exact
 /// value on a double midpoint, as a same-position score a^2 q.k with a rational a^2 can be,

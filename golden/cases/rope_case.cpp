@@ -40,15 +40,6 @@ namespace bud = budgets;
 
 namespace {
 
-std::string base_tag(double base) {
-  const int e = static_cast<int>(std::floor(std::log10(base)));
-  const double mant = base / std::pow(10.0, e);
-  if (std::fabs(mant - std::round(mant)) < 1e-12) {
-    return std::to_string(static_cast<int>(std::round(mant))) + "e" + std::to_string(e);
-  }
-  return std::to_string(static_cast<long long>(base));
-}
-
 /// One exactly representable input value: an integer times a power of two, drawn from the
 /// counter-based PRNG. bf16 carries 8 significant bits, f16 11, f32 24.
 double input_value(DType t, std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
@@ -398,6 +389,15 @@ std::string dtype_text(DType t) { return std::string(dtype_short(t)); }
 }  // namespace
 
 // ---- case definitions -----------------------------------------------------------------------
+
+std::string rope_base_tag(double base) {
+  const int e = static_cast<int>(std::floor(std::log10(base)));
+  const double mant = base / std::pow(10.0, e);
+  if (std::fabs(mant - std::round(mant)) < 1e-12) {
+    return std::to_string(static_cast<int>(std::round(mant))) + "e" + std::to_string(e);
+  }
+  return std::to_string(static_cast<long long>(base));
+}
 
 std::uint64_t rope_seed_of(const std::string& id) {
   std::uint64_t h = 0xcbf29ce484222325ull;
@@ -907,13 +907,8 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
 
   std::vector<Tensor> tensors;
   tensors.push_back(tensor_from_i64("positions", {tn}, pos));
-  auto input_tensor = [&](const std::string& name, std::vector<std::int64_t> shape,
-                          const std::vector<double>& x) {
-    std::vector<mp50> mx(x.begin(), x.end());
-    return target_tensor(name, t, std::move(shape), mx);  // exact: x is representable
-  };
-  tensors.push_back(input_tensor("q", {tn, hq, h}, q));
-  if (hk > 0) tensors.push_back(input_tensor("k", {tn, hk, h}, k));
+  tensors.push_back(input_tensor("q", t, {tn, hq, h}, q));
+  if (hk > 0) tensors.push_back(input_tensor("k", t, {tn, hk, h}, k));
   std::vector<TensorSpec> inputs;
   for (const auto& tensor : tensors) inputs.push_back(input_spec(tensor));
 
@@ -996,7 +991,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   std::string desc = (is_scaled ? "RoPE scaling " + std::string(reference::rope_scaling_type_name(def.model.scaling.type)) + ", "
                                 : "RoPE, ") +
                      def.model.id + " (" + layout + ", head_dim " + std::to_string(h) + ", rotary_dim " +
-                     std::to_string(d) + ", base " + base_tag(p.base) + "), target " + dtype_text(t);
+                     std::to_string(d) + ", base " + rope_base_tag(p.base) + "), target " + dtype_text(t);
   if (def.dense) {
     desc += ", every position 0..511 and the hard positions above, one q head (no k, no scores)";
   } else if (!is_scaled && def.call.empty()) {

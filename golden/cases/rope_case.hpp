@@ -62,6 +62,9 @@ std::vector<RopeAlternative> rope_default_alternatives(const RopeModelConfig& m,
 inline constexpr int kRopeDenseLast = 511;  // dense cases hold every position 0..511
 inline constexpr std::size_t kRopeMaxGivenPositions = 2048;  // --positions: scores are T x T
 
+/// A base as it appears in case ids: "1e4", "5e5"; other bases as integers.
+std::string rope_base_tag(double base);
+
 /// A stable seed from a case id (FNV-1a), for cases made from a config.
 std::uint64_t rope_seed_of(const std::string& id);
 
