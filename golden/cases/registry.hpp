@@ -73,5 +73,6 @@ SchemeEntry alibi_scheme();
 SchemeEntry learned_scheme();
 SchemeEntry sinusoidal_scheme();
 SchemeEntry t5_bias_scheme();
+SchemeEntry kv_cache_scheme();
 
 }  // namespace posenc::golden

@@ -1248,17 +1248,12 @@ const std::vector<std::string>& scaling_mistakes() {
   return v;
 }
 
-/// The pipeline tables: float32 inv_freq and cos/sin [T, d/2] of each emulated engine, and the
-/// float32 factors.
-struct PipelineTables {
-  std::vector<float> inv_freq, cos, sin;
-  float a = 1.0f, softmax = 0.0f;
-};
+}  // namespace
 
-PipelineTables pipeline_tables(const std::string& pipeline, const RopeParams& p, const RopeScaling& s,
-                               int softmax_head_dim, const std::vector<std::int64_t>& pos) {
+RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const RopeParams& p, const RopeScaling& s,
+                                        int softmax_head_dim, const std::vector<std::int64_t>& pos) {
   const int np = p.rotary_dim / 2;
-  PipelineTables tb;
+  RopePipelineTables tb;
   tb.cos.resize(pos.size() * np);
   tb.sin.resize(pos.size() * np);
   // The factors as Python / the converter computes them: double, then float32.
@@ -1311,7 +1306,32 @@ PipelineTables pipeline_tables(const std::string& pipeline, const RopeParams& p,
   return tb;
 }
 
-}  // namespace
+RopeAngleErrors rope_pipeline_angle_errors(const std::string& profile, const RopeParams& p,
+                                           const RopeScaling& s, const std::vector<std::int64_t>& pos) {
+  const int np = p.rotary_dim / 2;
+  RopeAngleErrors r;
+  if (profile == "strict") {
+    r.angle.assign(pos.size() * np, 0.0);
+    return r;
+  }
+  const auto st = reference::rope_scaling_tables<mp50>(p, s);
+  const auto inv64 = to_f64(st.tables.inv_freq);
+  const double a = round_to_f64(st.tables.attention_factor);
+  std::vector<double> phi, phi_signed;
+  for (std::int64_t m : pos) {
+    for (int i = 0; i < np; ++i) {
+      const mp50 x = mp50(m) * st.tables.inv_freq[i];
+      phi.push_back(static_cast<double>(abs(x)));
+      phi_signed.push_back(round_to_f64(x));
+    }
+  }
+  const PipelineErrors e = scaled(s) ? scaled_errors(profile, p, s, pos, phi_signed, inv64, a, 1.0, p.head_dim)
+                                     : plain_errors(profile, p, pos, phi, inv64);
+  r.angle = e.angle;
+  r.A = e.A;
+  r.a = a;
+  return r;
+}
 
 std::vector<std::string> rope_case_mistakes() {
   std::vector<std::string> v = plain_mistakes();
@@ -1401,7 +1421,7 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
     if (!o.mistake.empty()) {
       throw_invalid("rope_run_engine", "mistakes run on the exact pipeline only", o.mistake);
     }
-    const PipelineTables tb = pipeline_tables(o.pipeline, p, s, softmax_head_dim, pos);
+    const RopePipelineTables tb = rope_pipeline_tables(o.pipeline, p, s, softmax_head_dim, pos);
     inv = tb.inv_freq;
     cos_t = tb.cos;
     sin_t = tb.sin;

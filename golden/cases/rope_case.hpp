@@ -96,6 +96,28 @@ GoldenCase rope_case_generate(const RopeCaseDef& def);
 TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o);
 std::vector<std::string> rope_case_mistakes();
 
+/// An emulated engine pipeline's float32 tables (`fp32`, `bf16`, `f16`: HF's inv_freq, angle
+/// fl(fl(p) inv_freq), cosf/sinf, times fl(a); `fp32-recurrence`: ggml's theta recurrence and
+/// rule): inv_freq [d/2], cos and sin [positions, d/2] with the factor folded in, the factors.
+struct RopePipelineTables {
+  std::vector<float> inv_freq, cos, sin;
+  float a = 1.0f, softmax = 0.0f;
+};
+RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const reference::RopeParams& p,
+                                        const reference::RopeScaling& s, int softmax_head_dim,
+                                        const std::vector<std::int64_t>& pos);
+
+/// A profile's angle error bounds (absolute, [positions, d/2]) from the error analysis in
+/// rope_case.cpp (zeros for strict: posenc's kernel bound covers its double angles), A (the
+/// attention factor's share of a table entry's error, in eps_f32) and the factor a.
+struct RopeAngleErrors {
+  std::vector<double> angle;
+  double A = 0, a = 1;
+};
+RopeAngleErrors rope_pipeline_angle_errors(const std::string& profile, const reference::RopeParams& p,
+                                           const reference::RopeScaling& s,
+                                           const std::vector<std::int64_t>& pos);
+
 /// The scaling rule as manifest params, and back (GoldenFileError naming the key).
 nlohmann::json rope_scaling_to_json(const reference::RopeScaling& s);
 reference::RopeScaling rope_scaling_from_json(const nlohmann::json& j);

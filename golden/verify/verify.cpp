@@ -326,6 +326,60 @@ void check_golden_tensors(const CaseSpec& spec, const TensorMap& golden,
   }
 }
 
+namespace {
+
+/// The first trace step with a failing tensor: its worst failing tensor, and the position and
+/// slot of that tensor's worst element (from the step's positions / slots / cache_positions).
+TraceStepReport trace_step_report(const CaseSpec& spec, const TensorMap& golden, const CaseReport& rep) {
+  TraceStepReport tr;
+  const auto& steps = spec.manifest.at("trace").at("steps");
+  tr.n_steps = static_cast<int>(steps.size());
+  auto lookup = [&](const std::string& name, std::int64_t b, std::int64_t i) -> std::optional<std::int64_t> {
+    auto it = golden.find(name);
+    if (it == golden.end() || it->second.shape.size() != 2) return std::nullopt;
+    const std::int64_t idx = b * it->second.shape[1] + i;
+    if (b < 0 || i < 0 || i >= it->second.shape[1] || idx >= it->second.numel()) return std::nullopt;
+    return it->second.get_i64(idx);
+  };
+  for (const auto& js : steps) {
+    const TensorReport* worst = nullptr;
+    bool checked_any = false;
+    for (const auto& name : js.at("expected")) {
+      for (const auto& t : rep.tensors) {
+        if (t.name != name.get<std::string>()) continue;
+        checked_any |= checked(t);
+        const bool bad = t.status == "FAIL";
+        if (bad && (!worst || t.max_ratio > worst->max_ratio)) worst = &t;
+      }
+    }
+    tr.n_checked += checked_any;
+    if (!worst) continue;
+    tr.index = js.at("index").get<int>();
+    tr.name = js.at("name").get<std::string>();
+    tr.kind = js.at("kind").get<std::string>();
+    tr.tensor = worst->name;
+    tr.where = worst->worst.where;
+    tr.ratio = worst->max_ratio;
+    const auto& c = worst->worst.coords;
+    if (c.size() >= 2) {
+      tr.sequence = c[0];
+      if (worst->stage == "cache") {
+        tr.position = lookup(tr.name + ".cache_positions", c[0], c[1]);
+      } else {
+        tr.position = lookup(tr.name + ".positions", c[0], c[1]);
+        tr.slot = lookup(tr.name + ".slots", c[0], c[1]);
+        if (worst->stage == "positions" && std::isfinite(worst->worst.actual)) {
+          tr.engine_position = static_cast<std::int64_t>(worst->worst.actual);
+        }
+      }
+    }
+    break;
+  }
+  return tr;
+}
+
+}  // namespace
+
 CaseReport verify_case(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
                        const VerifyOptions& opt) {
   CaseReport rep;
@@ -389,6 +443,7 @@ CaseReport verify_case(const CaseSpec& spec, const TensorMap& golden, const Tens
                         : "negative control: the output differs from the known-wrong convention";
     }
   }
+  if (spec.manifest.contains("trace")) rep.trace = trace_step_report(spec, golden, rep);
   if (rep.n_checked() > 0 && !POSENC_MUTANT("golden_verify_detection_notes_dropped")) {
     std::set<std::string> given;
     for (const auto& t : rep.tensors) {
@@ -414,6 +469,28 @@ std::string pos_text(const std::optional<std::int64_t>& p) {
 }
 
 }  // namespace
+
+std::string trace_text(const TraceStepReport& t, bool negative) {
+  std::ostringstream os;
+  if (t.index < 0) {
+    os << (negative ? "every checked step reproduces the known-wrong output ("
+                    : "every checked step passes (")
+       << t.n_checked << " of " << t.n_steps << " steps checked)";
+    return os.str();
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", t.ratio);
+  os << (negative ? "first step that differs from the known-wrong output: " : "first failing step: ")
+     << t.name << " (" << t.kind << ", step " << t.index << " of " << t.n_steps << "): " << t.tensor
+     << " worst " << buf << " of budget";
+  if (t.sequence) os << " in sequence " << *t.sequence;
+  if (t.position) os << " at position " << *t.position;
+  if (t.slot) os << ", slot " << *t.slot;
+  if (t.engine_position) os << " (the engine gave position " << *t.engine_position << ")";
+  os << " [" << t.where << "]";
+  if (t.index > 0) os << "; steps before it " << (negative ? "reproduce it" : "pass");
+  return os.str();
+}
 
 std::string format_case_text(const CaseReport& r, bool verbose, bool by_position) {
   std::ostringstream os;
@@ -466,6 +543,7 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
     }
   }
   for (const auto& n : r.notes) os << r.id << "  note: " << n << '\n';
+  if (r.trace) os << r.id << "  trace: " << trace_text(*r.trace, negative) << '\n';
   os << r.id << "  profile=" << r.profile << "  " << r.status;
   if (!r.message.empty()) os << " (" << r.message << ")";
   os << '\n';
@@ -512,6 +590,15 @@ nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
     ts.push_back(jt);
   }
   j["tensors"] = ts;
+  if (r.trace) {
+    const auto& t = *r.trace;
+    auto o = [](const std::optional<std::int64_t>& p) { return p ? nlohmann::json(*p) : nlohmann::json(nullptr); };
+    j["trace"] = {{"n_steps", t.n_steps}, {"n_checked", t.n_checked},
+                  {"first_failing_step", t.index < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.index)},
+                  {"step", t.name}, {"kind", t.kind}, {"tensor", t.tensor}, {"where", t.where},
+                  {"ratio", num(t.ratio)}, {"sequence", o(t.sequence)}, {"position", o(t.position)},
+                  {"slot", o(t.slot)}, {"engine_position", o(t.engine_position)}};
+  }
   return j;
 }
 

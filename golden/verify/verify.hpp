@@ -65,8 +65,20 @@ struct TensorReport {
   std::vector<PositionStat> by_position;  // sorted by position
 };
 
+/// Trace cases (manifest "trace"): the first step with a failing tensor, and where.
+struct TraceStepReport {
+  int index = -1;               // step index; -1 = every checked step passes
+  int n_steps = 0, n_checked = 0;
+  std::string name, kind;       // "s03", "decode"
+  std::string tensor, where;    // the step's worst failing tensor and its worst element
+  double ratio = 0;
+  std::optional<std::int64_t> sequence, position, slot;
+  std::optional<std::int64_t> engine_position;  // when the step's positions are what fails
+};
+
 struct CaseReport {
   std::string id, scheme, result, profile;
+  std::optional<TraceStepReport> trace;  // trace cases only
   /// "PASS", "FAIL", "ERROR", "N/A" (profile applies to no stage), "NO OUTPUT"
   std::string status;
   std::string message;
@@ -87,6 +99,8 @@ void check_golden_tensors(const CaseSpec& spec, const TensorMap& golden, const s
 /// Text: one line per tensor (worst ratio, first failing position, worst element on a FAIL),
 /// MISSING stages, notes, then the case line. by_position adds one line per position.
 std::string format_case_text(const CaseReport& r, bool verbose, bool by_position = false);
+/// One line on a trace: the first failing step with its position and slot, or that all pass.
+std::string trace_text(const TraceStepReport& t, bool negative);
 nlohmann::json case_report_json(const CaseReport& r, bool by_position = false);
 
 }  // namespace posenc::golden

@@ -1,0 +1,1110 @@
+// Golden traces for KV-cache position handling: an engine replays a trace step by step (prefill,
+// decode, speculative verify, padded batches, sliding-window wrap, context shift, attention
+// sinks) and verify names the first step that fails. Model: reference/kv_cache.hpp.
+//
+// A trace case holds, per step sNN (two digits), in one safetensors file:
+//   inputs    sNN.q [B, T, H, d], sNN.k [B, T, Hkv, d], sNN.v [B, T, Hkv, dv] (raw: before any
+//             positional encoding), sNN.valid [B, T] int32 (batch traces: 0 = padding column);
+//             trace-wide tables: t5_table [N, H], learned_table [rows, H d]
+//   expected  sNN.positions [B, T] int64 (-1 for padding)      the positions the engine assigns
+//             sNN.slots [B, T] int64                            posenc's slot rule (optional)
+//             sNN.out [B, T, H, dv]                             attention output of the step
+//             sNN.cache_positions [B, C] int64                  cached positions, ascending, -1 pad
+//             sNN.cache_k [B, C, Hkv, d]                        the cached keys in that order
+// A shift step (llama.cpp context shift) has no inputs and expects the cache only. The
+// manifest's "trace" block lists the steps in order with their kind, columns and tensors.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "golden/cases/budgets.hpp"
+#include "golden/cases/oracle_tensors.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/cases/rope_case.hpp"
+#include "golden/format/hf_config.hpp"
+#include "golden/format/prng.hpp"
+#include "optimized/alibi.hpp"
+#include "optimized/kv_cache.hpp"
+#include "optimized/rope.hpp"
+#include "optimized/rope_scaling.hpp"
+#include "reference/common/errors.hpp"
+#include "reference/common/mutant.hpp"
+#include "reference/kv_cache.hpp"
+
+namespace posenc::golden {
+namespace {
+
+using Json = nlohmann::json;
+using reference::AlibiForm;
+using reference::AttentionParams;
+using reference::AttentionScale;
+using reference::KvCacheParams;
+using reference::KvEncodingKind;
+using reference::RopeScaling;
+using reference::RopeScalingType;
+
+struct TraceStep {
+  std::string kind;                 // prefill, decode, verify, batch, shift
+  std::int64_t T = 0;               // columns per sequence
+  std::vector<std::uint8_t> valid;  // [B, T]; empty = every column a token
+  std::int64_t n_keep = 0, n_discard = 0;  // shift
+  std::string note;
+};
+
+/// The engine mistakes (a scheduler's numbering, or a shift that renumbers without rotating).
+const std::vector<std::string>& kv_mistakes() {
+  static const std::vector<std::string> v = {"restart-at-0", "cache-length-position",
+                                             "padding-position", "shift-not-rerotated",
+                                             "verify-window-start"};
+  return v;
+}
+
+struct TraceDef {
+  std::string id, variant, description;
+  std::string result = "valid";
+  std::string mistake;  // invalid traces: the engine mistake whose values they hold
+  KvCacheParams params;
+  int batch = 1;
+  DType dtype = DType::kF32;
+  std::uint64_t seed = 0;
+  std::vector<TraceStep> steps;
+  std::string model;     // preset the RoPE parameters come from ("" = given here)
+  Json model_config;     // its canonical config
+  std::vector<std::string> flags;
+  std::string citation;
+};
+
+/// Dyadic value exactly representable in t, in [-range, range].
+double input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+  const int bits = t == DType::kBF16 ? 7 : (t == DType::kF16 ? 10 : 23);
+  const std::int64_t lim = (std::int64_t{1} << bits) - 1;
+  return range * std::ldexp(static_cast<double>(prng_int(seed, stream, i, lim)), -bits);
+}
+
+std::string step_name(std::size_t s) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "s%02zu", s);
+  return buf;
+}
+
+TraceStep append_step(const std::string& kind, std::int64_t T, std::string note = "") {
+  TraceStep s;
+  s.kind = kind;
+  s.T = T;
+  s.note = std::move(note);
+  return s;
+}
+
+TraceStep shift_step(std::int64_t n_keep, std::int64_t n_discard, std::string note) {
+  TraceStep s;
+  s.kind = "shift";
+  s.n_keep = n_keep;
+  s.n_discard = n_discard;
+  s.note = std::move(note);
+  return s;
+}
+
+AttentionParams attn(int H, int Hkv, int d, std::int64_t window = 0, AttentionScale sk = AttentionScale::kInvSqrtHeadDim) {
+  AttentionParams a;
+  a.n_heads = H;
+  a.n_kv_heads = Hkv;
+  a.head_dim = d;
+  a.value_dim = d;
+  a.scale_kind = sk;
+  a.causal = true;
+  a.window = window;
+  return a;
+}
+
+reference::KvEncoding plain_rope(int d, double base) {
+  reference::KvEncoding e;
+  e.kind = KvEncodingKind::kRope;
+  e.rope.head_dim = d;
+  e.rope.rotary_dim = d;
+  e.rope.base = base;
+  e.rope.layout = reference::RopeLayout::kHalfSplit;
+  return e;
+}
+
+std::vector<TraceDef> trace_table() {
+  std::vector<TraceDef> v;
+  std::uint64_t seed = POSENC_MUTANT("data_kv_seed_changed") ? 0x6b760001 : 0x6b760000;
+
+  {  // Llama-3.1-8B: RoPE with the llama3 rule, prefill, decode, a speculative verify window
+    const RopeModelConfig m = rope_config_read(default_presets_dir() / "llama-3.1-8b.json");
+    TraceDef t;
+    t.id = "kv_cache_rope_llama3_1_8b_prefill_decode_f32";
+    t.variant = "continuation";
+    t.description = "Llama-3.1-8B RoPE (llama3 rule, head_dim 128), 2 query heads over 1 kv head: "
+                    "prefill of 12, 3 decodes, a 3-token speculative verify, 2 decodes";
+    t.params.attn = attn(2, 1, m.params.head_dim);
+    t.params.enc.kind = KvEncodingKind::kRope;
+    t.params.enc.rope = m.params;
+    t.params.enc.scaling = m.scaling;
+    t.model = m.id;
+    t.model_config = rope_config_to_json(m);
+    t.steps = {append_step("prefill", 12), append_step("decode", 1, "the next token is position 12, alone in its step"),
+               append_step("decode", 1), append_step("decode", 1),
+               append_step("verify", 3, "speculative verify: rows at positions 15, 16, 17, not all at 15"),
+               append_step("decode", 1), append_step("decode", 1)};
+    t.flags = {"KvCacheOffset", "SpeculativeWindow", "RopeScaled"};
+    t.citation = "spec/verification.md class K (onnxruntime-genai #2354, mlx-vlm #1983, omlx #2363)";
+    v.push_back(t);
+    TraceDef bad = t;
+    bad.id = "kv_cache_rope_llama3_1_8b_restart_invalid_f32";
+    bad.result = "invalid";
+    bad.mistake = "restart-at-0";
+    bad.description = "negative control: the Llama-3.1 trace with every step after the prefill "
+                      "numbered from 0 (the engine forgets the cache offset)";
+    v.push_back(bad);
+  }
+  {  // Mistral-style sliding window: a ring buffer of 8 slots through the wrap point
+    TraceDef t;
+    t.id = "kv_cache_rope_window8_ring_wrap_f32";
+    t.variant = "sliding_window";
+    t.description = "Mistral-style sliding window w = 8 in a ring buffer of 8 slots (RoPE base 1e4, "
+                    "head_dim 32): prefill 6, decodes through the wrap at position 8, a 4-token "
+                    "verify across it, 2 decodes";
+    t.params.attn = attn(2, 1, 32, 8);
+    t.params.capacity = 8;
+    t.params.enc = plain_rope(32, 10000.0);
+    t.steps = {append_step("prefill", 6), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1, "position 8 overwrites slot 0 (position 0): slot != position"),
+               append_step("decode", 1), append_step("verify", 4, "crosses the next wrap"),
+               append_step("decode", 1, "the next token is 14, not the cache length 8"),
+               append_step("decode", 1)};
+    t.flags = {"SlidingWindow", "RingBuffer", "KvCacheOffset"};
+    t.citation = "A. Q. Jiang et al., Mistral 7B, arXiv:2310.06825v1, Sec. 2 (rolling buffer cache); "
+                 "spec/verification.md class M";
+    v.push_back(t);
+    TraceDef bad = t;
+    bad.id = "kv_cache_rope_window8_cache_length_invalid_f32";
+    bad.result = "invalid";
+    bad.mistake = "cache-length-position";
+    bad.description = "negative control: the ring-buffer trace with each step numbered from the "
+                      "number of cached tokens (wrong once the window is full)";
+    v.push_back(bad);
+  }
+  {  // a left-padded batch of three sequences of different lengths
+    TraceDef t;
+    t.id = "kv_cache_rope_left_padded_batch3_f32";
+    t.variant = "padding";
+    t.description = "a left-padded batch of 3 prompts of lengths 5, 2, 4 (RoPE base 1e4, head_dim "
+                    "32, 2 heads), then 3 batched decodes: each sequence continues from its own length";
+    t.batch = 3;
+    t.params.attn = attn(2, 2, 32);
+    t.params.enc = plain_rope(32, 10000.0);
+    TraceStep pre = append_step("batch", 5, "columns are not positions: [PAD, PAD, PAD, A, B] gives A, B positions 0, 1");
+    pre.valid = {1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 0, 1, 1, 1, 1};
+    t.steps = {pre, append_step("decode", 1, "positions 5, 2, 4"), append_step("decode", 1), append_step("decode", 1)};
+    t.flags = {"Padding", "BatchPositions"};
+    t.citation = "spec/verification.md class L (unsloth #3699, transformers #22161, fla #967)";
+    v.push_back(t);
+    TraceDef bad = t;
+    bad.id = "kv_cache_rope_left_padded_batch3_padding_position_invalid_f32";
+    bad.result = "invalid";
+    bad.mistake = "padding-position";
+    bad.description = "negative control: the padded batch with positions numbered by column "
+                      "(padding counted as positions)";
+    v.push_back(bad);
+  }
+  {  // llama.cpp context shift, twice
+    TraceDef t;
+    t.id = "kv_cache_rope_context_shift_f32";
+    t.variant = "context_shift";
+    t.description = "a 16-slot cache (RoPE base 1e4, head_dim 32): prefill 12, 4 decodes fill it, "
+                    "a context shift keeps 4 and discards 6 (keys re-rotated by -6), 3 decodes, a "
+                    "second shift (keep 4, discard 4), 2 decodes";
+    t.params.attn = attn(2, 1, 32);
+    t.params.capacity = 16;
+    t.params.enc = plain_rope(32, 10000.0);
+    t.steps = {append_step("prefill", 12), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1), append_step("decode", 1),
+               shift_step(4, 6, "positions 10-15 become 4-9: their keys re-rotated by R(-6)"),
+               append_step("decode", 1, "the next token is position 10"), append_step("decode", 1),
+               append_step("decode", 1), shift_step(4, 4, "a second shift of the same keys: R(-4) R(-6)"),
+               append_step("decode", 1), append_step("decode", 1)};
+    t.flags = {"ContextShift", "KeyRerotation"};
+    t.citation = "spec/verification.md class N (llama.cpp #4097, #2060: R(a) R(b) = R(a + b))";
+    v.push_back(t);
+    TraceDef bad = t;
+    bad.id = "kv_cache_rope_context_shift_not_rerotated_invalid_f32";
+    bad.result = "invalid";
+    bad.mistake = "shift-not-rerotated";
+    bad.description = "negative control: the context-shift trace with the position records "
+                      "changed and the keys left as rotated";
+    v.push_back(bad);
+  }
+  {  // the same keys shifted again and again (llama.cpp #4097: coherence degrades over shifts)
+    TraceDef t;
+    t.id = "kv_cache_rope_repeated_shift24_f32";
+    t.variant = "context_shift";
+    t.description = "an 8-slot cache (RoPE base 1e4, head_dim 32): prefill 8, then 24 times a "
+                    "context shift (keep 4, discard 1) and a decode; the last keys carry up to 24 "
+                    "re-rotations by R(-1), whose rounding the budget adds up";
+    t.params.attn = attn(2, 1, 32);
+    t.params.capacity = 8;
+    t.params.enc = plain_rope(32, 10000.0);
+    t.steps = {append_step("prefill", 8)};
+    for (int i = 0; i < 24; ++i) {
+      t.steps.push_back(shift_step(4, 1, i == 0 ? "positions 5-7 move to 4-6; each shift re-rotates every key above 4 once more" : ""));
+      t.steps.push_back(append_step("decode", 1));
+    }
+    t.flags = {"ContextShift", "KeyRerotation", "RepeatedShift"};
+    t.citation = "spec/verification.md class N (llama.cpp #4097: repeated shifts of the same cells)";
+    v.push_back(t);
+  }
+  {  // StreamingLLM attention sinks
+    TraceDef t;
+    t.id = "kv_cache_rope_sinks2_cache8_f32";
+    t.variant = "attention_sinks";
+    t.description = "StreamingLLM: 2 sink tokens and 6 window slots (RoPE base 1e4, head_dim 32): "
+                    "prefill 6, then 14 decodes; once full, each decode evicts the oldest window "
+                    "token and the rest move down one position (keys re-rotated by R(-1))";
+    t.params.attn = attn(2, 1, 32);
+    t.params.capacity = 8;
+    t.params.n_sink = 2;
+    t.params.enc = plain_rope(32, 10000.0);
+    t.steps = {append_step("prefill", 6), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1, "full: evicts position 2, the new token is position 7 (cache length)")};
+    for (int i = 0; i < 11; ++i) t.steps.push_back(append_step("decode", 1));
+    t.flags = {"AttentionSinks", "KeyRerotation"};
+    t.citation = "G. Xiao et al., arXiv:2309.17453v4, Sec. 3.2 (positions within the cache)";
+    v.push_back(t);
+  }
+  {  // ALiBi decode
+    TraceDef t;
+    t.id = "kv_cache_alibi_decode_h4_f32";
+    t.variant = "continuation";
+    t.description = "ALiBi (paper slopes, 4 heads, head_dim 16): prefill 8, 4 decodes, a 3-token "
+                    "verify; the bias uses the query's position in the sequence, not in the step";
+    t.params.attn = attn(4, 4, 16);
+    t.params.enc.kind = KvEncodingKind::kAlibi;
+    t.params.enc.alibi_form = AlibiForm::kPaper;
+    t.steps = {append_step("prefill", 8), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1), append_step("decode", 1), append_step("verify", 3)};
+    t.flags = {"AlibiDecode", "KvCacheOffset"};
+    t.citation = "O. Press et al., arXiv:2108.12409v2, Sec. 3; spec/verification.md class K";
+    v.push_back(t);
+  }
+  {  // T5 decoder self-attention decode
+    TraceDef t;
+    t.id = "kv_cache_t5_decoder_decode_h4_f32";
+    t.variant = "continuation";
+    t.description = "T5 decoder self-attention (causal buckets: 32, max_distance 128; 4 heads, "
+                    "head_dim 16, no 1/sqrt(d)): prefill 24, 6 decodes; distances reach the log "
+                    "buckets (>= 16)";
+    t.params.attn = attn(4, 4, 16, 0, AttentionScale::kNone);
+    t.params.enc.kind = KvEncodingKind::kT5;
+    t.params.enc.t5.num_buckets = 32;
+    t.params.enc.t5.max_distance = 128;
+    t.params.enc.t5.bidirectional = false;
+    t.params.enc.t5.n_heads = 4;
+    t.steps = {append_step("prefill", 24), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1)};
+    t.flags = {"T5Decode", "KvCacheOffset"};
+    t.citation = "C. Raffel et al., arXiv:1910.10683v4, Sec. 2.1; spec/verification.md class O (candle #899)";
+    v.push_back(t);
+  }
+  {  // learned absolute, OPT-style offset 2
+    TraceDef t;
+    t.id = "kv_cache_learned_decode_offset2_f32";
+    t.variant = "continuation";
+    t.description = "learned absolute positions with OPT's row offset 2 (table 64 rows, 2 heads, "
+                    "head_dim 16): prefill 8, 4 decodes; decode token p reads row p + 2, not row 2";
+    t.params.attn = attn(2, 2, 16);
+    t.params.enc.kind = KvEncodingKind::kLearned;
+    t.params.enc.learned_rows = 64;
+    t.params.enc.learned_offset = 2;
+    t.steps = {append_step("prefill", 8), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1), append_step("decode", 1)};
+    t.flags = {"LearnedDecode", "KvCacheOffset"};
+    t.citation = "spec/verification.md class K (mlx-lm #93, transformers #15751)";
+    v.push_back(t);
+  }
+  for (auto& t : v) t.seed = seed++;
+  // A negative control draws the same inputs as its valid twin.
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    if (v[i].result == "invalid") v[i].seed = v[i - 1].seed;
+  }
+  return v;
+}
+
+const TraceDef& trace_by_id(const std::string& id) {
+  static const std::vector<TraceDef> table = trace_table();
+  for (const auto& t : table) {
+    if (t.id == id) return t;
+  }
+  throw_invalid("kv_cache_generate", "no kv_cache case has this id", id);
+}
+
+// ---- the encoding in the manifest -----------------------------------------------------------
+
+Json encoding_json(const TraceDef& t) {
+  const auto& e = t.params.enc;
+  Json j = {{"kind", reference::kv_encoding_name(e.kind)}};
+  switch (e.kind) {
+    case KvEncodingKind::kRope:
+      j["head_dim"] = e.rope.head_dim;
+      j["rotary_dim"] = e.rope.rotary_dim;
+      j["base"] = e.rope.base;
+      j["layout"] = reference::rope_layout_name(e.rope.layout);
+      j["scaling"] = rope_scaling_to_json(e.scaling);
+      j["table_policy"] = reference::kv_table_policy_name(e.table_policy);
+      if (!t.model.empty()) j["model"] = t.model;
+      break;
+    case KvEncodingKind::kAlibi: j["form"] = reference::alibi_form_name(e.alibi_form); break;
+    case KvEncodingKind::kT5:
+      j["num_buckets"] = e.t5.num_buckets;
+      j["max_distance"] = e.t5.max_distance;
+      j["bidirectional"] = e.t5.bidirectional;
+      j["table"] = "t5_table [num_buckets, n_heads]: bias = t5_table[bucket(key - query), head]";
+      break;
+    case KvEncodingKind::kLearned:
+      j["rows"] = e.learned_rows;
+      j["offset"] = e.learned_offset;
+      j["table"] = "learned_table [rows, n_heads * head_dim]: row offset + position is added to q, k and v";
+      break;
+    default: break;
+  }
+  return j;
+}
+
+reference::KvEncoding encoding_from_json(const Json& j, const TensorMap& golden, const AttentionParams& a) {
+  reference::KvEncoding e;
+  const std::string kind = j.at("kind").get<std::string>();
+  if (kind == "rope") {
+    e.kind = KvEncodingKind::kRope;
+    e.rope.head_dim = j.at("head_dim").get<int>();
+    e.rope.rotary_dim = j.at("rotary_dim").get<int>();
+    e.rope.base = j.at("base").get<double>();
+    e.rope.layout = j.at("layout").get<std::string>() == "interleaved" ? reference::RopeLayout::kInterleaved
+                                                                       : reference::RopeLayout::kHalfSplit;
+    e.scaling = rope_scaling_from_json(j.at("scaling"));
+  } else if (kind == "alibi") {
+    e.kind = KvEncodingKind::kAlibi;
+    e.alibi_form = j.at("form").get<std::string>() == "symmetric" ? AlibiForm::kSymmetric : AlibiForm::kPaper;
+  } else if (kind == "t5_bias") {
+    e.kind = KvEncodingKind::kT5;
+    e.t5.num_buckets = j.at("num_buckets").get<int>();
+    e.t5.max_distance = j.at("max_distance").get<std::int64_t>();
+    e.t5.bidirectional = j.at("bidirectional").get<bool>();
+    e.t5.n_heads = a.n_heads;
+    e.t5_table = tensor_to_f64(golden.at("t5_table"));
+  } else if (kind == "learned") {
+    e.kind = KvEncodingKind::kLearned;
+    e.learned_rows = j.at("rows").get<std::int64_t>();
+    e.learned_offset = j.at("offset").get<std::int64_t>();
+    e.learned_table = tensor_to_f64(golden.at("learned_table"));
+  }
+  return e;
+}
+
+// ---- budgets (README "Profiles", KV-cache traces) -------------------------------------------
+// Traces are float32 (bf16 and f16 profiles do not apply: their pipelines write 16-bit
+// activations). eps = eps_f32, r = 1, a = the RoPE attention factor (1 for these rules).
+//   attention arithmetic: optimized::kKvCacheMaxError (16) eps (A + B), A and B as in the
+//     attention kernel's contract with the exact encoded q and keys, +1.5 eps for learned
+//     (q, k and v are x + P rounded once in float32: the scores move by <= eps S, v by u |v|)
+//   RoPE enters through the scores: a rotated component of pair i carries
+//     e_q = a c_q ((2 + A) eps + E_P,i(p))          (tables, two products and a sum, then the
+//                                                    angle's chord <= its arc; strict: 2 eps,
+//                                                    posenc's kernel bound, E = 0)
+//     e_k = a c_k ((2 + A) eps + E_P,i(p0)) + sum over re-rotations by delta of
+//           sqrt(2) a c_k (2 eps + E_P,i(|delta|))  (a rotated pair's L1 norm is <= sqrt(2) a c)
+//   with c = |x_a| + |x_b| of the raw pair and E_P the profile's angle error bound
+//   (rope_pipeline_angle_errors: HF's float32 angle, ggml's recurrence). A score moves by
+//     ds_j = scale sum_i ((|q_a| + |q_b|) e_k,i + (|k_a| + |k_b|) e_q,i)    (encoded q, k)
+//   and the output by sum_j p_j ds_j |v_j - o| (first order), the extra of each profile.
+//   ALiBi in fp32 pipelines: float32 slopes (BLOOM's, ggml's powers) move the bias by rho |b|
+//   (budgets.hpp enumerates rho), added to ds_j.
+//   cache_k: the e_k above per component (learned: 0.5 ulp of the sum; others exact: 0).
+// Every extra gets 1% for second-order terms. Padded rows and empty cache rows: any finite
+// value (extra FLT_MAX); NaN and Inf fail.
+
+constexpr double kEps = 0x1p-23;
+constexpr double kAnyFinite = FLT_MAX;
+
+/// A key's history: raw key, the position it was rotated at when written, later re-rotations.
+struct KeyRecord {
+  std::vector<double> raw;  // [Hkv, d]
+  std::int64_t position = 0;  // now (the cache's record)
+  std::int64_t p0 = 0;
+  std::vector<std::int64_t> deltas;
+  std::int64_t age = 0;  // insertion order in its sequence (the first n_sink are sinks)
+};
+
+struct ProfileModel {
+  std::string name;
+  bool applies = true;
+  std::string na;
+  std::map<std::int64_t, std::vector<double>> angle_cache;  // |position| -> E_i
+  double A = 0;
+};
+
+class TraceBudgets {
+ public:
+  TraceBudgets(const TraceDef& t) : t_(t) {
+    for (const auto& prof : profiles()) {
+      ProfileModel m;
+      m.name = prof.name;
+      m.na = activation_na(prof.name, t.dtype);
+      m.applies = m.na.empty();
+      models_.push_back(m);
+    }
+  }
+  std::vector<ProfileModel>& models() { return models_; }
+
+  /// E_P,i at |m| (RoPE only), cached.
+  const std::vector<double>& angle(ProfileModel& pm, std::int64_t m) {
+    m = std::llabs(m);
+    auto it = pm.angle_cache.find(m);
+    if (it != pm.angle_cache.end()) return it->second;
+    const auto& e = t_.params.enc;
+    auto ae = rope_pipeline_angle_errors(pm.name, e.rope, e.scaling, {m});
+    if (POSENC_MUTANT("gold_kv_angle_term_dropped")) ae.angle.assign(ae.angle.size(), 0.0);
+    pm.A = ae.A;
+    return pm.angle_cache.emplace(m, ae.angle).first->second;
+  }
+
+  double rot_const(const ProfileModel& pm) const {
+    return pm.name == "strict" ? optimized::kRopeMaxError * kEps : (2 + pm.A) * kEps;
+  }
+
+  /// Per component bound of a rotated key [Hkv, d] with its history (0 for tail channels).
+  std::vector<double> key_error(ProfileModel& pm, const KeyRecord& r, double a) {
+    const auto& p = t_.params.enc.rope;
+    const int Hkv = t_.params.attn.n_kv_heads, d = p.head_dim, np = p.rotary_dim / 2;
+    std::vector<double> e(static_cast<std::size_t>(Hkv * d), 0.0);
+    const auto& E0 = angle(pm, r.p0);
+    std::vector<std::vector<double>> Ed;
+    for (std::int64_t dl : r.deltas) Ed.push_back(angle(pm, dl));
+    const double rc = rot_const(pm);
+    const double step_c = pm.name == "strict" ? optimized::kRopeMaxError * kEps : 2 * kEps;
+    for (int h = 0; h < Hkv; ++h) {
+      for (int i = 0; i < np; ++i) {
+        const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+        const double c = std::fabs(r.raw[h * d + ca]) + std::fabs(r.raw[h * d + cb]);
+        double x = a * c * (rc + E0[i]);
+        for (const auto& Em : Ed) {
+          if (POSENC_MUTANT("gold_kv_rerotation_term_dropped")) break;
+          x += std::sqrt(2.0) * a * c * (step_c + Em[i]);
+        }
+        e[h * d + ca] = e[h * d + cb] = x * 1.01;
+      }
+    }
+    return e;
+  }
+
+ private:
+  const TraceDef& t_;
+  std::vector<ProfileModel> models_;
+};
+
+/// Relative error of a pipeline's ALiBi slope of head h (0 for strict).
+double alibi_rel_error(const std::string& profile, int n, int h) {
+  if (profile == "strict") return 0.0;
+  const double powers = budgets::alibi_slope_rel_error_powers(n, h);
+  if (profile == "fp32-recurrence") return powers;
+  return std::max(powers, budgets::alibi_slope_rel_error_mpt(n, h));
+}
+
+// ---- the generator --------------------------------------------------------------------------
+
+/// The positions a scheduler with `mistake` gives the valid columns of one sequence's step;
+/// empty where the mistake numbers them as a correct scheduler does (the cache then numbers
+/// them itself, as a sink cache must).
+std::vector<std::int64_t> mistaken_positions(const std::string& mistake, bool first_step,
+                                             std::int64_t next, std::int64_t n_cached,
+                                             const std::vector<std::int64_t>& cols) {
+  std::vector<std::int64_t> p;
+  const std::int64_t n = static_cast<std::int64_t>(cols.size());
+  if (n == 0) return p;
+  if (mistake == "restart-at-0" && !first_step && next != 0) {
+    for (std::int64_t i = 0; i < n; ++i) p.push_back(i);
+  } else if (mistake == "cache-length-position" && n_cached != next) {
+    for (std::int64_t i = 0; i < n; ++i) p.push_back(n_cached + i);
+  } else if (mistake == "padding-position" && cols.back() != n - 1) {
+    for (std::int64_t c : cols) p.push_back(next + c);
+  } else if (mistake == "verify-window-start" && !first_step && n > 1) {
+    p.assign(static_cast<std::size_t>(n), next);
+  }
+  return p;
+}
+
+template <class Real>
+std::vector<Real> to_real(const std::vector<double>& x) {
+  return std::vector<Real>(x.begin(), x.end());
+}
+
+GoldenCase kv_cache_generate_trace(const TraceDef& t) {
+  const KvCacheParams& P = t.params;
+  const AttentionParams& a = P.attn;
+  const int B = t.batch, H = a.n_heads, Hkv = a.n_kv_heads, d = a.head_dim, dv = a.value_dim;
+  const DType dt = t.dtype;
+  const bool rope = P.enc.kind == KvEncodingKind::kRope;
+
+  // Trace-wide tables (inputs).
+  std::vector<Tensor> tensors;
+  KvCacheParams Pt = P;
+  if (P.enc.kind == KvEncodingKind::kT5) {
+    std::vector<double> tab(static_cast<std::size_t>(P.enc.t5.num_buckets * H));
+    for (std::size_t i = 0; i < tab.size(); ++i) tab[i] = input_value(dt, 4.0, t.seed, 1, i);
+    Pt.enc.t5_table = tab;
+    tensors.push_back(input_tensor("t5_table", dt, {P.enc.t5.num_buckets, H}, tab));
+  }
+  if (P.enc.kind == KvEncodingKind::kLearned) {
+    std::vector<double> tab(static_cast<std::size_t>(P.enc.learned_rows * H * d));
+    for (std::size_t i = 0; i < tab.size(); ++i) tab[i] = input_value(dt, 0.5, t.seed, 2, i);
+    Pt.enc.learned_table = tab;
+    tensors.push_back(input_tensor("learned_table", dt, {P.enc.learned_rows, H * d}, tab));
+  }
+  reference::kv_cache_check(Pt, "kv_cache_generate");
+  std::int64_t rows = P.capacity;
+  if (rows == 0) {
+    for (const auto& s : t.steps) rows += s.kind == "shift" ? 0 : s.T;
+  }
+
+  reference::KvBatch<mp50> b50(Pt, B);
+  reference::KvBatch<mp100> b100(Pt, B);
+  reference::KvBatch<double> bd(Pt, B);
+  TraceBudgets tb(t);
+  const double a_factor = rope ? rope_pipeline_angle_errors("strict", P.enc.rope, P.enc.scaling, {0}).a : 1.0;
+  const double scale = static_cast<double>(reference::attention_scale<mp50>(a));
+  // The generator's own record of every cached key by slot (to budget its rotations); checked
+  // against the session's snapshot after every step. Keyed by slot: a negative control may hold
+  // two keys at one position.
+  std::vector<std::map<std::int64_t, KeyRecord>> live(static_cast<std::size_t>(B));
+  std::vector<std::int64_t> age(static_cast<std::size_t>(B), 0);  // per sequence, as the session's
+
+  std::vector<TensorSpec> inputs, expected;
+  for (const auto& x : tensors) inputs.push_back(input_spec(x));
+  Json jsteps = Json::array();
+  bool first_append = true;
+  auto add_input = [&](Tensor x) {
+    inputs.push_back(input_spec(x));
+    tensors.push_back(std::move(x));
+  };
+  auto exact_i64 = [&](const std::string& name, const std::string& stage, std::vector<std::int64_t> shape,
+                       const std::vector<std::int64_t>& vals, std::vector<AxisSpec> axes) {
+    Tensor x = tensor_from_i64(name, shape, vals);
+    ExpectedTensor e = expected_tensor(name, stage, DType::kI64, shape, "exact", std::move(axes));
+    e.spec.check.profiles = exact_budgets(dt);
+    e.exact_tensor = &x;
+    expected.push_back(add_expected(&tensors, std::move(e)));
+  };
+
+  // The cache after a step: ascending positions, keys in that order, and their budgets.
+  auto cache_expected = [&](const std::string& sn) {
+    std::vector<std::int64_t> cpos(static_cast<std::size_t>(B * rows), -1);
+    std::vector<mp50> ck(static_cast<std::size_t>(B * rows * Hkv * d), mp50(0));
+    std::vector<mp100> ck100(ck.size(), mp100(0));
+    std::map<std::string, std::vector<double>> extra;
+    for (auto& pm : tb.models()) {
+      if (pm.applies) extra[pm.name].assign(ck.size(), kAnyFinite);
+    }
+    for (int b = 0; b < B; ++b) {
+      const auto s50 = b50.sequence(b).snapshot();
+      const auto s100 = b100.sequence(b).snapshot();
+      std::vector<std::pair<std::int64_t, std::size_t>> order;  // (position, slot)
+      for (std::size_t s = 0; s < s50.positions.size(); ++s) {
+        if (s50.positions[s] >= 0) order.push_back({s50.positions[s], s});
+      }
+      std::sort(order.begin(), order.end());
+      if (static_cast<std::int64_t>(order.size()) > rows) throw std::logic_error("kv_cache_generate: cache rows");
+      for (std::size_t r = 0; r < order.size(); ++r) {
+        const auto [pos, s] = order[r];
+        const std::size_t row = static_cast<std::size_t>(b * rows) + r;
+        cpos[row] = pos;
+        for (int x = 0; x < Hkv * d; ++x) {
+          ck[row * Hkv * d + x] = s50.k[s * Hkv * d + x];
+          ck100[row * Hkv * d + x] = s100.k[s * Hkv * d + x];
+        }
+        const auto it = live[b].find(static_cast<std::int64_t>(s));
+        if (it == live[b].end() || it->second.position != pos) {
+          throw std::logic_error("kv_cache_generate: the key records lost slot " + std::to_string(s));
+        }
+        for (auto& pm : tb.models()) {
+          if (!pm.applies) continue;
+          std::vector<double> e(static_cast<std::size_t>(Hkv * d), 0.0);
+          if (rope) {
+            e = tb.key_error(pm, it->second, a_factor);
+          } else if (P.enc.kind == KvEncodingKind::kLearned) {
+            for (int x = 0; x < Hkv * d; ++x) e[x] = kEps * std::fabs(static_cast<double>(s50.k[s * Hkv * d + x]));
+          }
+          std::copy(e.begin(), e.end(), extra[pm.name].begin() + row * Hkv * d);
+        }
+      }
+    }
+    cross_check(t.id, sn + ".cache_k", dt, ck, ck100);
+    exact_i64(sn + ".cache_positions", "cache", {B, rows}, cpos, {{"sequence", "", {}, {}}, {"row", "", {}, {}}});
+    ExpectedTensor e = expected_tensor(sn + ".cache_k", "cache", dt, {B, rows, Hkv, d}, "conditioned",
+                                       {{"sequence", "", {}, {}}, {"row", "", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}});
+    for (auto& pm : tb.models()) e.spec.check.profiles[pm.name] = pm.applies ? bound_of(0.0) : not_applicable(pm.na);
+    e.values = ck;
+    e.cond.assign(ck.size(), 0.0);
+    e.extra = std::move(extra);
+    expected.push_back(add_expected(&tensors, std::move(e)));
+  };
+
+  for (std::size_t si = 0; si < t.steps.size(); ++si) {
+    const TraceStep& st = t.steps[si];
+    const std::string sn = step_name(si);
+    Json js = {{"index", si}, {"name", sn}, {"kind", st.kind}};
+    if (!st.note.empty()) js["note"] = st.note;
+    const std::size_t first_expected = expected.size();
+    const std::size_t first_input = inputs.size();
+    if (st.kind == "shift") {
+      const bool rerotate = t.mistake != "shift-not-rerotated";
+      for (int b = 0; b < B; ++b) {
+        b50.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
+        b100.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
+        bd.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
+        for (auto it = live[b].begin(); it != live[b].end();) {
+          KeyRecord& rec = it->second;
+          if (rec.position >= st.n_keep && rec.position < st.n_keep + st.n_discard) {
+            it = live[b].erase(it);
+            continue;
+          }
+          if (rec.position >= st.n_keep + st.n_discard) {
+            rec.position -= st.n_discard;
+            if (rerotate) rec.deltas.push_back(-st.n_discard);
+          }
+          ++it;
+        }
+      }
+      js["n_keep"] = st.n_keep;
+      js["n_discard"] = st.n_discard;
+      cache_expected(sn);
+    } else {
+      const std::int64_t T = st.T;
+      std::vector<std::uint8_t> valid = st.valid.empty() ? std::vector<std::uint8_t>(static_cast<std::size_t>(B * T), 1) : st.valid;
+      std::vector<double> q(static_cast<std::size_t>(B * T * H * d)), k(static_cast<std::size_t>(B * T * Hkv * d)),
+          v(static_cast<std::size_t>(B * T * Hkv * dv));
+      const std::uint64_t base_stream = 16 + 4 * si;
+      for (std::size_t i = 0; i < q.size(); ++i) q[i] = input_value(dt, 1.0, t.seed, base_stream, i);
+      for (std::size_t i = 0; i < k.size(); ++i) k[i] = input_value(dt, 1.0, t.seed, base_stream + 1, i);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = input_value(dt, 1.0, t.seed, base_stream + 2, i);
+      // The scheduler's positions (a negative control's mistake), per sequence.
+      std::vector<std::int64_t> given;
+      if (!t.mistake.empty()) {
+        given.assign(static_cast<std::size_t>(B * T), 0);
+        bool any = false;
+        for (int b = 0; b < B; ++b) {
+          std::vector<std::int64_t> cols;
+          for (std::int64_t c = 0; c < T; ++c) {
+            if (valid[b * T + c]) cols.push_back(c);
+          }
+          const auto g = mistaken_positions(t.mistake, first_append, bd.sequence(b).next_position(),
+                                            bd.sequence(b).n_cached(), cols);
+          for (std::size_t i = 0; i < cols.size(); ++i) {
+            given[b * T + cols[i]] = g.empty() ? bd.sequence(b).next_position() + static_cast<std::int64_t>(i) : g[i];
+          }
+          any |= !g.empty();
+        }
+        if (!any) given.clear();
+      }
+      // StreamingLLM eviction happens inside append: mirror it in the records.
+      for (int b = 0; b < B; ++b) {
+        if (P.n_sink > 0 && bd.sequence(b).n_cached() == P.capacity) {
+          auto gone = live[b].end();
+          for (auto it = live[b].begin(); it != live[b].end(); ++it) {
+            if (it->second.age >= P.n_sink && (gone == live[b].end() || it->second.age < gone->second.age)) gone = it;
+          }
+          const std::int64_t gp = gone->second.position;
+          live[b].erase(gone);
+          for (auto& [slot, rec] : live[b]) {
+            if (rec.position > gp) {
+              rec.position -= 1;
+              rec.deltas.push_back(-1);
+            }
+          }
+        }
+      }
+      const auto r50 = b50.append(T, valid, to_real<mp50>(q), to_real<mp50>(k), to_real<mp50>(v), given);
+      const auto r100 = b100.append(T, valid, to_real<mp100>(q), to_real<mp100>(k), to_real<mp100>(v), given);
+      const auto rd = bd.append(T, valid, q, k, v, given);
+      cross_check(t.id, sn + ".out", dt, r50.out, r100.out);
+      if (r50.positions != rd.positions || r50.slots != rd.slots) throw std::logic_error("kv_cache_generate: sessions disagree");
+
+      add_input(input_tensor(sn + ".q", dt, {B, T, H, d}, q));
+      add_input(input_tensor(sn + ".k", dt, {B, T, Hkv, d}, k));
+      add_input(input_tensor(sn + ".v", dt, {B, T, Hkv, dv}, v));
+      if (!st.valid.empty()) {
+        add_input(tensor_from_i32(sn + ".valid", {B, T}, std::vector<std::int32_t>(valid.begin(), valid.end())));
+      }
+      const std::vector<AxisSpec> bt_axes = {{"sequence", "", {}, {}}, {"column", "", {}, {}}};
+      exact_i64(sn + ".positions", "positions", {B, T}, r50.positions, bt_axes);
+      exact_i64(sn + ".slots", "slots", {B, T}, r50.slots, bt_axes);
+
+      // Output budgets from the double session's view of the step.
+      std::vector<double> cond(r50.out.size(), 0.0);
+      std::map<std::string, std::vector<double>> extra;
+      for (auto& pm : tb.models()) {
+        if (pm.applies) extra[pm.name].assign(r50.out.size(), 0.0);
+      }
+      for (int b = 0; b < B; ++b) {
+        // Pad rows: any finite value.
+        for (std::int64_t c = 0; c < T; ++c) {
+          if (valid[b * T + c]) continue;
+          for (int x = 0; x < H * dv; ++x) {
+            for (auto& [name, ex] : extra) ex[(b * T + c) * H * dv + x] = kAnyFinite;
+          }
+        }
+        const auto& cols = rd.columns[b];
+        if (cols.empty()) continue;
+        const auto& sr = rd.sequences[b];
+        const std::size_t nk = sr.key_positions.size();
+        // Records of the keys the step saw: cached ones by position, then the new tokens.
+        std::vector<KeyRecord> krec;  // cached slots in slot order, as the session lists them
+        for (const auto& [slot, rec] : live[b]) krec.push_back(rec);
+        for (std::size_t j = 0; j < krec.size() || krec.size() + cols.size() != nk; ++j) {
+          if (krec.size() + cols.size() != nk || krec[j].position != sr.key_positions[j]) {
+            throw std::logic_error("kv_cache_generate: the key records disagree with the session at key " + std::to_string(j));
+          }
+        }
+        for (std::size_t i = 0; i < cols.size(); ++i) {
+          KeyRecord rec;
+          const std::size_t row = static_cast<std::size_t>(b * T + cols[i]);
+          rec.raw.assign(k.begin() + row * Hkv * d, k.begin() + (row + 1) * Hkv * d);
+          rec.p0 = rec.position = sr.positions[i];
+          rec.age = age[b]++;
+          krec.push_back(rec);
+        }
+        for (std::size_t i = 0; i < cols.size(); ++i) {
+          const std::size_t row = static_cast<std::size_t>(b * T + cols[i]);
+          const std::int64_t qp = sr.positions[i];
+          for (int h = 0; h < H; ++h) {
+            const int kh = h / (H / Hkv);
+            std::vector<double> S(nk, 0.0), pr(nk, 0.0);
+            for (std::size_t j = 0; j < nk; ++j) {
+              pr[j] = sr.probs[(i * H + h) * nk + j];
+              if (pr[j] == 0.0) continue;
+              double sd = 0;
+              for (int c = 0; c < d; ++c) sd += std::fabs(sr.q[(i * H + h) * d + c] * sr.keys[(j * Hkv + kh) * d + c]);
+              S[j] = scale * sd + std::fabs(sr.bias[(i * H + h) * nk + j]);
+            }
+            for (auto& pm : tb.models()) {
+              if (!pm.applies) continue;
+              std::vector<double> ds(nk, 0.0);
+              if (rope) {
+                const auto& p = P.enc.rope;
+                const auto& Eq = tb.angle(pm, qp);
+                const double rc = tb.rot_const(pm);
+                for (std::size_t j = 0; j < nk; ++j) {
+                  if (pr[j] == 0.0) continue;
+                  const auto ek = tb.key_error(pm, krec[j], a_factor);
+                  double x = 0;
+                  for (int pi = 0; pi < p.rotary_dim / 2; ++pi) {
+                    const int ca = reference::rope_pair_a(p, pi), cb = reference::rope_pair_b(p, pi);
+                    const double* qq = &sr.q[(i * H + h) * d];
+                    const double* kk = &sr.keys[(j * Hkv + kh) * d];
+                    const double cq = std::fabs(q[(row * H + h) * d + ca]) + std::fabs(q[(row * H + h) * d + cb]);
+                    const double eq = a_factor * cq * (rc + Eq[pi]);
+                    x += (std::fabs(qq[ca]) + std::fabs(qq[cb])) * ek[kh * d + ca] +
+                         (std::fabs(kk[ca]) + std::fabs(kk[cb])) * eq;
+                  }
+                  ds[j] = scale * x;
+                }
+              }
+              if (P.enc.kind == KvEncodingKind::kAlibi) {
+                const double rho = alibi_rel_error(pm.name, H, h);
+                for (std::size_t j = 0; j < nk; ++j) ds[j] += rho * std::fabs(sr.bias[(i * H + h) * nk + j]);
+              }
+              for (int c = 0; c < dv; ++c) {
+                const std::size_t oi = (row * H + h) * dv + c;
+                const double o = sr.out[(i * H + h) * dv + c];
+                double x = 0;
+                for (std::size_t j = 0; j < nk; ++j) x += pr[j] * ds[j] * std::fabs(sr.values[(j * Hkv + kh) * dv + c] - o);
+                extra[pm.name][oi] = x * 1.01;
+              }
+            }
+            for (int c = 0; c < dv; ++c) {
+              const std::size_t oi = (row * H + h) * dv + c;
+              const double o = sr.out[(i * H + h) * dv + c];
+              double A = 0, Bs = 0;
+              for (std::size_t j = 0; j < nk; ++j) {
+                const double vj = sr.values[(j * Hkv + kh) * dv + c];
+                A += pr[j] * std::fabs(vj);
+                Bs += pr[j] * std::fabs(vj - o) * S[j];
+              }
+              cond[oi] = A + Bs;
+            }
+          }
+        }
+        // The records after the step: the new tokens, minus what the ring evicted.
+        for (std::size_t i = 0; i < cols.size(); ++i) live[b][sr.slots[i]] = krec[nk - cols.size() + i];
+      }
+      const double base = optimized::kKvCacheMaxError * 1.01 + (P.enc.kind == KvEncodingKind::kLearned ? 1.5 : 0.0);
+      ExpectedTensor eo = expected_tensor(sn + ".out", "output", dt, {B, T, H, dv}, "conditioned",
+                                          {{"sequence", "", {}, {}}, {"column", "", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}});
+      for (auto& pm : tb.models()) {
+        eo.spec.check.profiles[pm.name] = pm.applies ? bound_of(base, 0.0, "attention kernel bound; RoPE and slope errors in the extra") : not_applicable(pm.na);
+      }
+      eo.values = r50.out;
+      eo.cond = cond;
+      eo.extra = std::move(extra);
+      expected.push_back(add_expected(&tensors, std::move(eo)));
+      cache_expected(sn);
+      js["columns"] = T;
+      first_append = false;
+    }
+    Json ins = Json::array(), exs = Json::array();
+    for (std::size_t i = first_input; i < inputs.size(); ++i) ins.push_back(inputs[i].name);
+    for (std::size_t i = first_expected; i < expected.size(); ++i) exs.push_back(expected[i].name);
+    js["inputs"] = ins;
+    js["expected"] = exs;
+    jsteps.push_back(js);
+  }
+
+  Json m = manifest_header(t.id, "kv_cache", t.variant, t.result, 1, t.description);
+  m["conventions"] = {
+      {"positions", "each sequence numbers its own tokens 0, 1, 2, ... across steps; padding "
+                    "columns get no position (-1); a context shift moves later positions down"},
+      {"visibility", "key at position k is visible to the query at position q iff k <= q (and "
+                     "q - window < k when window > 0)"},
+      {"slots", "a token takes the lowest empty slot, else replaces the oldest evictable one "
+                "(ring buffer); sNN.slots follow this rule, an engine with another one leaves them out"},
+      {"cache", "sNN.cache_positions and sNN.cache_k list the cached tokens in ascending position "
+                "(keys as the engine stores them: RoPE rotated to their current position)"},
+      {"padding", "padded rows of sNN.out: any finite value (NaN and Inf fail)"},
+      {"sinks", "n_sink > 0 (StreamingLLM): positions are indexes in the cache; when full, the "
+                "oldest window token is evicted and later ones move down one position"},
+      {"layout", "q [B, T, H, d], k and v [B, T, Hkv, d|dv], out [B, T, H, dv]; kv head of query "
+                 "head h = h / (H / Hkv)"}};
+  m["params"] = {{"n_heads", H}, {"n_kv_heads", Hkv}, {"head_dim", d}, {"value_dim", dv},
+                 {"scale_kind", a.scale_kind == AttentionScale::kNone ? "none" : "inv_sqrt_head_dim"},
+                 {"window", a.window}, {"capacity", P.capacity}, {"n_sink", P.n_sink},
+                 {"batch", B}, {"cache_rows", rows}, {"dtype", std::string(dtype_short(dt))}};
+  m["encoding"] = encoding_json(t);
+  if (!t.model_config.is_null()) m["model_config"] = t.model_config;
+  m["trace"] = {{"steps", jsteps},
+                {"replay", "for each step in order: a shift step drops positions [n_keep, n_keep + "
+                           "n_discard) and moves later ones down (re-rotating RoPE keys); any other "
+                           "step appends the valid columns of sNN.q/k/v to each sequence's cache "
+                           "and attends; write sNN.positions, sNN.out and, where the engine can "
+                           "export them, sNN.slots, sNN.cache_positions, sNN.cache_k"}};
+  if (!t.mistake.empty()) {
+    m["negative_control"] = {{"mistake", t.mistake},
+                             {"meaning", "the expected values follow this engine mistake: a correct "
+                                         "engine fails this case, the mistaken one passes it"}};
+  }
+  m["flags"] = t.flags;
+  m["citation"] = t.citation;
+  m["oracle"] = mp_oracle_json();
+  m["seed"] = t.seed;
+  m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = t5_table, 2 = learned_table, "
+              "16 + 4 s, +1, +2 = q, k, v of step s";
+  m["budgets"] = "README \"KV-cache traces\": attention bound kKvCacheMaxError eps (A + B); RoPE "
+                 "angle and rotation errors of each profile's pipeline (and re-rotations) in the extras";
+  manifest_add_tensors(m, t.id, inputs, expected);
+  return GoldenCase{m, std::move(tensors)};
+}
+
+std::vector<CaseRow> kv_cache_cases() {
+  std::vector<CaseRow> rows;
+  for (const auto& t : trace_table()) rows.push_back({t.id, t.description});
+  return rows;
+}
+
+GoldenCase kv_cache_generate(const std::string& id) { return kv_cache_generate_trace(trace_by_id(id)); }
+
+std::vector<std::string> kv_cache_mistakes() { return kv_mistakes(); }
+
+// ---- the built-in engine ---------------------------------------------------------------------
+
+/// The pipeline's rotation: HF's float32 tables (fp32) or ggml's recurrence (fp32-recurrence),
+/// applied as q * cos + rotate_half(q) * sin in float32.
+optimized::KvRotate pipeline_rotation(const std::string& pipeline, const reference::KvEncoding& e) {
+  const auto p = e.rope;
+  const auto s = e.scaling;
+  return [pipeline, p, s](float* x, int heads, std::int64_t m, double /*factor: 1 here*/) {
+    const int np = p.rotary_dim / 2;
+    const RopePipelineTables tb = rope_pipeline_tables(pipeline, p, s, p.head_dim, {m});
+    for (int h = 0; h < heads; ++h) {
+      float* y = x + h * p.head_dim;
+      for (int i = 0; i < np; ++i) {
+        const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+        const float c = tb.cos[i], sn = tb.sin[i];
+        const float xa = y[ca], xb = y[cb];
+        y[ca] = xa * c + (-xb) * sn;
+        y[cb] = xb * c + xa * sn;
+      }
+    }
+  };
+}
+
+TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  const auto& mk = kv_mistakes();
+  if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
+    throw_invalid("kv_cache_run_engine", "unknown mistake (known: restart-at-0, cache-length-position, "
+                  "padding-position, shift-not-rerotated, verify-window-start)", o.mistake);
+  }
+  if (o.pipeline != "exact" && !o.mistake.empty()) {
+    throw_invalid("kv_cache_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+  }
+  const Json& pj = spec.manifest.at("params");
+  AttentionParams a;
+  a.n_heads = pj.at("n_heads").get<int>();
+  a.n_kv_heads = pj.at("n_kv_heads").get<int>();
+  a.head_dim = pj.at("head_dim").get<int>();
+  a.value_dim = pj.at("value_dim").get<int>();
+  a.scale_kind = pj.at("scale_kind").get<std::string>() == "none" ? AttentionScale::kNone : AttentionScale::kInvSqrtHeadDim;
+  a.causal = true;
+  a.window = pj.at("window").get<std::int64_t>();
+  const int B = pj.at("batch").get<int>(), H = a.n_heads, Hkv = a.n_kv_heads, d = a.head_dim, dv = a.value_dim;
+  const std::int64_t rows = pj.at("cache_rows").get<std::int64_t>();
+  DType dt = DType::kF32;  // the stored dtype of the float outputs
+  for (const auto& e : spec.expected) {
+    if (e.check.kind == "conditioned") dt = e.dtype;
+  }
+  const reference::KvEncoding enc = encoding_from_json(spec.manifest.at("encoding"), golden, a);
+  if (const auto why = pipelines::dtype_mismatch(o.pipeline, dt); !why.empty() && o.pipeline != "exact") {
+    throw_invalid("kv_cache_run_engine", why, o.pipeline);
+  }
+
+  optimized::KvCacheConfig c;
+  c.attn = a;
+  c.capacity = rows;
+  c.n_sink = pj.at("n_sink").get<std::int64_t>();
+  c.batch = B;
+  c.rerotate = o.mistake != "shift-not-rerotated";
+  const bool exact = o.pipeline == "exact";
+  if (enc.kind == KvEncodingKind::kRope) {
+    c.rope = true;
+    c.rope_params = enc.rope;
+    if (exact) {
+      const auto tabs = optimized::rope_scaling_tables(enc.rope, enc.scaling);
+      c.inv_freq = tabs.inv_freq;
+      c.attention_factor = tabs.attention_factor;
+    } else if (!POSENC_MUTANT("engine_kv_pipeline_exact_rotation")) {  // a float pipeline that is not one
+      if (rope_pipeline_tables(o.pipeline, enc.rope, enc.scaling, enc.rope.head_dim, {0}).a != 1.0f) {
+        throw_invalid("kv_cache_run_engine", "the emulated pipelines model shifts with attention factor 1 only", o.pipeline);
+      }
+      c.rotate = pipeline_rotation(o.pipeline, enc);
+    }
+  }
+  if (enc.kind == KvEncodingKind::kAlibi) {
+    const auto m = exact ? optimized::alibi_slopes(reference::AlibiParams{H, enc.alibi_form})
+                         : (o.pipeline == "fp32-recurrence" ? pipelines::ggml_slopes(H) : pipelines::bloom_slopes(H));
+    c.bias = [m](int h, std::int64_t qp, std::int64_t kp) { return -m[h] * static_cast<float>(qp - kp); };
+  }
+  if (enc.kind == KvEncodingKind::kT5) {
+    const auto tab = tensor_to_f32(golden.at("t5_table"));
+    const auto t5 = enc.t5;
+    c.bias = [tab, t5, exact](int h, std::int64_t qp, std::int64_t kp) {
+      const int bucket = exact ? reference::t5_bias_bucket(t5, kp - qp)
+                               : pipelines::hf_t5_bucket_f32(kp - qp, t5.bidirectional, t5.num_buckets, t5.max_distance);
+      return tab[static_cast<std::size_t>(bucket) * t5.n_heads + h];
+    };
+  }
+  std::vector<float> learned;
+  if (enc.kind == KvEncodingKind::kLearned) learned = tensor_to_f32(golden.at("learned_table"));
+  optimized::KvCache cache(c);
+
+  TensorMap res;
+  auto cache_out = [&](const std::string& sn) {
+    std::vector<std::int64_t> cpos(static_cast<std::size_t>(B * rows), -1);
+    std::vector<float> ck(static_cast<std::size_t>(B * rows * Hkv * d), 0.0f);
+    std::vector<float> key(static_cast<std::size_t>(Hkv * d)), val(static_cast<std::size_t>(Hkv * dv));
+    for (int b = 0; b < B; ++b) {
+      std::vector<std::pair<std::int64_t, std::int64_t>> order;
+      for (std::int64_t s = 0; s < rows; ++s) {
+        if (cache.slot_position(b, s) >= 0) order.push_back({cache.slot_position(b, s), s});
+      }
+      std::sort(order.begin(), order.end());
+      for (std::size_t r = 0; r < order.size(); ++r) {
+        cache.read_slot(b, order[r].second, key, val);
+        cpos[b * rows + r] = order[r].first;
+        std::copy(key.begin(), key.end(), ck.begin() + (b * rows + r) * Hkv * d);
+      }
+    }
+    res.emplace(sn + ".cache_positions", tensor_from_i64(sn + ".cache_positions", {B, rows}, cpos));
+    res.emplace(sn + ".cache_k", engine_tensor(sn + ".cache_k", dt, {B, rows, Hkv, d}, ck));
+  };
+
+  bool first = true;
+  for (const auto& js : spec.manifest.at("trace").at("steps")) {
+    const std::string sn = js.at("name").get<std::string>();
+    if (js.at("kind").get<std::string>() == "shift") {
+      const std::int64_t n_keep = js.at("n_keep").get<std::int64_t>(), n_discard = js.at("n_discard").get<std::int64_t>();
+      for (int b = 0; b < B; ++b) {
+        // A mistaken scheduler may have numbered fewer positions than the shift names; like
+        // llama.cpp's seq_rm / seq_add on cells that do not exist, the shift then does nothing.
+        if (!o.mistake.empty() && cache.next_position(b) < n_keep + n_discard) continue;
+        cache.shift(b, n_keep, n_discard);
+      }
+      cache_out(sn);
+      continue;
+    }
+    const std::int64_t T = js.at("columns").get<std::int64_t>();
+    auto q = tensor_to_f32(golden.at(sn + ".q"));
+    auto k = tensor_to_f32(golden.at(sn + ".k"));
+    auto v = tensor_to_f32(golden.at(sn + ".v"));
+    std::vector<std::uint8_t> valid(static_cast<std::size_t>(B * T), 1);
+    if (auto it = golden.find(sn + ".valid"); it != golden.end()) {
+      for (std::int64_t i = 0; i < it->second.numel(); ++i) valid[i] = it->second.get_i64(i) != 0;
+    }
+    // The scheduler: each sequence's positions (or the mistake's).
+    std::vector<std::int64_t> given(static_cast<std::size_t>(B * T), 0);
+    bool any_given = false;
+    for (int b = 0; b < B; ++b) {
+      std::vector<std::int64_t> cols;
+      for (std::int64_t t = 0; t < T; ++t) {
+        if (valid[b * T + t]) cols.push_back(t);
+      }
+      std::int64_t n_cached = 0;
+      for (std::int64_t s = 0; s < rows; ++s) n_cached += cache.slot_position(b, s) >= 0;
+      const auto g = mistaken_positions(o.mistake, first, cache.next_position(b), n_cached, cols);
+      for (std::size_t i = 0; i < cols.size(); ++i) {  // a sequence without the mistake: its own numbering
+        given[b * T + cols[i]] = g.empty() ? cache.next_position(b) + static_cast<std::int64_t>(i) : g[i];
+      }
+      any_given |= !g.empty();
+    }
+    if (enc.kind == KvEncodingKind::kLearned) {  // the engine adds P[offset + position] first
+      for (int b = 0; b < B; ++b) {
+        std::int64_t next = cache.next_position(b);
+        for (std::int64_t t = 0; t < T; ++t) {
+          if (!valid[b * T + t]) continue;
+          const std::int64_t pos = any_given ? given[b * T + t] : next++;
+          const std::int64_t row = enc.learned_offset + pos;
+          if (row < 0 || row >= enc.learned_rows) throw_invalid("kv_cache_run_engine", "learned row out of the table", row);
+          const float* pe = &learned[static_cast<std::size_t>(row * H * d)];
+          const std::size_t r = static_cast<std::size_t>(b * T + t);
+          for (int x = 0; x < H * d; ++x) q[r * H * d + x] += pe[x];
+          for (int x = 0; x < Hkv * d; ++x) k[r * Hkv * d + x] += pe[x];
+          for (int x = 0; x < Hkv * dv; ++x) v[r * Hkv * dv + x] += pe[x];
+        }
+      }
+    }
+    std::vector<float> out(static_cast<std::size_t>(B * T * H * dv));
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(B * T)), slots(static_cast<std::size_t>(B * T));
+    try {
+      cache.step(T, valid, q, k, v, out, pos,
+                 any_given ? span<const std::int64_t>(given.data(), given.size()) : span<const std::int64_t>(), slots);
+    } catch (const InvalidArgument&) {
+      if (o.mistake.empty()) throw;
+      break;  // a mistaken engine whose cache overflowed stops here; later steps are missing
+    }
+    res.emplace(sn + ".positions", tensor_from_i64(sn + ".positions", {B, T}, pos));
+    res.emplace(sn + ".slots", tensor_from_i64(sn + ".slots", {B, T}, slots));
+    res.emplace(sn + ".out", engine_tensor(sn + ".out", dt, {B, T, H, dv}, out));
+    cache_out(sn);
+    first = false;
+  }
+  return res;
+}
+
+}  // namespace
+
+SchemeEntry kv_cache_scheme() {
+  return SchemeEntry{"kv_cache", "KV-cache position traces: continuation, sliding window, padding, context shift, sinks",
+                     &kv_cache_cases, &kv_cache_generate, &kv_cache_run_engine, &kv_cache_mistakes};
+}
+
+}  // namespace posenc::golden
