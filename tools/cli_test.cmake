@@ -36,6 +36,17 @@ foreach(m pairing offset double-rotation sin-sign)
   expect(0 "" engine ${CASE} --data "${DATA}" --mistake ${m} --out "${WORK}/${m}.safetensors")
   expect(1 "FAIL.*worst=\\[token [0-9]+ \\(position [0-9]+\\)" verify "${DATA}/rope/${CASE}.json" --actual "${WORK}/${m}.safetensors")
 endforeach()
+# KV-cache traces: a scheduler mistake fails at its step, named with position and slot (text
+# and JSON); the correct engine passes the trace and its negative control.
+set(KV kv_cache_rope_window8_ring_wrap_f32)
+expect(0 "" engine ${KV} --data "${DATA}" --out "${WORK}/kv_good.safetensors")
+expect(0 "trace: every checked step passes.*profile=fp32  PASS" verify "${DATA}/kv_cache/${KV}.json" --actual "${WORK}/kv_good.safetensors" --profile fp32)
+expect(0 "" engine ${KV} --data "${DATA}" --mistake cache-length-position --out "${WORK}/kv_cl.safetensors")
+expect(1 "first failing step: s04 \\(decode, step 4 of 8\\).*at position 9, slot 1 \\(the engine gave position 8\\)" verify "${DATA}/kv_cache/${KV}.json" --actual "${WORK}/kv_cl.safetensors")
+expect(1 "\"first_failing_step\": 4" verify "${DATA}/kv_cache/${KV}.json" --actual "${WORK}/kv_cl.safetensors" --format json)
+expect(0 "" engine kv_cache_rope_window8_cache_length_invalid_f32 --data "${DATA}" --out "${WORK}/kv_neg.safetensors")
+expect(0 "negative control: the output differs" verify "${DATA}/kv_cache/kv_cache_rope_window8_cache_length_invalid_f32.json" --actual "${WORK}/kv_neg.safetensors")
+expect(2 "unknown mistake" engine ${KV} --data "${DATA}" --mistake typo --out "${WORK}/kv_typo.safetensors")
 expect(2 "is a pipeline now: use --pipeline fp32" engine ${CASE} --data "${DATA}" --mistake fp32-angles --out "${WORK}/x.safetensors")
 # The float32 pipelines fail strict and pass the profile they claim (fp32-angles is an alias).
 expect(0 "" engine ${CASE} --data "${DATA}" --pipeline fp32 --out "${WORK}/f32.safetensors")

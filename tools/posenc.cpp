@@ -277,6 +277,22 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
       if (sc.contains(k)) std::cout << "    " << k << ": " << sc[k].get<std::string>() << "\n";
     }
   }
+  if (m.contains("encoding")) std::cout << "  encoding     " << m["encoding"].dump() << "\n";
+  if (m.contains("negative_control")) {
+    std::cout << "  negative control of the mistake " << m["negative_control"].value("mistake", "") << "\n";
+  }
+  if (m.contains("trace")) {  // a KV-cache trace: the steps to replay, in order
+    std::cout << "  trace (replay in order; README \"Replaying a KV-cache trace\")\n";
+    for (const auto& st : m["trace"]["steps"]) {
+      std::cout << "    " << st.value("name", "") << "  " << st.value("kind", "");
+      if (st.contains("columns")) std::cout << "  columns " << st["columns"].get<long long>();
+      if (st.contains("n_keep")) {
+        std::cout << "  n_keep " << st["n_keep"].get<long long>() << " n_discard " << st["n_discard"].get<long long>();
+      }
+      if (st.contains("note")) std::cout << "  (" << st["note"].get<std::string>() << ")";
+      std::cout << "\n";
+    }
+  }
   if (m.contains("positions")) {
     std::cout << "  positions    ";
     for (const auto& p : m["positions"]) std::cout << p["position"].get<long long>() << ' ';
