@@ -565,6 +565,11 @@ GoldenCase kv_cache_generate_trace(const TraceDef& t) {
     tensors.push_back(input_tensor("learned_table", dt, {P.enc.learned_rows, H * d}, tab));
   }
   reference::kv_cache_check(Pt, "kv_cache_generate");
+  if (rope && (P.enc.scaling.type == RopeScalingType::kDynamic || P.enc.scaling.type == RopeScalingType::kLongRope)) {
+    // The budgets read one table per position; a length-dependent rule has one per call.
+    throw_invalid("kv_cache_generate", "golden traces of length-dependent RoPE rules (dynamic, longrope) "
+                  "are not generated (the reference and properties cover them)", t.id);
+  }
   std::int64_t rows = P.capacity;
   if (rows == 0) {
     for (const auto& s : t.steps) rows += s.kind == "shift" ? 0 : s.T;

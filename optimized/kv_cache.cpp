@@ -14,6 +14,9 @@
 namespace posenc::optimized {
 namespace {
 
+/// Multiply-adds below which a step runs on one thread.
+constexpr std::int64_t kParallelWork = std::int64_t{1} << 16;
+
 float to_storage(float x, KvStorage s) {
   return s == KvStorage::kF16 ? static_cast<float>(f16_to_double(double_to_f16(x))) : x;
 }
@@ -270,7 +273,11 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
   const float scale = static_cast<float>(static_cast<double>(reference::attention_scale<double>(c_.attn)));
   const int group = H / Hkv;
   const std::int64_t window = c_.attn.window;
-#pragma omp parallel for schedule(static)
+  // A small step stays on one thread (the bits do not depend on it: one (sequence, head) pair
+  // per iteration either way); waking threads for a few thousand multiply-adds costs more.
+  std::int64_t madds = 0;
+  for (const SeqWork& w : work) madds += w.n * static_cast<std::int64_t>(w.kpos.size()) * (d + dv) * H;
+#pragma omp parallel for schedule(static) if (madds > kParallelWork)
   for (int bh = 0; bh < B * H; ++bh) {
     const int b = bh / H, h = bh % H, kh = h / group;
     SeqWork& w = work[b];

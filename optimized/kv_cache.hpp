@@ -28,9 +28,8 @@
 #include <functional>
 #include <vector>
 
-#include "reference/attention.hpp"
 #include "reference/common/span.hpp"
-#include "reference/rope.hpp"
+#include "reference/kv_cache.hpp"  // the model this cache implements (slots, positions, rules)
 
 namespace posenc::optimized {
 
