@@ -665,7 +665,7 @@ GoldenCase kv_cache_generate_trace(const TraceDef& t) {
     const std::size_t first_expected = expected.size();
     const std::size_t first_input = inputs.size();
     if (st.kind == "shift") {
-      const bool rerotate = t.mistake != "shift-not-rerotated";
+      const bool rerotate = t.mistake != "shift-not-rerotated" || POSENC_MUTANT("gold_kv_negative_control_mistake_ignored");
       for (int b = 0; b < B; ++b) {
         b50.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
         b100.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
@@ -697,7 +697,7 @@ GoldenCase kv_cache_generate_trace(const TraceDef& t) {
       for (std::size_t i = 0; i < v.size(); ++i) v[i] = input_value(dt, 1.0, t.seed, base_stream + 2, i);
       // The scheduler's positions (a negative control's mistake), per sequence.
       std::vector<std::int64_t> given;
-      if (!t.mistake.empty()) {
+      if (!t.mistake.empty() && !POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {
         given.assign(static_cast<std::size_t>(B * T), 0);
         bool any = false;
         for (int b = 0; b < B; ++b) {

@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include <omp.h>
+
 #include "optimized/rope.hpp"
 #include "reference/common/dtype.hpp"
 #include "reference/common/errors.hpp"
@@ -191,7 +193,7 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
     w.n = static_cast<std::int64_t>(w.cols.size());
     const Seq& s = seqs_[b];
     const std::int64_t used = std::count_if(s.pos.begin(), s.pos.end(), [](std::int64_t p) { return p >= 0; });
-    if (c_.attn.window == 0 && c_.n_sink == 0 && w.n > c_.capacity - used) {
+    if (c_.attn.window == 0 && c_.n_sink == 0 && w.n > c_.capacity - used && !POSENC_MUTANT("opt_kv_room_check_dropped")) {
       throw_invalid(fn, "sequence " + std::to_string(b) + " has room for " +
                         std::to_string(c_.capacity - used) + " tokens (shift first)", w.n);
     }
@@ -297,6 +299,7 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
         float dot = 0.0f;
         for (int c = 0; c < d; ++c) dot += qv[c] * kv[c];
         sc[j] = dot * scale + (c_.bias ? c_.bias(h, qp, kp) : 0.0f);
+        if (POSENC_MUTANT("opt_kv_thread_dependent") && omp_get_thread_num() != 0) sc[j] = std::nextafter(sc[j], 0.0f);
         mx = std::max(mx, sc[j]);
       }
       float sum = 0.0f;

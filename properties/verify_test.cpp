@@ -318,6 +318,44 @@ TEST(VerifyVerdicts, FirstFailingPositionIsLocated) {
   EXPECT_EQ(j["tensors"][3]["passes_up_to_position"], 299);
 }
 
+// A trace case: the first step with a failing tensor is named with the position and slot of its
+// worst element, and the position the engine gave when positions are what fails.
+TEST(VerifyVerdicts, TraceNamesTheFirstFailingStepWithPositionAndSlot) {
+  const auto lc = load("kv_cache_rope_window8_ring_wrap_f32");
+  auto out = perfect_output(lc);
+  const auto pass = verify_case(lc.spec, lc.golden, out, {});
+  ASSERT_TRUE(pass.trace.has_value());
+  EXPECT_EQ(pass.trace->index, -1);
+  EXPECT_EQ(pass.trace->n_checked, pass.trace->n_steps);
+  // s05 is the 4-token verify window at positions 10..13 in ring slots 2..5: break column 1
+  // (position 11, slot 3), and s06 too; the report names s05.
+  for (const char* name : {"s05.out", "s06.out"}) {
+    Tensor& o = out.at(name);
+    const std::int64_t row = std::string(name) == "s05.out" ? 1 : 0;
+    const std::int64_t per_row = o.numel() / o.shape[1];
+    set_f32(o, row * per_row + 3, static_cast<float>(o.get_f64(row * per_row + 3) + 0.5));
+  }
+  auto r = verify_case(lc.spec, lc.golden, out, {});
+  ASSERT_EQ(r.status, "FAIL");
+  ASSERT_TRUE(r.trace.has_value());
+  EXPECT_EQ(r.trace->name, "s05");
+  EXPECT_EQ(r.trace->kind, "verify");
+  EXPECT_EQ(r.trace->position, std::optional<std::int64_t>(11));
+  EXPECT_EQ(r.trace->slot, std::optional<std::int64_t>(3));
+  EXPECT_NE(format_case_text(r, false).find("first failing step: s05 (verify, step 5 of 8)"), std::string::npos)
+      << format_case_text(r, false);
+  EXPECT_EQ(case_report_json(r)["trace"]["first_failing_step"], 5);
+  // A wrong position in an earlier step comes first, with what the engine gave.
+  Tensor& p = out.at("s04.positions");
+  std::vector<std::int64_t> v = {8};
+  p = tensor_from_i64("s04.positions", p.shape, v);
+  r = verify_case(lc.spec, lc.golden, out, {});
+  ASSERT_TRUE(r.trace.has_value());
+  EXPECT_EQ(r.trace->name, "s04");
+  EXPECT_EQ(r.trace->position, std::optional<std::int64_t>(9));
+  EXPECT_EQ(r.trace->engine_position, std::optional<std::int64_t>(8));
+}
+
 TEST(VerifyVerdicts, MaxPositionJudgesOnlyTheContextWindow) {
   const auto lc = load(kRopeCase);
   auto out = perfect_output(lc);

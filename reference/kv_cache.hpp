@@ -128,7 +128,8 @@ inline void kv_cache_check(const KvCacheParams& p, const char* function = "kv_ca
   attention_check(p.attn, 0, 0, function);
   if (p.capacity < 0) throw_invalid(function, "capacity must be >= 0", p.capacity);
   if (p.n_sink < 0) throw_invalid(function, "n_sink must be >= 0", p.n_sink);
-  if (p.attn.window > 0 && p.capacity > 0 && p.capacity < p.attn.window) {
+  if (p.attn.window > 0 && p.capacity > 0 && p.capacity < p.attn.window &&
+      !POSENC_MUTANT("ref_kv_window_capacity_check_dropped")) {
     throw_invalid(function, "capacity must hold the window " + std::to_string(p.attn.window),
                   p.capacity);
   }
@@ -426,7 +427,8 @@ class KvSession {
 
   std::vector<Real> encoded_key(const Slot& s, std::int64_t current_len) const {
     if (p_.enc.kind != KvEncodingKind::kRope) return s.k;
-    const std::int64_t len = p_.enc.table_policy == KvTablePolicy::kRerotateCache ? current_len : s.table_len;
+    const bool rerotate = p_.enc.table_policy == KvTablePolicy::kRerotateCache && !POSENC_MUTANT("ref_kv_table_policy_ignored");
+    const std::int64_t len = rerotate ? current_len : s.table_len;
     return rotate_heads(s.k, p_.attn.n_kv_heads, s.rotated_at, len);
   }
 
