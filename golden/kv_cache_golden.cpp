@@ -130,6 +130,16 @@ reference::KvEncoding plain_rope(int d, double base) {
   return e;
 }
 
+/// A negative control of a valid trace: the same steps and inputs, with the values an engine
+/// with `mistake` produces.
+TraceDef negative_control(TraceDef t, std::string id, std::string mistake, std::string description) {
+  t.id = std::move(id);
+  t.result = "invalid";
+  t.mistake = std::move(mistake);
+  t.description = std::move(description);
+  return t;
+}
+
 std::vector<TraceDef> trace_table() {
   std::vector<TraceDef> v;
   std::uint64_t seed = POSENC_MUTANT("data_kv_seed_changed") ? 0x6b760001 : 0x6b760000;
@@ -154,13 +164,9 @@ std::vector<TraceDef> trace_table() {
     t.flags = {"KvCacheOffset", "SpeculativeWindow", "RopeScaled"};
     t.citation = "spec/verification.md class K (onnxruntime-genai #2354, mlx-vlm #1983, omlx #2363)";
     v.push_back(t);
-    TraceDef bad = t;
-    bad.id = "kv_cache_rope_llama3_1_8b_restart_invalid_f32";
-    bad.result = "invalid";
-    bad.mistake = "restart-at-0";
-    bad.description = "negative control: the Llama-3.1 trace with every step after the prefill "
-                      "numbered from 0 (the engine forgets the cache offset)";
-    v.push_back(bad);
+    v.push_back(negative_control(t, "kv_cache_rope_llama3_1_8b_restart_invalid_f32", "restart-at-0",
+                                 "negative control: the Llama-3.1 trace with every step after the prefill "
+                                 "numbered from 0 (the engine forgets the cache offset)"));
   }
   {  // Mistral-style sliding window: a ring buffer of 8 slots through the wrap point
     TraceDef t;
@@ -181,13 +187,9 @@ std::vector<TraceDef> trace_table() {
     t.citation = "A. Q. Jiang et al., Mistral 7B, arXiv:2310.06825v1, Sec. 2 (rolling buffer cache); "
                  "spec/verification.md class M";
     v.push_back(t);
-    TraceDef bad = t;
-    bad.id = "kv_cache_rope_window8_cache_length_invalid_f32";
-    bad.result = "invalid";
-    bad.mistake = "cache-length-position";
-    bad.description = "negative control: the ring-buffer trace with each step numbered from the "
-                      "number of cached tokens (wrong once the window is full)";
-    v.push_back(bad);
+    v.push_back(negative_control(t, "kv_cache_rope_window8_cache_length_invalid_f32", "cache-length-position",
+                                 "negative control: the ring-buffer trace with each step numbered from the "
+                                 "number of cached tokens (wrong once the window is full)"));
   }
   {  // a left-padded batch of three sequences of different lengths
     TraceDef t;
@@ -204,13 +206,9 @@ std::vector<TraceDef> trace_table() {
     t.flags = {"Padding", "BatchPositions"};
     t.citation = "spec/verification.md class L (unsloth #3699, transformers #22161, fla #967)";
     v.push_back(t);
-    TraceDef bad = t;
-    bad.id = "kv_cache_rope_left_padded_batch3_padding_position_invalid_f32";
-    bad.result = "invalid";
-    bad.mistake = "padding-position";
-    bad.description = "negative control: the padded batch with positions numbered by column "
-                      "(padding counted as positions)";
-    v.push_back(bad);
+    v.push_back(negative_control(t, "kv_cache_rope_left_padded_batch3_padding_position_invalid_f32", "padding-position",
+                                 "negative control: the padded batch with positions numbered by column "
+                                 "(padding counted as positions)"));
   }
   {  // llama.cpp context shift, twice
     TraceDef t;
@@ -231,13 +229,9 @@ std::vector<TraceDef> trace_table() {
     t.flags = {"ContextShift", "KeyRerotation"};
     t.citation = "spec/verification.md class N (llama.cpp #4097, #2060: R(a) R(b) = R(a + b))";
     v.push_back(t);
-    TraceDef bad = t;
-    bad.id = "kv_cache_rope_context_shift_not_rerotated_invalid_f32";
-    bad.result = "invalid";
-    bad.mistake = "shift-not-rerotated";
-    bad.description = "negative control: the context-shift trace with the position records "
-                      "changed and the keys left as rotated";
-    v.push_back(bad);
+    v.push_back(negative_control(t, "kv_cache_rope_context_shift_not_rerotated_invalid_f32", "shift-not-rerotated",
+                                 "negative control: the context-shift trace with the position records "
+                                 "changed and the keys left as rotated"));
   }
   {  // the same keys shifted again and again (llama.cpp #4097: coherence degrades over shifts)
     TraceDef t;
