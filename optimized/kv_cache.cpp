@@ -144,14 +144,29 @@ void KvCache::rotate(float* x, int heads, std::int64_t m, double factor) const {
              span<const float>(x, n), span<float>(x, n));
 }
 
-/// The stored key of `slot` times R(delta) (no attention factor: it is already in the key).
-void KvCache::rerotate(Seq& s, std::int64_t slot, std::int64_t delta) {
-  if (!c_.rope || !c_.rerotate || POSENC_MUTANT("opt_kv_shift_not_rerotated")) return;
+/// The stored keys of `slots` times R(delta) (no attention factor: it is already in the keys);
+/// the rotation's table is built once for all of them.
+void KvCache::rerotate(Seq& s, const std::vector<std::int64_t>& slots, std::int64_t delta) {
+  if (!c_.rope || !c_.rerotate || slots.empty() || POSENC_MUTANT("opt_kv_shift_not_rerotated")) return;
   const int Hkv = c_.attn.n_kv_heads, d = c_.attn.head_dim;
-  std::vector<float> key(static_cast<std::size_t>(Hkv * d));
-  load_key(s, slot, key.data());
-  rotate(key.data(), Hkv, delta, 1.0);
-  store(s, slot, key.data(), nullptr);
+  const std::size_t n = static_cast<std::size_t>(Hkv * d);
+  std::vector<float> key(n);
+  const std::int64_t pos[1] = {delta};
+  RopeCache rc;
+  if (!c_.rotate) {
+    rc = rope_cache_init(c_.rope_params, span<const std::int64_t>(pos, 1),
+                         span<const double>(c_.inv_freq.data(), c_.inv_freq.size()), 1.0);
+  }
+  for (std::int64_t slot : slots) {
+    load_key(s, slot, key.data());
+    if (c_.rotate) {
+      c_.rotate(key.data(), Hkv, delta, 1.0);
+    } else {
+      rope_apply(c_.rope_params, rc, RopeShape{1, Hkv, RopeTensorLayout::kTokensHeadsDim},
+                 span<const float>(key.data(), n), span<float>(key.data(), n));
+    }
+    store(s, slot, key.data(), nullptr);
+  }
 }
 
 std::int64_t KvCache::free_slot(const Seq& s) const {
@@ -219,12 +234,14 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
       }
       const std::int64_t gone = s.pos[oldest];
       s.pos[oldest] = -1;
+      std::vector<std::int64_t> moved;
       for (std::int64_t i = 0; i < c_.capacity; ++i) {
         if (s.pos[i] > gone) {
           s.pos[i] -= 1;
-          rerotate(s, i, -1);
+          moved.push_back(i);
         }
       }
+      rerotate(s, moved, -1);
       s.next -= 1;
     }
     for (std::int64_t i = 0; i < w.n; ++i) {
@@ -352,15 +369,17 @@ void KvCache::shift(int b, std::int64_t n_keep, std::int64_t n_discard) {
   if (n_keep + n_discard > s.next) {
     throw_invalid(fn, "n_keep + n_discard must be <= next position " + std::to_string(s.next), n_keep + n_discard);
   }
+  std::vector<std::int64_t> moved;
   for (std::int64_t i = 0; i < c_.capacity; ++i) {
     if (s.pos[i] < 0) continue;
     if (s.pos[i] >= n_keep && s.pos[i] < n_keep + n_discard) {
       s.pos[i] = -1;
     } else if (s.pos[i] >= n_keep + n_discard) {
       s.pos[i] -= n_discard;
-      rerotate(s, i, -n_discard);
+      moved.push_back(i);
     }
   }
+  rerotate(s, moved, -n_discard);
   s.next -= n_discard;
 }
 

@@ -102,7 +102,7 @@ class KvCache {
   void store(Seq& s, std::int64_t slot, const float* key, const float* value);
   void load_key(const Seq& s, std::int64_t slot, float* key) const;
   void load_value(const Seq& s, std::int64_t slot, float* value) const;
-  void rerotate(Seq& s, std::int64_t slot, std::int64_t delta);
+  void rerotate(Seq& s, const std::vector<std::int64_t>& slots, std::int64_t delta);
   void rotate(float* x, int heads, std::int64_t m, double factor) const;
   std::int64_t free_slot(const Seq& s) const;
 
