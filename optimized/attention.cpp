@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <omp.h>
 
+#include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
