@@ -232,8 +232,8 @@ Run run_optimized(const ShawCase& c) {
 TEST(ShawOptimized, MatchesOracleWithinBound) {
   double worst = 0;
   rc::detail::checkGTest([&] {
-    // Up to 150 keys: several key tiles, so the per-slot weights are rescaled across tiles.
-    const ShawCase c = *gen_shaw_case(*rc::gen::element<std::int64_t>(8, 40, 150), 48, true);
+    // Up to 72 keys: two key tiles, so the per-slot weights are rescaled across tiles.
+    const ShawCase c = *gen_shaw_case(*rc::gen::element<std::int64_t>(8, 24, 72), 16, true);
     const auto got = run_optimized(c);
     const int H = c.ap.n_heads, Hkv = c.ap.n_kv_heads, d = c.ap.head_dim, dv = c.ap.value_dim;
     const int g = H / Hkv;
@@ -291,7 +291,7 @@ TEST(ShawOptimized, MatchesOracleWithinBound) {
 }
 
 RC_GTEST_PROP(ShawOptimized, IdenticalBitsForAnyThreadCount, ()) {
-  ShawCase c = *gen_shaw_case(100, 16);
+  ShawCase c = *gen_shaw_case(48, 8);
   if (c.ap.n_heads < 2 && c.tq <= optimized::kAttentionQueryTile) {  // at least two tasks
     c.tk += optimized::kAttentionQueryTile;
     c.tq += optimized::kAttentionQueryTile;
@@ -302,7 +302,7 @@ RC_GTEST_PROP(ShawOptimized, IdenticalBitsForAnyThreadCount, ()) {
   }
   omp_set_num_threads(1);
   const auto one = run_optimized(c);
-  for (int t : {2, 3, 5}) {
+  for (int t : {2, 3}) {
     omp_set_num_threads(t);
     const auto many = run_optimized(c);
     RC_ASSERT(std::memcmp(one.out.data(), many.out.data(), one.out.size() * sizeof(float)) == 0);
@@ -355,7 +355,7 @@ TEST(ShawGolden, EngineMistakesAreCaught) {
 }
 TEST(ShawGolden, EachStageFailsAlone) {
   const auto dir = golden::default_data_dir();
-  const auto lc = golden::load_case(dir / "shaw" / "shaw_enc_k20_h4_d32_t48_f32.json");
+  const auto lc = golden::load_case(dir / "shaw" / "shaw_enc_k20_h2_d32_t48_f32.json");
   const auto& s = golden::scheme_by_slug("shaw");
   const auto good = s.run_engine(lc.spec, lc.golden, {});
   for (const auto& e : lc.spec.expected) {

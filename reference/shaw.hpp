@@ -121,7 +121,8 @@ AttentionHooks<Real> shaw_hooks(const ShawParams& p, const AttentionParams& ap, 
   shaw_check_shapes(p, ap, tq, tk, q.size(), rel_k.size(), rel_v.size(), "shaw_hooks");
   const Real scale = POSENC_MUTANT("ref_shaw_scale_one_term") ? Real(1) : attention_scale<Real>(ap);
   const int H = ap.n_heads, d = ap.head_dim, dv = ap.value_dim;
-  const std::int64_t o = ap.query_offset;
+  // Mutant: the relative terms place the queries at 0 .. Tq - 1 (decode at the wrong distances).
+  const std::int64_t o = POSENC_MUTANT("ref_shaw_ignores_offset") ? 0 : ap.query_offset;
   AttentionHooks<Real> hooks;
   hooks.bias = [p, q, rel_k, scale, H, d, o](int h, std::int64_t i, std::int64_t j) {
     const std::size_t row = static_cast<std::size_t>(shaw_index(p, o + i, j)) * d;
