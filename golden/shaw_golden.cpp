@@ -157,8 +157,9 @@ GoldenCase shaw_case_generate(ShawCase c) {
   const ShawParams& sp = c.sp;
   const AttentionParams& ap = d.params;
   const int rows = reference::shaw_table_rows(sp), dk = ap.head_dim, dv = ap.value_dim;
-  const int H = ap.n_heads, Hkv = ap.n_kv_heads;
-  std::vector<double> rel_k(static_cast<std::size_t>(rows) * dk), rel_v(static_cast<std::size_t>(rows) * dv);
+  const int H = ap.n_heads;
+  std::vector<double> rel_k(static_cast<std::size_t>(rows) * dk);
+  std::vector<double> rel_v(static_cast<std::size_t>(rows) * dv);
   for (std::size_t i = 0; i < rel_k.size(); ++i) rel_k[i] = table_value(d.dtype, d.seed, 4, i);
   for (std::size_t i = 0; i < rel_v.size(); ++i) rel_v[i] = table_value(d.dtype, d.seed, 5, i);
   // The tables the expected values use: reversed rows = the distance query - key.
@@ -218,7 +219,6 @@ GoldenCase shaw_case_generate(ShawCase c) {
          "the expected tensors follow the WRONG sign; a correct engine differs from them "
          "(verify PASS), an engine that computes query - key reproduces them (verify FAIL)"}};
   }
-  (void)Hkv;
   GoldenCase g = attention_case_generate(d);
 
   std::vector<std::int32_t> eidx(idx.size());
@@ -261,7 +261,9 @@ GoldenCase shaw_case_generate(ShawCase c) {
       "relations_keys [2K + 1, d], relations_values [2K + 1, dv], row r = distance r - K, "
       "shared by all heads";
   m["detection"] = Json::array(
-      {{{"flag", "ShawRelativeSign"}, {"stages", {"relative_index", "probs", "out"}}, {"blind", ""}},
+      {{{"flag", "ShawRelativeSign"},
+        {"stages", {"relative_index", "probs", "out"}},
+        {"blind", ""}},
        {{"flag", "ShawClipping"}, {"stages", {"relative_index", "probs", "out"}}, {"blind", ""}},
        {{"flag", "ShawRelativeValues"},
         {"stages", {"out"}},

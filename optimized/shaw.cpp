@@ -103,7 +103,8 @@ void ShawRelative::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int 
   for (int r = 0; r < nq; ++r) {
     const float* qa = qa_.data() + (static_cast<std::size_t>(head) * tq_ + q0 + r) * rows_;
     const std::int64_t base = k0 - (query_offset_ + q0 + r);
-    for (int c = 0; c < nk; ++c) tile[static_cast<std::size_t>(r) * nk + c] = qa[index_.at(base + c)];
+    float* row = tile + static_cast<std::size_t>(r) * nk;
+    for (int c = 0; c < nk; ++c) row[c] = qa[index_.at(base + c)];
   }
   if (POSENC_MUTANT("opt_shaw_thread_dependent") && omp_get_thread_num() != 0) {
     for (int x = 0; x < nq * nk; ++x) tile[x] += tile[x] * 0x1p-23f;

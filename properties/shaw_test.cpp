@@ -90,7 +90,8 @@ TEST(ShawReferenceSpot, IndexIsClippedKeyMinusQuery) {
   for (int j = 0; j < 10; ++j) got.push_back(reference::shaw_index(p, 5, j));
   EXPECT_EQ(got, (std::vector<int>{0, 0, 0, 0, 1, 2, 3, 4, 4, 4}));
   // Decode: one query at the last of 4 keys sees the distance row (-3, -2, -1, 0).
-  EXPECT_EQ(reference::shaw_index_matrix({20}, 1, 4, 3), (std::vector<std::int32_t>{17, 18, 19, 20}));
+  EXPECT_EQ(reference::shaw_index_matrix({20}, 1, 4, 3),
+            (std::vector<std::int32_t>{17, 18, 19, 20}));
   EXPECT_EQ(reference::shaw_table_rows({20}), 41);
 }
 
@@ -196,7 +197,8 @@ POSENC_TYPED_PROP(ShawReference, DecodeEqualsLastRowOfFullForward) {
   const auto last = ref_forward<Real>(one);
   const Real tol = Real(order_tol<Real>(c));
   for (int x = 0; x < H * dv; ++x) {
-    rc_assert_close<Real>(last[x], full[(c.tk - 1) * H * dv + x], tol, "out[" + std::to_string(x) + "]");
+    rc_assert_close<Real>(last[x], full[(c.tk - 1) * H * dv + x], tol,
+                          "out[" + std::to_string(x) + "]");
   }
 }
 
@@ -254,7 +256,8 @@ TEST(ShawOptimized, MatchesOracleWithinBound) {
           double s = 0;
           for (int y = 0; y < d; ++y) {
             const double qy = std::fabs(c.q[(i * H + h) * d + y]);
-            s += qy * (std::fabs(c.k[(j * Hkv + h / g) * d + y]) + std::fabs(c.rel_k[row[j] * d + y]));
+            s += qy * (std::fabs(c.k[(j * Hkv + h / g) * d + y]) +
+                       std::fabs(c.rel_k[row[j] * d + y]));
           }
           sens[j] = scale * s;
           const double p = static_cast<double>(r.probs(i, j));
@@ -306,7 +309,8 @@ RC_GTEST_PROP(ShawOptimized, IdenticalBitsForAnyThreadCount, ()) {
     omp_set_num_threads(t);
     const auto many = run_optimized(c);
     RC_ASSERT(std::memcmp(one.out.data(), many.out.data(), one.out.size() * sizeof(float)) == 0);
-    RC_ASSERT(std::memcmp(one.probs.data(), many.probs.data(), one.probs.size() * sizeof(float)) == 0);
+    RC_ASSERT(std::memcmp(one.probs.data(), many.probs.data(),
+                          one.probs.size() * sizeof(float)) == 0);
   }
   omp_set_num_threads(omp_get_num_procs());
 }

@@ -70,8 +70,8 @@ inline int shaw_index(const ShawParams& p, std::int64_t query_pos, std::int64_t 
   shaw_check(p, "shaw_index");
   std::int64_t r = key_pos - query_pos;
   if (POSENC_MUTANT("ref_shaw_sign_flipped")) r = -r;  // query - key
-  const std::int64_t kk =
-      POSENC_MUTANT("ref_shaw_clip_off_by_one") ? p.max_relative_position - 1 : p.max_relative_position;
+  const std::int64_t kk = POSENC_MUTANT("ref_shaw_clip_off_by_one") ? p.max_relative_position - 1
+                                                                     : p.max_relative_position;
   return static_cast<int>(std::clamp<std::int64_t>(r, -kk, kk) + p.max_relative_position);
 }
 
@@ -169,7 +169,8 @@ std::vector<Real> shaw_forward_naive(const ShawParams& p, const AttentionParams&
   const int H = ap.n_heads, Hkv = ap.n_kv_heads, d = ap.head_dim, dv = ap.value_dim;
   const Real scale = attention_scale<Real>(ap);
   const std::vector<std::int32_t> idx = shaw_index_matrix(p, tq, tk, ap.query_offset);
-  std::vector<Real> rk(static_cast<std::size_t>(tq * tk * d)), rv(static_cast<std::size_t>(tq * tk * dv));
+  std::vector<Real> rk(static_cast<std::size_t>(tq * tk * d));
+  std::vector<Real> rv(static_cast<std::size_t>(tq * tk * dv));
   for (std::size_t x = 0; x < idx.size(); ++x) {
     for (int c = 0; c < d; ++c) rk[x * d + c] = rel_k[static_cast<std::size_t>(idx[x]) * d + c];
     for (int c = 0; c < dv; ++c) rv[x * dv + c] = rel_v[static_cast<std::size_t>(idx[x]) * dv + c];
@@ -186,14 +187,16 @@ std::vector<Real> shaw_forward_naive(const ShawParams& p, const AttentionParams&
         if (!vis[j]) continue;
         Real e = Real(0);
         for (int c = 0; c < d; ++c) {
-          e += (q[(i * H + h) * d + c] * scale) * (k[(j * Hkv + g) * d + c] + rk[(i * tk + j) * d + c]);
+          e += (q[(i * H + h) * d + c] * scale) *
+               (k[(j * Hkv + g) * d + c] + rk[(i * tk + j) * d + c]);
         }
         s[j] = e;
       }
       const std::vector<Real> a = attention_softmax(s, vis);
       for (std::int64_t j = 0; j < tk; ++j) {
         for (int c = 0; c < dv; ++c) {
-          out[(i * H + h) * dv + c] += a[j] * (v[(j * Hkv + g) * dv + c] + rv[(i * tk + j) * dv + c]);
+          out[(i * H + h) * dv + c] +=
+              a[j] * (v[(j * Hkv + g) * dv + c] + rv[(i * tk + j) * dv + c]);
         }
       }
     }
