@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/attention_case.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
 #include "properties/golden_checks.hpp"
@@ -396,6 +397,61 @@ TEST(ShawGolden, VerifyFailsTheNegativeControlOnlyForASignFlippedEngine) {
     EXPECT_EQ(bad.status, "FAIL") << golden::format_case_text(bad, true);
   });
   EXPECT_GE(n, 1);
+}
+TEST(ShawGolden, OutputConditionCountsBothRelativeTerms) {
+  // The generator's condition scale of out must be the contract's, recomputed here from the
+  // case's own inputs: A_ic = sum_j p_ij (|v_jc| + |aV_rc|), B_ic = sum_j p_ij |v_jc + aV_rc -
+  // o_ic| S_ij with S_ij = scale (sum |q k| + sum |q aK|). A budget without a relative term
+  // would be too small for engines that compute it (golden/shaw_golden.cpp, "Budgets").
+  int n = 0;
+  for_each_golden_case("shaw", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
+    if (lc.spec.result != "valid") return;
+    const auto it = std::find_if(lc.spec.expected.begin(), lc.spec.expected.end(),
+                                 [](const golden::TensorSpec& t) { return t.name == "out"; });
+    ASSERT_NE(it, lc.spec.expected.end());
+    const auto& g = lc.golden;
+    const auto q = golden::tensor_to_f64(g.at("q")), k = golden::tensor_to_f64(g.at("k")),
+               v = golden::tensor_to_f64(g.at("v")),
+               rk = golden::tensor_to_f64(g.at("relations_keys")),
+               rv = golden::tensor_to_f64(g.at("relations_values")),
+               p = golden::tensor_to_f64(g.at("probs")), o = golden::tensor_to_f64(g.at(it->exact)),
+               cond = golden::tensor_to_f64(g.at(it->cond));
+    const AttentionParams ap = golden::attention_params_from_manifest(lc.spec.manifest);
+    const ShawParams sp{lc.spec.manifest.at("params").at("max_relative_position").get<int>()};
+    const std::int64_t tq = g.at("q").shape[0], tk = g.at("k").shape[0];
+    const int H = ap.n_heads, Hkv = ap.n_kv_heads, d = ap.head_dim, dv = ap.value_dim;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    for (int h = 0; h < H; ++h) {
+      const int hk = h / (H / Hkv);
+      for (std::int64_t i = 0; i < tq; ++i) {
+        std::vector<double> sens(static_cast<std::size_t>(tk));
+        for (std::int64_t j = 0; j < tk; ++j) {
+          const int r = reference::shaw_index(sp, ap.query_offset + i, j);
+          double s = 0;
+          for (int y = 0; y < d; ++y) {
+            const double qy = std::fabs(q[(i * H + h) * d + y]);
+            s += qy * (std::fabs(k[(j * Hkv + hk) * d + y]) + std::fabs(rk[r * d + y]));
+          }
+          sens[j] = scale * s;
+        }
+        for (int c = 0; c < dv; ++c) {
+          const std::size_t oi = static_cast<std::size_t>((i * H + h) * dv + c);
+          double a = 0, b = 0;
+          for (std::int64_t j = 0; j < tk; ++j) {
+            const int r = reference::shaw_index(sp, ap.query_offset + i, j);
+            const double pij = p[(static_cast<std::size_t>(h) * tq + i) * tk + j];
+            const double vj = v[(j * Hkv + hk) * dv + c], av = rv[r * dv + c];
+            a += pij * (std::fabs(vj) + std::fabs(av));
+            b += pij * std::fabs(vj + av - o[oi]) * sens[j];
+          }
+          // probs read back in the target dtype: agreement to its precision
+          ASSERT_NEAR(cond[oi], a + b, 0.02 * (a + b)) << lc.spec.id << " out[" << oi << "]";
+        }
+      }
+    }
+    ++n;
+  });
+  EXPECT_GE(n, 6);
 }
 TEST(ShawGolden, PipelinesPassTheirProfiles) {
   expect_pipelines_pass_their_profiles("shaw", 0.25, {"probs", "out"});
