@@ -3,9 +3,11 @@
 #pragma once
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -23,6 +25,14 @@ double to_double(const Real& x) {
 template <class Real>
 double eps_of() {
   return static_cast<double>(std::numeric_limits<Real>::epsilon());
+}
+
+/// True if a and b hold the same bits (the same sizes; empty vectors compare equal without
+/// handing memcmp their null data pointers, which is undefined behaviour).
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 inline std::string describe_close(const std::string& what, double actual, double expected,

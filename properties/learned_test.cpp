@@ -364,7 +364,7 @@ RC_GTEST_PROP(LearnedOptimized, DecodeWithOffsetEqualsFullForward, ()) {
                              std::span(h).first(k * d));
     optimized::learned_apply(dec, table, std::span(all).first(n - k), std::span(e).subspan(k * d),
                              std::span(h).subspan(k * d));
-    RC_ASSERT(std::memcmp(h.data(), full.data(), h.size() * sizeof(float)) == 0);
+    RC_ASSERT(same_bits(h, full));
   }
 }
 
@@ -403,8 +403,8 @@ RC_GTEST_PROP(LearnedOptimized, IdenticalBitsForAnyThreadCount, ()) {
   optimized::learned_apply(p, table, pos, e, h);
   optimized::learned_lookup(p, table, pos, rows);
   omp_set_num_threads(omp_get_num_procs());
-  RC_ASSERT(std::memcmp(h.data(), ref.data(), h.size() * sizeof(float)) == 0);
-  RC_ASSERT(std::memcmp(rows.data(), ref_rows.data(), rows.size() * sizeof(float)) == 0);
+  RC_ASSERT(same_bits(h, ref));
+  RC_ASSERT(same_bits(rows, ref_rows));
 }
 
 RC_GTEST_PROP(LearnedOptimized, InPlaceEqualsOutOfPlace, ()) {
@@ -414,7 +414,7 @@ RC_GTEST_PROP(LearnedOptimized, InPlaceEqualsOutOfPlace, ()) {
   std::vector<float> out(ef.size());
   optimized::learned_apply(c.p, tf, c.pos, ef, out);
   optimized::learned_apply(c.p, tf, c.pos, ef, ef);
-  RC_ASSERT(std::memcmp(ef.data(), out.data(), ef.size() * sizeof(float)) == 0);
+  RC_ASSERT(same_bits(ef, out));
 }
 
 RC_GTEST_PROP(LearnedOptimized, RejectsPositionsOutsideTable, ()) {

@@ -519,10 +519,10 @@ RC_GTEST_PROP(RopeScalingOptimized, IdenticalBitsForAnyThreadCount, ()) {
     omp_set_num_threads(threads);
     const auto many = optimized::rope_scaling_cache_init(p, s, pos);
     RC_ASSERT(one.inv_freq == many.inv_freq);
-    RC_ASSERT(std::memcmp(one.cos_f32.data(), many.cos_f32.data(), 4 * one.cos_f32.size()) == 0);
-    RC_ASSERT(std::memcmp(one.sin_f32.data(), many.sin_f32.data(), 4 * one.sin_f32.size()) == 0);
-    RC_ASSERT(std::memcmp(one.cos_f64.data(), many.cos_f64.data(), 8 * one.cos_f64.size()) == 0);
-    RC_ASSERT(std::memcmp(one.sin_f64.data(), many.sin_f64.data(), 8 * one.sin_f64.size()) == 0);
+    RC_ASSERT(same_bits(one.cos_f32, many.cos_f32));
+    RC_ASSERT(same_bits(one.sin_f32, many.sin_f32));
+    RC_ASSERT(same_bits(one.cos_f64, many.cos_f64));
+    RC_ASSERT(same_bits(one.sin_f64, many.sin_f64));
   }
   omp_set_num_threads(omp_get_num_procs());
 }

@@ -445,8 +445,8 @@ RC_GTEST_PROP(SinusoidalOptimized, IdenticalBitsForAnyThreadCount, ()) {
     const auto pe = optimized::sinusoidal_rows(c.p, c.pos);
     std::vector<float> h(e.size());
     optimized::sinusoidal_add(c.p, c.pos, e, h);
-    RC_ASSERT(std::memcmp(pe.data(), pe1.data(), pe.size() * sizeof(float)) == 0);
-    RC_ASSERT(std::memcmp(h.data(), h1.data(), h.size() * sizeof(float)) == 0);
+    RC_ASSERT(same_bits(pe, pe1));
+    RC_ASSERT(same_bits(h, h1));
   }
   omp_set_num_threads(omp_get_num_procs());
 }

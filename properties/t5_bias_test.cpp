@@ -386,7 +386,7 @@ RC_GTEST_PROP(T5BiasOptimized, BiasMatrixMatchesReferenceExactly, ()) {
   std::vector<float> got(static_cast<std::size_t>(c.tp.n_heads * c.tq * c.tk));
   optimized::t5_bias_matrix(c.tp, table, c.tq, c.tk, c.ap.query_offset, got);
   const auto want = reference::t5_bias_matrix<float>(c.tp, table, c.tq, c.tk, c.ap.query_offset);
-  RC_ASSERT(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  RC_ASSERT(same_bits(got, want));
 }
 
 std::vector<float> run_optimized(const T5Case& c) {
@@ -460,7 +460,7 @@ RC_GTEST_PROP(T5BiasOptimized, IdenticalBitsForAnyThreadCount, ()) {
   for (int t : {2, 3, 5}) {
     omp_set_num_threads(t);
     const auto many = run_optimized(c);
-    RC_ASSERT(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
+    RC_ASSERT(same_bits(one, many));
   }
   omp_set_num_threads(omp_get_num_procs());
 }
