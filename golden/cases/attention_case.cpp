@@ -116,6 +116,11 @@ AttentionBudgets attention_budgets(const std::string& profile, DType t, std::int
 
 }  // namespace
 
+double attention_case_input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
+                                  std::uint64_t i) {
+  return input_value(t, range, seed, stream, i);
+}
+
 GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   const AttentionParams& p = c.params;
   reference::attention_check(p, c.tq, c.tk, "attention_case_generate");
@@ -164,7 +169,7 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
         }
         s *= scale;
         if (c.bias50) bias[j] = static_cast<double>(c.bias50(h, i, j));
-        s += std::fabs(bias[j]);
+        s += c.bias_sensitivity ? c.bias_sensitivity(h, i, j) : std::fabs(bias[j]);
         sens[j] = s;
         mean_sens += static_cast<double>(o50.probs[row + j]) * s;
         any_visible |= o50.visible[row + j] != 0;

@@ -38,8 +38,16 @@ struct AttentionCaseDef {
   /// f16 KQ mask's distance), by profile; empty = the bias is exact in every pipeline.
   std::function<double(const std::string& profile, int h, std::int64_t i, std::int64_t j)>
       bias_rel_error;
+  /// The bias's condition scale in S_ij (default |bias_ij|): for a bias computed from the
+  /// inputs (DeBERTa's c2p + p2c), the sum of the absolute terms its rounding is relative to.
+  std::function<double(int h, std::int64_t i, std::int64_t j)> bias_sensitivity;
   double value_range = 1.0;  // inputs are dyadic in [-value_range, value_range]
 };
+
+/// Input element i of PRNG stream `stream` as attention_case_generate draws it: dyadic, exact
+/// in t, in [-range, range] (q: stream 1 with value_range, k: 2 with value_range, v: 3 with 1).
+double attention_case_input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
+                                  std::uint64_t i);
 
 /// Pure: inputs from the PRNG, expected values from mp50, mp100 cross-check, manifest.
 GoldenCase attention_case_generate(const AttentionCaseDef& c);
