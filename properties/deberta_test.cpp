@@ -133,9 +133,10 @@ TEST(DebertaReferenceSpot, Float32FormulaSearch) {
         if (count++ == 0) first = r;
       }
     }
-    std::printf("deberta float32 vs exact buckets, %d / %lld, |r| <= 4096: %lld differ%s%lld\n",
-                ps.b, static_cast<long long>(ps.m), static_cast<long long>(count),
-                count ? ", first at r = " : "", static_cast<long long>(first));
+    std::printf("deberta float32 vs exact buckets, %d / %lld, |r| <= 4096: %lld differ", ps.b,
+                static_cast<long long>(ps.m), static_cast<long long>(count));
+    if (count) std::printf(", first at r = %lld", static_cast<long long>(first));
+    std::printf("\n");
     if (ps.must_agree) {
       EXPECT_EQ(count, 0) << ps.b << " / " << ps.m;
     }
@@ -183,7 +184,8 @@ TEST(DebertaReferenceSpot, ResolvesSpanAndScale) {
   EXPECT_EQ(reference::deberta_att_span(p), 512);
   p.p2c = false;
   EXPECT_EQ(reference::deberta_scale_factor(p), 2);
-  EXPECT_EQ(static_cast<double>(reference::deberta_scale<mp50>(p)), 1.0 / std::sqrt(128.0));
+  const mp50 s = reference::deberta_scale<mp50>(p);
+  EXPECT_LT(static_cast<double>(abs(s * s * 128 - 1)), 1e-45);
 }
 
 TEST(DebertaReferenceSpot, RejectsBadArguments) {
@@ -365,10 +367,10 @@ RC_GTEST_PROP(DebertaOptimized, IndexTablesMatchReference, ()) {
 }
 
 TEST(DebertaOptimized, MatchesOracleWithinBound) {
-  // 16 seeded random configurations (buckets or none, c2p / p2c / both, shared or separate
+  // 10 seeded random configurations (buckets or none, c2p / p2c / both, shared or separate
   // keys, 1-2 heads, offsets): |o - o*| <= kDebertaMaxError eps_f32 (A + B), S as the contract.
   double worst = 0;
-  for (std::uint64_t seed = 1; seed <= 16; ++seed) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
     const SmallCase c = make_case(seed * 7919);
     const auto out = run_optimized(c);
     AttentionParams ap;

@@ -133,6 +133,7 @@ inline std::int64_t deberta_resolve_max_relative_positions(std::int64_t max_rela
 
 /// k = att_span: position_buckets if > 0 else max_relative_positions.
 inline std::int64_t deberta_att_span(const DebertaParams& p) {
+  if (POSENC_MUTANT("ref_deberta_span_ignores_buckets")) return p.max_relative_positions;
   return p.position_buckets > 0 ? p.position_buckets : p.max_relative_positions;
 }
 
@@ -208,9 +209,7 @@ inline std::int64_t deberta_log_bucket(std::int64_t r, int bucket_size, std::int
   const std::uint64_t mag =
       r < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(r) : static_cast<std::uint64_t>(r);
   const std::uint64_t a = (-mid < r && r < mid) ? static_cast<std::uint64_t>(mid - 1) : mag;
-  const std::uint64_t keep =
-      POSENC_MUTANT("ref_deberta_exact_below_mid") ? static_cast<std::uint64_t>(mid - 1) : mid;
-  if (a <= keep) return r;
+  if (a <= static_cast<std::uint64_t>(mid)) return r;
   const std::int64_t log = detail::deberta_log_steps(a, mid, max_position) + mid;
   return r < 0 ? -log : log;
 }
