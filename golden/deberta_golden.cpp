@@ -412,10 +412,9 @@ GoldenCase attention_generate(DebCase c) {
     for (double& x : ka) x = std::fabs(x);
     const double mult =
         POSENC_MUTANT("gold_deberta_relative_sensitivity_dropped") ? 0.0 : kRelativeSensitivity;
-    d.bias_sensitivity = [p, absl, qa, ka, qo, literal, mult](int h, std::int64_t i,
+    d.bias_sensitivity = [p, absl, qa, ka, qo, mult, literal](int h, std::int64_t i,
                                                              std::int64_t j) {
-      (void)literal;
-      return mult * reference::deberta_relative_sensitivity(p, *absl, qa, ka, h, i, j, qo);
+      return mult * reference::deberta_relative_sensitivity(p, *absl, qa, ka, h, i, j, qo, literal);
     };
   }
   Json flags = {"DebertaRelativeSign", "DebertaLogBucketCeil", "DebertaP2cIndex",

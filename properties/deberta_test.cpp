@@ -118,8 +118,8 @@ TEST(DebertaReferenceSpot, EndpointTieIsDecidedExactly) {
 
 TEST(DebertaReferenceSpot, Float32FormulaSearch) {
   // HF's float32 buckets against the exact ones for every r in [-4096, 4096]: identical for
-  // the v3 preset (spec section 11); for other presets the first differing r is printed (the
-  // README records them).
+  // the v3 preset (spec section 11); for every preset the differing r of smallest |r| is
+  // printed (the README records them).
   struct Preset {
     int b;
     std::int64_t m;
@@ -133,13 +133,13 @@ TEST(DebertaReferenceSpot, Float32FormulaSearch) {
     const std::int64_t range = std::getenv("POSENC_DEBERTA_WIDE") ? (1 << 20) : 4096;
     for (std::int64_t r = -range; r <= range; ++r) {
       if (reference::deberta_log_bucket_f32(r, ps.b, ps.m) != bucket(r, ps.b, ps.m)) {
-        if (count++ == 0) first = r;
+        if (count++ == 0 || std::llabs(r) < std::llabs(first)) first = r;
       }
     }
     std::printf("deberta float32 vs exact buckets, %d / %lld, |r| <= %lld: %lld differ", ps.b,
                 static_cast<long long>(ps.m), static_cast<long long>(range),
                 static_cast<long long>(count));
-    if (count) std::printf(", first at r = %lld", static_cast<long long>(first));
+    if (count) std::printf(", smallest |r| at r = %lld", static_cast<long long>(first));
     std::printf("\n");
     if (ps.must_agree && range == 4096) {
       EXPECT_EQ(count, 0) << ps.b << " / " << ps.m;
@@ -371,10 +371,10 @@ RC_GTEST_PROP(DebertaOptimized, IndexTablesMatchReference, ()) {
 }
 
 TEST(DebertaOptimized, MatchesOracleWithinBound) {
-  // 10 seeded random configurations (buckets or none, c2p / p2c / both, shared or separate
+  // 8 seeded random configurations (buckets or none, c2p / p2c / both, shared or separate
   // keys, 1-2 heads, offsets): |o - o*| <= kDebertaMaxError eps_f32 (A + B), S as the contract.
   double worst = 0;
-  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
     const SmallCase c = make_case(seed * 7919);
     const auto out = run_optimized(c);
     AttentionParams ap;

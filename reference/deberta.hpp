@@ -539,8 +539,10 @@ inline double deberta_relative_sensitivity(const DebertaParams& p,
                                            const DebertaPositionLayers<double>& abs_layers,
                                            const std::vector<double>& qa,
                                            const std::vector<double>& ka, int h, std::int64_t i,
-                                           std::int64_t j, std::int64_t query_offset) {
-  return deberta_relative_term<double>(p, abs_layers, qa, ka, h, i, j, query_offset) /
+                                           std::int64_t j, std::int64_t query_offset,
+                                           bool p2c_literal = false) {
+  return deberta_relative_term<double>(p, abs_layers, qa, ka, h, i, j, query_offset,
+                                       p2c_literal) /
          std::sqrt(static_cast<double>(p.head_dim) * deberta_scale_factor(p));
 }
 
