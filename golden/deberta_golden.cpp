@@ -7,15 +7,15 @@
 //     the hard positions with why.
 //   attention (level 1): DeBERTa-v3-base shaped (position_buckets 256, max_relative_positions
 //     512, head_dim 64, pos_att_type "p2c|c2p", share_att_key true) with one head and hidden 16
-//     (the relative table is [512, hidden]; a small hidden keeps the mp50 projection cheap); query blocks of 16 queries at positions 200..215
-//     over 400 keys (delta in [-199, 215]: log buckets on both sides), f32 and bf16; a
-//     share_att_key false case (2 heads of 32, pos_key_proj / pos_query_proj); a c2p-only case
-//     with query length 8 != key length 300 (a shape HF runs: c2p alone works for any lengths,
-//     p2c needs Tq == Tk). Inputs: q, k, v (already projected, [T, H, d]), rel_embeddings
-//     [512, hidden] and the projection weights/biases, seeded and exact in the target dtype.
-//     Expected stages: relative [Tq, Tk] (i32, exact: the bucketed delta), index [Tq, Tk] (i32,
-//     exact: the c2p = p2c row), probs and out (golden/cases/attention_case.hpp: conditioned,
-//     mp50 with an mp100 cross-check).
+//     (the relative table is [512, hidden]; a small hidden keeps the mp50 projection cheap);
+//     query blocks of 16 queries at positions 200..215 over 400 keys (delta in [-199, 215]: log
+//     buckets on both sides), f32 and bf16; a share_att_key false case (2 heads of 32, pos_key_proj
+//     / pos_query_proj); a c2p-only case with query length 8 != key length 300 (a shape HF runs:
+//     c2p alone works for any lengths, p2c needs Tq == Tk). Inputs: q, k, v (already projected, [T,
+//     H, d]), rel_embeddings [512, hidden] and the projection weights/biases, seeded and exact in
+//     the target dtype. Expected stages: relative [Tq, Tk] (i32, exact: the bucketed delta), index
+//     [Tq, Tk] (i32, exact: the c2p = p2c row), probs and out (golden/cases/attention_case.hpp:
+//     conditioned, mp50 with an mp100 cross-check).
 //   negative control (result "invalid"): a v3 block whose expected values use the paper's
 //     literal p2c index clamp(-rel + k); verify passes an engine only if it does NOT reproduce
 //     them, and fails an engine with the p2c-literal-index mistake.
@@ -128,8 +128,9 @@ std::vector<HardR> hard_positions() {
           {129, "first log bucket: x = 127 ln(129/128) / ln(511/128) = 0.71, ceil 1 -> 129"},
           {200, "spec 12: 169 (index 425); a floor instead of the ceil gives 168"},
           {255, "spec 12: 192 (index 448)"},
-          {511, "|r| = M - 1: x = 127 exactly, bucket 255 (index 511); a float x just above "
-                "127 would give 256"},
+          {511,
+           "|r| = M - 1: x = 127 exactly, bucket 255 (index 511); a float x just above "
+           "127 would give 256"},
           {512, "spec 12: 256 (index 511, clamped)"},
           {1000, "spec 12: 317 (index 511)"},
           {4096, "far: clamped index 511"}};
@@ -159,10 +160,20 @@ GoldenCase bucket_generate() {
   std::vector<TensorSpec> inputs = {input_spec(tensors[0])};
   const Tensor tb = tensor_from_i32("buckets", {n}, b), tc = tensor_from_i32("index", {n}, c);
   ExpectedTensor eb, ec;
-  eb.spec = {"buckets", "table", DType::kI32, {n}, "", {"exact", exact_budgets(std::nullopt)},
+  eb.spec = {"buckets",
+             "table",
+             DType::kI32,
+             {n},
+             "",
+             {"exact", exact_budgets(std::nullopt)},
              {{"r", "", {}, {"relative_position"}}}};
   eb.exact_tensor = &tb;
-  ec.spec = {"index", "table", DType::kI32, {n}, "", {"exact", exact_budgets(std::nullopt)},
+  ec.spec = {"index",
+             "table",
+             DType::kI32,
+             {n},
+             "",
+             {"exact", exact_budgets(std::nullopt)},
              {{"r", "", {}, {"relative_position"}}}};
   ec.exact_tensor = &tc;
   std::vector<TensorSpec> expected = {add_expected(&tensors, std::move(eb)),
@@ -189,8 +200,9 @@ GoldenCase bucket_generate() {
                  {"rounding", "none: integers"}};
   m["positions"] = why;
   m["flags"] = {"DebertaRelativeSign", "DebertaLogBucketCeil", "DebertaIndexClamp"};
-  m["pipelines"] = {{"fp32", "HF's float32 formula (logf of float32 ratios, ceil): the same "
-                             "buckets for every r of this table (a test checks it)"}};
+  m["pipelines"] = {{"fp32",
+                     "HF's float32 formula (logf of float32 ratios, ceil): the same "
+                     "buckets for every r of this table (a test checks it)"}};
   manifest_add_tensors(m, kBucketId, inputs, expected);
   return GoldenCase{m, std::move(tensors)};
 }
@@ -216,18 +228,20 @@ std::vector<DebCase> attention_cases() {
     bool control;
   };
   const std::vector<Row> rows = {
-      {"v3_base", "v3-base shaped query block, queries 200..215 over 400 keys", "p2c|c2p", true,
-       1, 64, 16, 200, 400, DType::kF32, false},
-      {"v3_base", "v3-base shaped query block, queries 200..215 over 400 keys", "p2c|c2p", true,
-       1, 64, 16, 200, 400, DType::kBF16, false},
-      {"sep_keys", "share_att_key false (pos_key_proj / pos_query_proj), queries 150..165 over "
-                   "320 keys",
+      {"v3_base", "v3-base shaped query block, queries 200..215 over 400 keys", "p2c|c2p", true, 1,
+       64, 16, 200, 400, DType::kF32, false},
+      {"v3_base", "v3-base shaped query block, queries 200..215 over 400 keys", "p2c|c2p", true, 1,
+       64, 16, 200, 400, DType::kBF16, false},
+      {"sep_keys",
+       "share_att_key false (pos_key_proj / pos_query_proj), queries 150..165 over "
+       "320 keys",
        "p2c|c2p", false, 2, 32, 16, 150, 320, DType::kF32, false},
-      {"c2p_only", "pos_att_type c2p only, query length 8 != key length 300 (HF runs this "
-                   "shape)",
+      {"c2p_only",
+       "pos_att_type c2p only, query length 8 != key length 300 (HF runs this "
+       "shape)",
        "c2p", true, 1, 64, 8, 0, 300, DType::kF32, false},
-      {"v3_base", "v3-base shaped query block, queries 150..157 over 300 keys", "p2c|c2p", true,
-       1, 64, 8, 150, 300, DType::kBF16, true},
+      {"v3_base", "v3-base shaped query block, queries 150..157 over 300 keys", "p2c|c2p", true, 1,
+       64, 8, 150, 300, DType::kBF16, true},
   };
   std::vector<DebCase> v;
   std::uint64_t seed = 0xdeb3a000;
@@ -246,10 +260,10 @@ std::vector<DebCase> attention_cases() {
     ap.value_dim = row.head_dim;
     ap.query_offset = row.offset;
     AttentionCaseDef& d = c.def;
-    const std::string shape =
-        row.offset == 0 ? "q" + std::to_string(row.tq) + "_k" + std::to_string(row.tk)
-                        : "q" + std::to_string(row.tq) + "_o" + std::to_string(row.offset) +
-                              "_k" + std::to_string(row.tk);
+    const std::string shape = row.offset == 0
+                                  ? "q" + std::to_string(row.tq) + "_k" + std::to_string(row.tk)
+                                  : "q" + std::to_string(row.tq) + "_o" +
+                                        std::to_string(row.offset) + "_k" + std::to_string(row.tk);
     d.id = "deberta_" + row.tag + "_h" + std::to_string(row.heads) + "_d" +
            std::to_string(row.head_dim) + "_" + shape +
            (row.control ? "_p2c_literal_invalid" : "") + "_" + std::string(dtype_short(row.dtype));
@@ -292,7 +306,8 @@ const std::vector<WeightStream>& weight_streams() {
 /// The weight tensors a case needs, with their shapes.
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_shapes(const DebertaParams& p,
                                                                              std::int64_t hidden) {
-  const std::int64_t k2 = 2 * reference::deberta_att_span(p), out = std::int64_t{p.n_heads} * p.head_dim;
+  const std::int64_t k2 = 2 * reference::deberta_att_span(p),
+                     out = std::int64_t{p.n_heads} * p.head_dim;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> v = {
       {"rel_embeddings", {k2, hidden}},
       {"key_proj_weight", {out, hidden}},
@@ -350,17 +365,23 @@ std::function<Real(int, std::int64_t, std::int64_t)> bias_closure(
   };
   const std::int64_t tq = static_cast<std::int64_t>(q.size()) / (p.n_heads * p.head_dim);
   const std::int64_t tk = static_cast<std::int64_t>(k.size()) / (p.n_heads * p.head_dim);
-  auto s = std::make_shared<State>(State{p, reference::deberta_position_layers(p, w, &rows),
-                                         convert<Real>(q), convert<Real>(k),
-                                         reference::deberta_scale<Real>(p), tq, tk, {}, {}});
+  auto s = std::make_shared<State>(State{p,
+                                         reference::deberta_position_layers(p, w, &rows),
+                                         convert<Real>(q),
+                                         convert<Real>(k),
+                                         reference::deberta_scale<Real>(p),
+                                         tq,
+                                         tk,
+                                         {},
+                                         {}});
   s->memo.assign(static_cast<std::size_t>(p.n_heads * tq * tk), Real(0));
   s->have.assign(s->memo.size(), false);
   return [s, offset, literal](int h, std::int64_t i, std::int64_t j) {
     const std::size_t x = static_cast<std::size_t>((h * s->tq + i) * s->tk + j);
     if (!s->have[x]) {
-      s->memo[x] = reference::deberta_relative_term<Real>(s->p, s->l, s->q, s->k, h, i, j,
-                                                          offset, literal) *
-                   s->scale;
+      s->memo[x] =
+          reference::deberta_relative_term<Real>(s->p, s->l, s->q, s->k, h, i, j, offset, literal) *
+          s->scale;
       s->have[x] = true;
     }
     return s->memo[x];
@@ -374,9 +395,12 @@ GoldenCase attention_generate(DebCase c) {
   const int H = p.n_heads, hd = p.head_dim;
   const bool literal = c.negative_control && !POSENC_MUTANT("gold_deberta_control_not_literal");
   // The inputs exactly as attention_case_generate draws them, and the weights.
-  std::vector<double> q(static_cast<std::size_t>(d.tq * H * hd)), k(static_cast<std::size_t>(d.tk * H * hd));
-  for (std::size_t i = 0; i < q.size(); ++i) q[i] = attention_case_input_value(d.dtype, d.value_range, d.seed, 1, i);
-  for (std::size_t i = 0; i < k.size(); ++i) k[i] = attention_case_input_value(d.dtype, d.value_range, d.seed, 2, i);
+  std::vector<double> q(static_cast<std::size_t>(d.tq * H * hd)),
+      k(static_cast<std::size_t>(d.tk * H * hd));
+  for (std::size_t i = 0; i < q.size(); ++i)
+    q[i] = attention_case_input_value(d.dtype, d.value_range, d.seed, 1, i);
+  for (std::size_t i = 0; i < k.size(); ++i)
+    k[i] = attention_case_input_value(d.dtype, d.value_range, d.seed, 2, i);
   std::map<std::string, std::vector<double>> weights;
   const auto shapes = weight_shapes(p, c.hidden);
   for (const auto& [name, shape] : shapes) {
@@ -386,7 +410,8 @@ GoldenCase attention_generate(DebCase c) {
                                  [&](const WeightStream& w) { return name == w.name; });
     std::vector<double> x(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) {
-      x[static_cast<std::size_t>(i)] = attention_case_input_value(d.dtype, ws->range, d.seed, ws->stream, static_cast<std::uint64_t>(i));
+      x[static_cast<std::size_t>(i)] = attention_case_input_value(
+          d.dtype, ws->range, d.seed, ws->stream, static_cast<std::uint64_t>(i));
     }
     weights[name] = std::move(x);
   }
@@ -413,7 +438,7 @@ GoldenCase attention_generate(DebCase c) {
     const double mult =
         POSENC_MUTANT("gold_deberta_relative_sensitivity_dropped") ? 0.0 : kRelativeSensitivity;
     d.bias_sensitivity = [p, absl, qa, ka, qo, mult, literal](int h, std::int64_t i,
-                                                             std::int64_t j) {
+                                                              std::int64_t j) {
       return mult * reference::deberta_relative_sensitivity(p, *absl, qa, ka, h, i, j, qo, literal);
     };
   }
@@ -424,8 +449,8 @@ GoldenCase attention_generate(DebCase c) {
              {"preset",
               {{"name", "deberta-v3-base"},
                {"hf_model", "microsoft/deberta-v3-base"},
-               {"source", "microsoft/deberta-v3-base config.json (spec/schemes.md 10.4); " +
-                              c.preset_note},
+               {"source",
+                "microsoft/deberta-v3-base config.json (spec/schemes.md 10.4); " + c.preset_note},
                {"config", v3_base_config()}}},
              {"flags", flags}};
   if (c.negative_control) {
@@ -454,11 +479,15 @@ GoldenCase attention_generate(DebCase c) {
   ExpectedTensor er, ei;
   const std::vector<AxisSpec> axes = {{"query", "query_positions", {}, {}},
                                       {"key", "key_positions", {}, {}}};
-  er.spec = {"relative", "relative_positions", DType::kI32, {d.tq, d.tk}, "",
-             {"exact", exact_budgets(d.dtype)}, axes};
+  er.spec = {"relative",  "relative_positions",
+             DType::kI32, {d.tq, d.tk},
+             "",          {"exact", exact_budgets(d.dtype)},
+             axes};
   er.exact_tensor = &t_rel;
-  ei.spec = {"index", "relative_positions", DType::kI32, {d.tq, d.tk}, "",
-             {"exact", exact_budgets(d.dtype)}, axes};
+  ei.spec = {"index",     "relative_positions",
+             DType::kI32, {d.tq, d.tk},
+             "",          {"exact", exact_budgets(d.dtype)},
+             axes};
   ei.exact_tensor = &t_idx;
   const TensorSpec sr = add_expected(&g.tensors, std::move(er));
   const TensorSpec si = add_expected(&g.tensors, std::move(ei));
@@ -487,11 +516,12 @@ GoldenCase attention_generate(DebCase c) {
   m["conventions"]["table_layout"] =
       "rel_embeddings [2k, hidden] (as the attention sees it, after any LayerNorm); weights "
       "[H*d, hidden], biases [H*d]; relative and index [Tq, Tk]";
-  m["detection"] = Json::array(
-      {{{"flag", "DebertaP2cIndex"}, {"stages", {"probs", "out"}},
-        {"blind", "relative and index are the same for c2p and p2c"}},
-       {{"flag", "DebertaRelativeSign"}, {"stages", {"relative", "index", "probs", "out"}},
-        {"blind", ""}}});
+  m["detection"] = Json::array({{{"flag", "DebertaP2cIndex"},
+                                 {"stages", {"probs", "out"}},
+                                 {"blind", "relative and index are the same for c2p and p2c"}},
+                                {{"flag", "DebertaRelativeSign"},
+                                 {"stages", {"relative", "index", "probs", "out"}},
+                                 {"blind", ""}}});
   m["prng"] =
       "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k (range 2), 3 = v "
       "(range 1), 5 = rel_embeddings (range 1), 6/7 = key_proj weight/bias, 8/9 = query_proj, "
@@ -503,8 +533,9 @@ GoldenCase attention_generate(DebCase c) {
 // ---- the case table ----------------------------------------------------------------------------
 
 std::vector<CaseRow> deberta_cases() {
-  std::vector<CaseRow> rows = {{kBucketId, "DeBERTa-v3 log buckets and table rows, r in "
-                                           "[-4096, 4096] (level 3)"}};
+  std::vector<CaseRow> rows = {{kBucketId,
+                                "DeBERTa-v3 log buckets and table rows, r in "
+                                "[-4096, 4096] (level 3)"}};
   for (const auto& c : attention_cases()) rows.push_back({c.def.id, c.def.description});
   return rows;
 }
@@ -546,8 +577,14 @@ class MistakeBias final : public optimized::AttentionBias {
   MistakeBias(const DebertaParams& p, reference::DebertaPositionLayers<float> l,
               std::vector<float> q, std::vector<float> k, std::int64_t offset, bool flip_sign,
               bool literal, float scale)
-      : p_(p), l_(std::move(l)), q_(std::move(q)), k_(std::move(k)), offset_(offset),
-        flip_(flip_sign), literal_(literal), scale_(scale) {}
+      : p_(p),
+        l_(std::move(l)),
+        q_(std::move(q)),
+        k_(std::move(k)),
+        offset_(offset),
+        flip_(flip_sign),
+        literal_(literal),
+        scale_(scale) {}
   std::int64_t relative(std::int64_t i, std::int64_t j) const {
     const std::int64_t delta = offset_ + i - j;
     return reference::deberta_relative_position(p_, flip_ ? -delta : delta, 0);
@@ -603,8 +640,10 @@ TensorMap hf_pipeline(const CaseSpec& spec, const TensorMap& golden, const std::
   const auto q = tensor_to_f32(golden.at("q")), k = tensor_to_f32(golden.at("k")),
              v = tensor_to_f32(golden.at("v"));
   const int H = p.n_heads, d = p.head_dim, dv = ap.value_dim;
-  const std::int64_t kspan = reference::deberta_att_span(p), k2 = 2 * kspan, out_w = std::int64_t{H} * d;
-  const float scale_t = fl(std::sqrt(static_cast<float>(d) * static_cast<float>(reference::deberta_scale_factor(p))), c);
+  const std::int64_t kspan = reference::deberta_att_span(p), k2 = 2 * kspan,
+                     out_w = std::int64_t{H} * d;
+  const float scale_t = fl(
+      std::sqrt(static_cast<float>(d) * static_cast<float>(reference::deberta_scale_factor(p))), c);
   const auto linear = [&](const std::string& wn, const std::string& bn) {
     const auto P = tensor_to_f32(golden.at("rel_embeddings"));
     const auto W = tensor_to_f32(golden.at(wn)), B = tensor_to_f32(golden.at(bn));
@@ -619,10 +658,12 @@ TensorMap hf_pipeline(const CaseSpec& spec, const TensorMap& golden, const std::
     return y;
   };
   std::vector<float> kr, qr;
-  if (p.c2p) kr = p.share_att_key ? linear("key_proj_weight", "key_proj_bias")
-                                  : linear("pos_key_proj_weight", "pos_key_proj_bias");
-  if (p.p2c) qr = p.share_att_key ? linear("query_proj_weight", "query_proj_bias")
-                                  : linear("pos_query_proj_weight", "pos_query_proj_bias");
+  if (p.c2p)
+    kr = p.share_att_key ? linear("key_proj_weight", "key_proj_bias")
+                         : linear("pos_key_proj_weight", "pos_key_proj_bias");
+  if (p.p2c)
+    qr = p.share_att_key ? linear("query_proj_weight", "query_proj_bias")
+                         : linear("pos_query_proj_weight", "pos_query_proj_bias");
   const bool literal = POSENC_MUTANT("engine_deberta_pipeline_p2c_literal");
   std::vector<std::int32_t> rel(static_cast<std::size_t>(tq * tk)), idx(rel.size());
   for (std::int64_t i = 0; i < tq; ++i) {
@@ -636,7 +677,8 @@ TensorMap hf_pipeline(const CaseSpec& spec, const TensorMap& golden, const std::
       idx[i * tk + j] = static_cast<std::int32_t>(std::clamp<std::int64_t>(b + kspan, 0, k2 - 1));
     }
   }
-  std::vector<float> probs(static_cast<std::size_t>(H * tq * tk)), out(static_cast<std::size_t>(tq * H * dv));
+  std::vector<float> probs(static_cast<std::size_t>(H * tq * tk)),
+      out(static_cast<std::size_t>(tq * H * dv));
   for (int h = 0; h < H; ++h) {
     for (std::int64_t i = 0; i < tq; ++i) {
       std::vector<float> s(static_cast<std::size_t>(tk));
@@ -696,7 +738,8 @@ TensorMap deberta_run_engine(const CaseSpec& spec, const TensorMap& golden,
   if (o.pipeline != "exact" && !o.mistake.empty()) {
     throw_invalid("deberta_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
-  const bool flip = o.mistake == "sign-flipped" && !POSENC_MUTANT("engine_deberta_sign_mistake_noop");
+  const bool flip =
+      o.mistake == "sign-flipped" && !POSENC_MUTANT("engine_deberta_sign_mistake_noop");
   DebertaParams p = params_from_manifest(spec.manifest);
   TensorMap res;
   if (golden.count("relative_position")) {  // the bucket table
@@ -762,12 +805,10 @@ TensorMap deberta_run_engine(const CaseSpec& spec, const TensorMap& golden,
 }  // namespace
 
 SchemeEntry deberta_scheme() {
-  return SchemeEntry{"deberta",
-                     "DeBERTa-v2/v3 disentangled attention: c2c + c2p + p2c, log buckets",
-                     &deberta_cases,
-                     &deberta_generate,
-                     &deberta_run_engine,
-                     &deberta_mistakes};
+  return SchemeEntry{
+      "deberta",           "DeBERTa-v2/v3 disentangled attention: c2c + c2p + p2c, log buckets",
+      &deberta_cases,      &deberta_generate,
+      &deberta_run_engine, &deberta_mistakes};
 }
 
 }  // namespace posenc::golden

@@ -40,8 +40,8 @@ std::vector<float> project(std::int64_t k2, std::int64_t hidden, std::int64_t ou
 
 /// The scale 1/sqrt(d sf) as the kernel uses it.
 double deberta_scale_value(const DebertaParams& p) {
-  const int sf = POSENC_MUTANT("opt_deberta_scale_factor_dropped") ? 1
-                                                                   : reference::deberta_scale_factor(p);
+  const int sf =
+      POSENC_MUTANT("opt_deberta_scale_factor_dropped") ? 1 : reference::deberta_scale_factor(p);
   return 1.0 / std::sqrt(static_cast<double>(p.head_dim) * sf);
 }
 
@@ -54,7 +54,7 @@ AttentionParams kernel_params(const DebertaParams& p, const AttentionParams& ap,
 }  // namespace
 
 reference::DebertaPositionLayers<float> deberta_position_layers(const DebertaParams& p,
-                                                               const DebertaWeightsF32& w) {
+                                                                const DebertaWeightsF32& w) {
   reference::deberta_check_weights(p, w, "deberta_position_layers");
   const std::int64_t k2 = 2 * reference::deberta_att_span(p);
   const std::int64_t out = std::int64_t{p.n_heads} * p.head_dim;
@@ -74,9 +74,9 @@ reference::DebertaPositionLayers<float> deberta_position_layers(const DebertaPar
 }
 
 DebertaBias::DebertaBias(const DebertaParams& p,
-                         const reference::DebertaPositionLayers<float>& layers,
-                         span<const float> q, span<const float> k, std::int64_t tq,
-                         std::int64_t tk, std::int64_t query_offset)
+                         const reference::DebertaPositionLayers<float>& layers, span<const float> q,
+                         span<const float> k, std::int64_t tq, std::int64_t tk,
+                         std::int64_t query_offset)
     : p_(p), tq_(tq), tk_(tk), query_offset_(query_offset) {
   constexpr const char* fn = "DebertaBias";
   reference::deberta_check(p, fn);

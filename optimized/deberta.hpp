@@ -48,7 +48,7 @@ inline constexpr double kDebertaMaxError = kAttentionMaxError;
 
 /// Kr and Qr ([2k, H*d] each, empty when unused) in float.
 reference::DebertaPositionLayers<float> deberta_position_layers(const DebertaParams& p,
-                                                               const DebertaWeightsF32& w);
+                                                                const DebertaWeightsF32& w);
 
 /// The relative term as an AttentionBias: C2P[i, c_ij] + P2C[j, c_ij], pre-divided.
 class DebertaBias final : public AttentionBias {
@@ -72,8 +72,8 @@ class DebertaBias final : public AttentionBias {
   DebertaParams p_;
   std::int64_t tq_ = 0, tk_ = 0, query_offset_ = 0, d_min_ = 0, k2_ = 0;
   std::vector<std::int32_t> rel_, c2p_idx_, p2c_idx_;  // by delta - d_min
-  std::vector<float> c2p_;  // [H, Tq, 2k]
-  std::vector<float> p2c_;  // [H, Tk, 2k]
+  std::vector<float> c2p_;                             // [H, Tq, 2k]
+  std::vector<float> p2c_;                             // [H, Tk, 2k]
 };
 
 /// DeBERTa self-attention (no causal mask) with the relative term fused per tile; mask: key

@@ -40,17 +40,18 @@ rc::Gen<std::pair<int, std::int64_t>> gen_bucket_params(int max_buckets = 80) {
   return rc::gen::exec([=] {
     const int b = *rc::gen::oneOf(rc::gen::just(256), rc::gen::inRange(2, max_buckets + 1));
     const std::int64_t mid = b / 2;
-    const std::int64_t m = *rc::gen::oneOf(rc::gen::just(std::int64_t{std::max<std::int64_t>(512, mid + 2)}),
-                                           rc::gen::just(mid + 2),
-                                           rc::gen::inRange<std::int64_t>(mid + 2, mid + 700));
+    const std::int64_t m =
+        *rc::gen::oneOf(rc::gen::just(std::int64_t{std::max<std::int64_t>(512, mid + 2)}),
+                        rc::gen::just(mid + 2), rc::gen::inRange<std::int64_t>(mid + 2, mid + 700));
     return std::make_pair(b, m);
   });
 }
 
 rc::Gen<std::int64_t> gen_relative(std::int64_t m) {
-  return rc::gen::oneOf(rc::gen::inRange<std::int64_t>(-3 * m, 3 * m + 1),
-                        rc::gen::inRange<std::int64_t>(-(std::int64_t{1} << 30), std::int64_t{1} << 30),
-                        rc::gen::element<std::int64_t>(0, 1, -1, m, -m, m - 1, 1 - m));
+  return rc::gen::oneOf(
+      rc::gen::inRange<std::int64_t>(-3 * m, 3 * m + 1),
+      rc::gen::inRange<std::int64_t>(-(std::int64_t{1} << 30), std::int64_t{1} << 30),
+      rc::gen::element<std::int64_t>(0, 1, -1, m, -m, m - 1, 1 - m));
 }
 
 // ---- reference: buckets -------------------------------------------------------------------------
@@ -85,8 +86,10 @@ RC_GTEST_PROP(DebertaReference, LogBucketsMatchIntegerThresholds, ()) {
   using boost::multiprecision::cpp_int;
   using boost::multiprecision::pow;
   const auto holds = [&](std::int64_t k) {
-    return pow(cpp_int(m - 1), static_cast<unsigned>(k)) * pow(cpp_int(mid), static_cast<unsigned>(mid - 1)) >=
-           pow(cpp_int(a), static_cast<unsigned>(mid - 1)) * pow(cpp_int(mid), static_cast<unsigned>(k));
+    return pow(cpp_int(m - 1), static_cast<unsigned>(k)) *
+               pow(cpp_int(mid), static_cast<unsigned>(mid - 1)) >=
+           pow(cpp_int(a), static_cast<unsigned>(mid - 1)) *
+               pow(cpp_int(mid), static_cast<unsigned>(k));
   };
   RC_ASSERT(n >= 0);
   RC_ASSERT(holds(n));
@@ -96,10 +99,10 @@ RC_GTEST_PROP(DebertaReference, LogBucketsMatchIntegerThresholds, ()) {
 TEST(DebertaReferenceSpot, PinsSpecSection12Buckets) {
   // spec/schemes.md section 12, bucket 256 / max_position 512: r -> bucket (index).
   const std::vector<std::array<std::int64_t, 3>> pinned = {
-      {0, 0, 256},      {127, 127, 383},  {128, 128, 384},  {129, 129, 385}, {130, 130, 386},
-      {200, 169, 425},  {255, 192, 448},  {300, 207, 463},  {400, 233, 489}, {511, 255, 511},
-      {512, 256, 511},  {600, 270, 511},  {1000, 317, 511}, {-129, -129, 127},
-      {-511, -255, 1},  {-1000, -317, 0}};
+      {0, 0, 256},      {127, 127, 383},   {128, 128, 384}, {129, 129, 385},
+      {130, 130, 386},  {200, 169, 425},   {255, 192, 448}, {300, 207, 463},
+      {400, 233, 489},  {511, 255, 511},   {512, 256, 511}, {600, 270, 511},
+      {1000, 317, 511}, {-129, -129, 127}, {-511, -255, 1}, {-1000, -317, 0}};
   DebertaParams p;
   for (const auto& [r, b, c] : pinned) {
     EXPECT_EQ(bucket(r), b) << "r = " << r;
@@ -110,7 +113,8 @@ TEST(DebertaReferenceSpot, PinsSpecSection12Buckets) {
 
 TEST(DebertaReferenceSpot, EndpointTieIsDecidedExactly) {
   // |r| = M - 1 gives x = m - 1 exactly; the exact decision keeps it (bucket 2m - 1).
-  for (const auto& [b, m] : std::vector<std::pair<int, std::int64_t>>{{256, 512}, {16, 64}, {64, 100}}) {
+  for (const auto& [b, m] :
+       std::vector<std::pair<int, std::int64_t>>{{256, 512}, {16, 64}, {64, 100}}) {
     EXPECT_EQ(bucket(m - 1, b, m), b - 1) << b << " / " << m;
     EXPECT_EQ(bucket(m, b, m), b) << b << " / " << m;
   }
@@ -125,8 +129,12 @@ TEST(DebertaReferenceSpot, Float32FormulaSearch) {
     std::int64_t m;
     bool must_agree;
   };
-  for (const Preset& ps : std::vector<Preset>{{256, 512, true}, {512, 1024, false}, {128, 512, false},
-                                              {64, 256, false}, {32, 128, false}, {256, 1024, false},
+  for (const Preset& ps : std::vector<Preset>{{256, 512, true},
+                                              {512, 1024, false},
+                                              {128, 512, false},
+                                              {64, 256, false},
+                                              {32, 128, false},
+                                              {256, 1024, false},
                                               {512, 512, false}}) {
     std::int64_t first = 0, count = 0;
     // POSENC_DEBERTA_WIDE=1: search |r| <= 2^20 instead (a one-off measurement, ~1 s).
@@ -232,7 +240,8 @@ TEST(DebertaReferenceSpot, RejectsBadArguments) {
       "pos_key_proj weight");
 }
 
-// ---- reference: c2p / p2c ------------------------------------------------------------------------
+// ---- reference: c2p / p2c
+// ------------------------------------------------------------------------
 
 struct SmallCase {
   DebertaParams p;
@@ -286,7 +295,9 @@ template <class Real>
 reference::DebertaWeights<Real> weights_as(const reference::DebertaWeights<double>& w) {
   reference::DebertaWeights<Real> r;
   r.hidden = w.hidden;
-  const auto cv = [](const std::vector<double>& x) { return std::vector<Real>(x.begin(), x.end()); };
+  const auto cv = [](const std::vector<double>& x) {
+    return std::vector<Real>(x.begin(), x.end());
+  };
   r.rel_embeddings = cv(w.rel_embeddings);
   r.key_w = cv(w.key_w);
   r.key_b = cv(w.key_b);
@@ -332,8 +343,8 @@ POSENC_TYPED_PROP(DebertaReference, ForwardEqualsAttentionWithTheBiasHook) {
   const auto out = reference::deberta_forward<Real>(c.p, ap, {}, c.tq, c.tk, w, q, k, v);
   const AttentionParams pp = reference::deberta_attention_params(ap, c.p);
   const auto l = reference::deberta_position_layers(c.p, w);
-  const auto alt = reference::attention_forward<Real>(pp, {}, c.tq, c.tk, q, k, v,
-                                                      reference::deberta_hooks(c.p, l, q, k, c.offset));
+  const auto alt = reference::attention_forward<Real>(
+      pp, {}, c.tq, c.tk, q, k, v, reference::deberta_hooks(c.p, l, q, k, c.offset));
   RC_ASSERT(out.size() == alt.size());
   const double tol = std::is_same_v<Real, float> ? 1e-4 : 1e-12;
   for (std::size_t x = 0; x < out.size(); ++x) {
@@ -341,9 +352,12 @@ POSENC_TYPED_PROP(DebertaReference, ForwardEqualsAttentionWithTheBiasHook) {
   }
 }
 
-// ---- optimized -----------------------------------------------------------------------------------
+// ---- optimized
+// -----------------------------------------------------------------------------------
 
-std::vector<float> f32(const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); }
+std::vector<float> f32(const std::vector<double>& x) {
+  return std::vector<float>(x.begin(), x.end());
+}
 
 std::vector<float> run_optimized(const SmallCase& c) {
   AttentionParams ap;
@@ -402,7 +416,8 @@ TEST(DebertaOptimized, MatchesOracleWithinBound) {
             dot += q[(i * H + h) * d + y] * k[(j * H + h) * d + y];
             a += std::fabs(c.q[(i * H + h) * d + y] * c.k[(j * H + h) * d + y]);
           }
-          s[j] = (dot + reference::deberta_relative_term(c.p, l50, q, k, h, i, j, c.offset)) * scale;
+          s[j] =
+              (dot + reference::deberta_relative_term(c.p, l50, q, k, h, i, j, c.offset)) * scale;
           sens[j] = a * sc +
                     reference::deberta_relative_sensitivity(c.p, absl, qa, ka, h, i, j, c.offset);
         }
@@ -419,8 +434,8 @@ TEST(DebertaOptimized, MatchesOracleWithinBound) {
           const double bound = optimized::kDebertaMaxError * 0x1p-23 * (a + b);
           const double err = std::fabs(out[(i * H + h) * d + x] - o);
           if (bound > 0) worst = std::max(worst, err / bound);
-          ASSERT_LE(err, bound) << "seed " << seed << " head " << h << " query " << i
-                                << " channel " << x;
+          ASSERT_LE(err, bound) << "seed " << seed << " head " << h << " query " << i << " channel "
+                                << x;
         }
       }
     }
@@ -511,13 +526,15 @@ TEST(DebertaOptimized, SpeedAgainstNaiveAtT2048) {
   const double fused = std::chrono::duration<double>(t1 - t0).count();
   const double slow = std::chrono::duration<double>(t2 - t1).count();
   double diff = 0;
-  for (std::size_t x = 0; x < out.size(); ++x) diff = std::max(diff, double(std::fabs(out[x] - naive[x])));
+  for (std::size_t x = 0; x < out.size(); ++x)
+    diff = std::max(diff, double(std::fabs(out[x] - naive[x])));
   std::printf("deberta T=2048: fused %.3f s, naive %.3f s, ratio %.1f, max diff %.2e\n", fused,
               slow, slow / fused, diff);
   EXPECT_LT(diff, 1e-3);
 }
 
-// ---- golden ----------------------------------------------------------------------------------------
+// ---- golden
+// ----------------------------------------------------------------------------------------
 
 TEST(DebertaGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("deberta", 6); }
 TEST(DebertaGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("deberta"); }
@@ -537,7 +554,8 @@ TEST(DebertaGolden, EngineMistakesAreCaught) {
 
 TEST(DebertaGolden, EachStageFailsAlone) {
   const auto dir = golden::default_data_dir();
-  const auto lc = golden::load_case(dir / "deberta" / "deberta_v3_base_h1_d64_q16_o200_k400_f32.json");
+  const auto lc =
+      golden::load_case(dir / "deberta" / "deberta_v3_base_h1_d64_q16_o200_k400_f32.json");
   const auto& s = golden::scheme_by_slug("deberta");
   const auto good = s.run_engine(lc.spec, lc.golden, {});
   for (const auto& e : lc.spec.expected) {
@@ -616,7 +634,8 @@ TEST(DebertaGolden, ProbsConditionCountsTheRelativeTerm) {
       for (std::int64_t j = 0; j < tk; ++j) {
         double a = 0;
         for (int z = 0; z < d; ++z) a += std::fabs(q[i * d + z] * k[j * d + z]);
-        S[j] = a * scale + 1.5 * reference::deberta_relative_sensitivity(p, absl, qa, ka, 0, i, j, o);
+        S[j] =
+            a * scale + 1.5 * reference::deberta_relative_sensitivity(p, absl, qa, ka, 0, i, j, o);
         mean += probs[i * tk + j] * S[j];
       }
       for (std::int64_t j = 0; j < tk; j += 37) {

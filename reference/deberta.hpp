@@ -87,13 +87,13 @@ inline constexpr std::int64_t kDebertaMaxPosition = std::int64_t{1} << 30;
 
 /// Configuration shared by reference, optimized, properties and golden code.
 struct DebertaParams {
-  int position_buckets = 256;                // [position_buckets]; <= 0: no log buckets
+  int position_buckets = 256;                 // [position_buckets]; <= 0: no log buckets
   std::int64_t max_relative_positions = 512;  // [max_relative_positions], already resolved (> 0)
-  bool c2p = true;                           // "c2p" in [pos_att_type]
-  bool p2c = true;                           // "p2c" in [pos_att_type]
-  bool share_att_key = true;                 // [share_att_key]
-  int n_heads = 1;                           // [num_attention_heads]
-  int head_dim = 64;                         // [attention_head_size]
+  bool c2p = true;                            // "c2p" in [pos_att_type]
+  bool p2c = true;                            // "p2c" in [pos_att_type]
+  bool share_att_key = true;                  // [share_att_key]
+  int n_heads = 1;                            // [num_attention_heads]
+  int head_dim = 64;                          // [attention_head_size]
 };
 
 /// The attention types of an HF pos_att_type string ("p2c|c2p"): split on '|', trimmed and
@@ -167,9 +167,11 @@ inline void deberta_check(const DebertaParams& p, const char* function = "debert
                   "first)",
                   p.max_relative_positions);
   }
-  if (p.position_buckets > 0) deberta_check_buckets(p.position_buckets, p.max_relative_positions, function);
+  if (p.position_buckets > 0)
+    deberta_check_buckets(p.position_buckets, p.max_relative_positions, function);
   if (p.position_buckets <= 0 && p.max_relative_positions > kDebertaMaxPosition) {
-    throw_invalid(function, "max_relative_positions must be at most 2^30", p.max_relative_positions);
+    throw_invalid(function, "max_relative_positions must be at most 2^30",
+                  p.max_relative_positions);
   }
   if (p.n_heads <= 0) throw_invalid(function, "n_heads must be positive", p.n_heads);
   if (p.head_dim <= 0) throw_invalid(function, "head_dim must be positive", p.head_dim);
@@ -188,7 +190,8 @@ inline bool deberta_log_at_most(std::uint64_t a, std::int64_t mid, std::int64_t 
 }
 
 /// ceil(x), exactly.
-inline std::int64_t deberta_log_steps(std::uint64_t a, std::int64_t mid, std::int64_t max_position) {
+inline std::int64_t deberta_log_steps(std::uint64_t a, std::int64_t mid,
+                                      std::int64_t max_position) {
   const double x = static_cast<double>(mid - 1) *
                    (std::log(static_cast<double>(a) / static_cast<double>(mid)) /
                     std::log(static_cast<double>(max_position - 1) / static_cast<double>(mid)));
@@ -223,8 +226,8 @@ inline std::int64_t deberta_log_bucket_f32(std::int64_t r, int bucket_size,
   const std::int64_t a = (-mid < r && r < mid) ? mid - 1 : (r < 0 ? -r : r);
   if (a <= mid) return r;
   const float ratio = static_cast<float>(a) / static_cast<float>(mid);
-  const float den = std::log(static_cast<float>(static_cast<double>(max_position - 1) /
-                                                static_cast<double>(mid)));
+  const float den = std::log(
+      static_cast<float>(static_cast<double>(max_position - 1) / static_cast<double>(mid)));
   const float x = std::log(ratio) / den * static_cast<float>(mid - 1);
   const float log = std::ceil(x) + static_cast<float>(mid);
   return r < 0 ? -static_cast<std::int64_t>(log) : static_cast<std::int64_t>(log);
@@ -296,9 +299,9 @@ inline std::vector<std::int32_t> deberta_index_matrix(const DebertaParams& p, st
 template <class Real>
 struct DebertaWeights {
   std::int64_t hidden = 0;
-  std::vector<Real> rel_embeddings;  // [2k, hidden] (rows 0 .. 2k - 1 of the table)
-  std::vector<Real> key_w, key_b;      // key_proj [H*d, hidden], [H*d]
-  std::vector<Real> query_w, query_b;  // query_proj
+  std::vector<Real> rel_embeddings;            // [2k, hidden] (rows 0 .. 2k - 1 of the table)
+  std::vector<Real> key_w, key_b;              // key_proj [H*d, hidden], [H*d]
+  std::vector<Real> query_w, query_b;          // query_proj
   std::vector<Real> pos_key_w, pos_key_b;      // pos_key_proj (c2p when !share_att_key)
   std::vector<Real> pos_query_w, pos_query_b;  // pos_query_proj (p2c when !share_att_key)
 };
@@ -343,14 +346,16 @@ void deberta_check_weights(const DebertaParams& p, const DebertaWeights<Real>& w
   need(w.rel_embeddings, k2 * w.hidden, "rel_embeddings ([2k, hidden])");
   if (p.c2p) {
     const auto pr = deberta_c2p_projection(p, w);
-    need(*pr.w, out * w.hidden, p.share_att_key ? "key_proj weight ([H*d, hidden])"
-                                                : "pos_key_proj weight ([H*d, hidden])");
+    need(*pr.w, out * w.hidden,
+         p.share_att_key ? "key_proj weight ([H*d, hidden])"
+                         : "pos_key_proj weight ([H*d, hidden])");
     need(*pr.b, out, p.share_att_key ? "key_proj bias ([H*d])" : "pos_key_proj bias ([H*d])");
   }
   if (p.p2c) {
     const auto pr = deberta_p2c_projection(p, w);
-    need(*pr.w, out * w.hidden, p.share_att_key ? "query_proj weight ([H*d, hidden])"
-                                                : "pos_query_proj weight ([H*d, hidden])");
+    need(*pr.w, out * w.hidden,
+         p.share_att_key ? "query_proj weight ([H*d, hidden])"
+                         : "pos_query_proj weight ([H*d, hidden])");
     need(*pr.b, out, p.share_att_key ? "query_proj bias ([H*d])" : "pos_query_proj bias ([H*d])");
   }
 }
@@ -504,7 +509,8 @@ std::vector<Real> deberta_forward(const DebertaParams& p, const AttentionParams&
       const std::vector<Real> pr = attention_softmax(s, vis);
       for (int c = 0; c < dv; ++c) {
         Real o = Real(0);
-        for (std::int64_t j = 0; j < tk; ++j) o += pr[j] * v[static_cast<std::size_t>((j * H + h) * dv + c)];
+        for (std::int64_t j = 0; j < tk; ++j)
+          o += pr[j] * v[static_cast<std::size_t>((j * H + h) * dv + c)];
         out[static_cast<std::size_t>((i * H + h) * dv + c)] = o;
       }
     }
@@ -541,8 +547,7 @@ inline double deberta_relative_sensitivity(const DebertaParams& p,
                                            const std::vector<double>& ka, int h, std::int64_t i,
                                            std::int64_t j, std::int64_t query_offset,
                                            bool p2c_literal = false) {
-  return deberta_relative_term<double>(p, abs_layers, qa, ka, h, i, j, query_offset,
-                                       p2c_literal) /
+  return deberta_relative_term<double>(p, abs_layers, qa, ka, h, i, j, query_offset, p2c_literal) /
          std::sqrt(static_cast<double>(p.head_dim) * deberta_scale_factor(p));
 }
 
