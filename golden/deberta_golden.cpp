@@ -625,7 +625,10 @@ class MistakeBias final : public optimized::AttentionBias {
 /// sqrt(float32(d) * sf) cast to c; c2c = fl(fl(q @ k^T) / scale_t); Kr, Qr = fl(nn.Linear) with
 /// float32 accumulation; c2p = fl(fl(q @ Kr^T)[c] / scale_t); score = c2p; score =
 /// fl(score + fl(fl(k @ Qr^T)[c] / scale_t)); scores = fl(c2c + score); XSoftmax (float32
-/// internally, rounded to c); context = fl(probs @ v). Buckets by HF's float32 formula.
+/// internally, rounded to c); context = fl(probs @ v). Buckets by HF's float32 formula. For a
+/// query block (query_offset > 0 or Tq != Tk with p2c, shapes HF's eager code cannot run: see
+/// reference::deberta_hf_runs_shape) it computes rows query_offset.. of HF's full Tk x Tk
+/// forward, whose per-row operations are the same.
 TensorMap hf_pipeline(const CaseSpec& spec, const TensorMap& golden, const std::string& pipeline,
                       const DebertaParams& p, const AttentionParams& ap) {
   using pipelines::fl;

@@ -352,6 +352,48 @@ POSENC_TYPED_PROP(DebertaReference, ForwardEqualsAttentionWithTheBiasHook) {
   }
 }
 
+TEST(DebertaReferenceSpot, HfGatherAndTransposeGiveTheC2pIndexForP2c) {
+  // HF's p2c, op by op on a square block: p2c_att = K Qr^T [T, 2k]; r_pos[a][b] = bucket(a - b)
+  // (key x key); G[a][b] = p2c_att[a][clamp(-r_pos[a][b] + k)]; the term of (query i, key j) is
+  // G^T[i][j] = G[j][i]. It equals the reference's p2c term, which reads row clamp(rel_ij + k).
+  SmallCase c = make_case(11, 30);
+  c.p.position_buckets = 8;
+  c.p.max_relative_positions = 12;
+  c.p.c2p = false;
+  c.p.p2c = true;
+  c.offset = 0;
+  c.tq = c.tk = 30;
+  const std::size_t hd = static_cast<std::size_t>(c.p.n_heads * c.p.head_dim);
+  std::mt19937_64 g(12);
+  c.q = dyadic(g, c.tq * hd, 1.0);
+  c.k = dyadic(g, c.tk * hd, 1.0);
+  c.w.rel_embeddings = dyadic(g, 2 * 8 * c.hidden, 1.0);
+  const auto l = reference::deberta_position_layers(c.p, c.w);
+  const std::int64_t span = reference::deberta_att_span(c.p), T = c.tk;
+  const int H = c.p.n_heads, d = c.p.head_dim;
+  int far = 0;
+  for (int h = 0; h < H; ++h) {
+    for (std::int64_t i = 0; i < T; ++i) {
+      for (std::int64_t j = 0; j < T; ++j) {
+        const std::int64_t a = j, b = i;  // G[j][i]
+        const std::int64_t r_pos = reference::deberta_relative_position(c.p, a, b);
+        const std::int64_t col = std::clamp<std::int64_t>(-r_pos + span, 0, 2 * span - 1);
+        double hf = 0;
+        for (int z = 0; z < d; ++z) hf += c.k[(a * H + h) * d + z] * l.qr[(col * H + h) * d + z];
+        const double ref = reference::deberta_relative_term<double>(c.p, l, c.q, c.k, h, i, j, 0);
+        ASSERT_EQ(hf, ref) << "query " << i << " key " << j;
+        far += std::llabs(i - j) > 4;  // log buckets (m = 4) are exercised
+      }
+    }
+  }
+  EXPECT_GT(far, 0);
+  EXPECT_TRUE(reference::deberta_hf_runs_shape(c.p, 30, 30));
+  EXPECT_FALSE(reference::deberta_hf_runs_shape(c.p, 8, 30));
+  c.p.p2c = false;
+  c.p.c2p = true;
+  EXPECT_TRUE(reference::deberta_hf_runs_shape(c.p, 8, 30));
+}
+
 // ---- optimized
 // -----------------------------------------------------------------------------------
 

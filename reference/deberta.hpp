@@ -244,6 +244,13 @@ inline std::int64_t deberta_relative_position(const DebertaParams& p, std::int64
   return delta;
 }
 
+/// Whether HF's eager DisentangledSelfAttention runs a [Tq, Tk] block (queries 0 .. Tq - 1):
+/// c2p runs for any lengths; with p2c and Tq != Tk HF rebuilds the relative positions from
+/// key x key, so its p2c term is [Tk, Tk] and adding it to the [Tq, Tk] scores fails.
+inline bool deberta_hf_runs_shape(const DebertaParams& p, std::int64_t tq, std::int64_t tk) {
+  return !p.p2c || tq == tk;
+}
+
 /// c = clamp(rel + k, 0, 2k - 1): the row of the relative table for c2p and p2c.
 inline std::int64_t deberta_index_of(const DebertaParams& p, std::int64_t rel) {
   const std::int64_t k = deberta_att_span(p);
