@@ -287,6 +287,15 @@ std::vector<DebCase> attention_cases() {
   return v;
 }
 
+/// Weight element i of PRNG stream `stream`: dyadic, exact in t, in [-range, range] (drawn as
+/// attention_case draws q, k, v).
+double weight_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
+                    std::uint64_t i) {
+  const int bits = t == DType::kBF16 ? 7 : (t == DType::kF16 ? 10 : 23);
+  const std::int64_t lim = (std::int64_t{1} << bits) - 1;
+  return range * std::ldexp(static_cast<double>(prng_int(seed, stream, i, lim)), -bits);
+}
+
 /// Input streams beyond attention_case's q (1), k (2), v (3).
 struct WeightStream {
   const char* name;
@@ -392,15 +401,10 @@ GoldenCase attention_generate(DebCase c) {
   AttentionCaseDef& d = c.def;
   const DebertaParams& p = c.dp;
   const std::int64_t qo = d.params.query_offset;
-  const int H = p.n_heads, hd = p.head_dim;
   const bool literal = c.negative_control && !POSENC_MUTANT("gold_deberta_control_not_literal");
   // The inputs exactly as attention_case_generate draws them, and the weights.
-  std::vector<double> q(static_cast<std::size_t>(d.tq * H * hd)),
-      k(static_cast<std::size_t>(d.tk * H * hd));
-  for (std::size_t i = 0; i < q.size(); ++i)
-    q[i] = attention_case_input_value(d.dtype, d.value_range, d.seed, 1, i);
-  for (std::size_t i = 0; i < k.size(); ++i)
-    k[i] = attention_case_input_value(d.dtype, d.value_range, d.seed, 2, i);
+  const AttentionCaseInputs in = attention_case_inputs(d);
+  const std::vector<double>&q = in.q, &k = in.k;
   std::map<std::string, std::vector<double>> weights;
   const auto shapes = weight_shapes(p, c.hidden);
   for (const auto& [name, shape] : shapes) {
@@ -410,8 +414,8 @@ GoldenCase attention_generate(DebCase c) {
                                  [&](const WeightStream& w) { return name == w.name; });
     std::vector<double> x(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) {
-      x[static_cast<std::size_t>(i)] = attention_case_input_value(
-          d.dtype, ws->range, d.seed, ws->stream, static_cast<std::uint64_t>(i));
+      x[static_cast<std::size_t>(i)] =
+          weight_value(d.dtype, ws->range, d.seed, ws->stream, static_cast<std::uint64_t>(i));
     }
     weights[name] = std::move(x);
   }
@@ -437,8 +441,7 @@ GoldenCase attention_generate(DebCase c) {
     for (double& x : ka) x = std::fabs(x);
     const double mult =
         POSENC_MUTANT("gold_deberta_relative_sensitivity_dropped") ? 0.0 : kRelativeSensitivity;
-    d.bias_sensitivity = [p, absl, qa, ka, qo, mult, literal](int h, std::int64_t i,
-                                                              std::int64_t j) {
+    d.bias_cond = [p, absl, qa, ka, qo, mult, literal](int h, std::int64_t i, std::int64_t j) {
       return mult * reference::deberta_relative_sensitivity(p, *absl, qa, ka, h, i, j, qo, literal);
     };
   }

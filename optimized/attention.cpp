@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <omp.h>
 
+#include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -40,7 +40,8 @@ float scale_of(const AttentionParams& p) {
 
 void attention_forward(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
                        std::int64_t tk, span<const float> q, span<const float> k,
-                       span<const float> v, span<float> out, const AttentionBias* bias) {
+                       span<const float> v, span<float> out, const AttentionBias* bias,
+                       const AttentionValueHook* value_hook) {
   constexpr const char* fn = "attention_forward";
   reference::attention_check(p, tq, tk, fn);
   const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
@@ -77,6 +78,14 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
     RowMatrix s(kAttentionQueryTile, kAttentionKeyTile), acc(kAttentionQueryTile, dv);
     std::vector<float> bias_tile(static_cast<std::size_t>(kAttentionQueryTile) * kAttentionKeyTile);
     std::vector<float> row_max(kAttentionQueryTile), row_sum(kAttentionQueryTile);
+    // Value hook state: unnormalised weights per slot [query tile, W] and the slot tile.
+    const int n_slots = value_hook ? value_hook->slots() : 0;
+    std::vector<float> wacc, wrow(static_cast<std::size_t>(n_slots));
+    std::vector<std::int32_t> slot_tile;
+    if (value_hook) {
+      wacc.resize(static_cast<std::size_t>(kAttentionQueryTile) * n_slots);
+      slot_tile.resize(static_cast<std::size_t>(kAttentionQueryTile) * kAttentionKeyTile);
+    }
 #pragma omp for schedule(static)
     for (std::int64_t task = 0; task < n_tasks; ++task) {
       const int h = static_cast<int>(task / n_qblocks);
@@ -87,6 +96,7 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
       acc.topRows(nq).setZero();
       std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<float>::infinity());
       std::fill(row_sum.begin(), row_sum.end(), 0.0f);
+      if (value_hook) std::fill(wacc.begin(), wacc.end(), 0.0f);
       const std::int64_t qpos_first = p.query_offset + i0;
       const std::int64_t qpos_last = qpos_first + nq - 1;
       for (std::int64_t j0 = 0; j0 < tk; j0 += kAttentionKeyTile) {
@@ -105,6 +115,7 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
           }
         }
         if (mut_scale) st *= scale;
+        if (value_hook) value_hook->slot_tile(h, i0, nq, j0, nk, slot_tile.data());
         for (int r = 0; r < nq; ++r) {
           const std::int64_t i = i0 + r, qpos = p.query_offset + i;
           float tile_max = -std::numeric_limits<float>::infinity();
@@ -133,6 +144,12 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
           row_sum[r] = row_sum[r] * alpha + sum;
           acc.row(r) *= alpha;
           row_max[r] = new_max;
+          if (value_hook) {  // the same weights, summed per slot
+            float* w = wacc.data() + static_cast<std::size_t>(r) * n_slots;
+            for (int x = 0; x < n_slots; ++x) w[x] *= alpha;
+            const std::int32_t* sl = slot_tile.data() + static_cast<std::size_t>(r) * nk;
+            for (int c = 0; c < nk; ++c) w[sl[c]] += st(r, c);
+          }
         }
         acc.topRows(nq).noalias() += st * vb;
       }
@@ -140,6 +157,11 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
         float* o = out.data() + ((i0 + r) * H + h) * dv;
         const float inv = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
         for (int c = 0; c < dv; ++c) o[c] = acc(r, c) * inv;
+        if (value_hook) {
+          const float* w = wacc.data() + static_cast<std::size_t>(r) * n_slots;
+          for (int x = 0; x < n_slots; ++x) wrow[x] = w[x] * inv;
+          value_hook->add(h, i0 + r, wrow.data(), o);
+        }
         if (mut_thread && omp_get_thread_num() != 0) {
           for (int c = 0; c < dv; ++c) o[c] += o[c] * std::numeric_limits<float>::epsilon();
         }

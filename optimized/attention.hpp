@@ -17,6 +17,11 @@
 //                 the zero vector (as the reference)
 //   bias:         an AttentionBias fills one [query tile, key tile] block at a time, so no
 //                 Tq x Tk matrix is ever materialised
+//   value hook:   optional (Shaw's relative values): an AttentionValueHook names a slot per
+//                 (query, key) a tile at a time; the kernel sums the unnormalised weights per
+//                 slot next to the accumulator (rescaled with it), normalises them with the
+//                 same 1/l and lets the hook add sum_s w_s row_s to the output row. Without a
+//                 hook (nullptr) the kernel runs exactly the code it ran before (same bits)
 //   threading:    OpenMP over (head, 32-query block) tasks, schedule static; each output row is
 //                 computed by one task with a fixed tile order, so bits do not depend on the
 //                 thread count; Eigen GEMM inside a tile runs single-threaded
@@ -48,10 +53,25 @@ class AttentionBias {
                     float* tile) const = 0;
 };
 
-/// out = attention(q, k, v) for all heads; bias may be null.
+/// An additive value term through per-(query, key) slots (Shaw's aV): the output row i gets
+/// sum_j p_ij row(slot(i, j)) on top of sum_j p_ij v_j.
+class AttentionValueHook {
+ public:
+  virtual ~AttentionValueHook() = default;
+  /// Number of slots W (Shaw: 2K + 1).
+  virtual int slots() const = 0;
+  /// tile[r * nk + c] = slot of (query q0 + r, key k0 + c), in [0, slots()).
+  virtual void slot_tile(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
+                         std::int32_t* tile) const = 0;
+  /// out[0 .. dv) += sum_s w[s] * row(head, s); w holds the normalised weights of row i.
+  virtual void add(int head, std::int64_t i, const float* w, float* out) const = 0;
+};
+
+/// out = attention(q, k, v) for all heads; bias and value_hook may be null.
 void attention_forward(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
                        std::int64_t tk, span<const float> q, span<const float> k,
-                       span<const float> v, span<float> out, const AttentionBias* bias = nullptr);
+                       span<const float> v, span<float> out, const AttentionBias* bias = nullptr,
+                       const AttentionValueHook* value_hook = nullptr);
 
 /// Probabilities [H, Tq, Tk] with the same scale, bias and masks (two-pass softmax in float,
 /// one row per OpenMP iteration). For engines that expose probabilities and for checking bias

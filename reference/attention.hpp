@@ -33,8 +33,7 @@
 #include <limits>
 #include <vector>
 
-#include <Eigen/Dense>
-
+#include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +21,7 @@
 #include "optimized/alibi.hpp"
 #include "optimized/attention.hpp"
 #include "optimized/rope.hpp"
+#include "reference/common/eigen.hpp"
 
 namespace {
 

@@ -44,12 +44,14 @@ struct Oracle {
 template <class Real>
 Oracle<Real> oracle(const AttentionCaseDef& c, const std::vector<double>& q,
                     const std::vector<double>& k, const std::vector<double>& v,
-                    const std::function<Real(int, std::int64_t, std::int64_t)>& bias) {
+                    const std::function<Real(int, std::int64_t, std::int64_t)>& bias,
+                    const decltype(reference::AttentionHooks<Real>::value_hook)& value_hook) {
   const AttentionParams& p = c.params;
   reference::AttentionMask mask;
   mask.key_padding = c.key_padding;
   reference::AttentionHooks<Real> hooks;
   hooks.bias = bias;
+  hooks.value_hook = value_hook;
   const std::vector<Real> qr(q.begin(), q.end()), kr(k.begin(), k.end()), vr(v.begin(), v.end());
   Oracle<Real> o;
   o.out.assign(static_cast<std::size_t>(c.tq * p.n_heads * p.value_dim), Real(0));
@@ -92,7 +94,8 @@ struct AttentionBudgets {
   ProfileBudget probs, out;
 };
 
-AttentionBudgets attention_budgets(const std::string& profile, DType t, std::int64_t tk) {
+AttentionBudgets attention_budgets(const std::string& profile, DType t, std::int64_t tk,
+                                   double eager_out_extra = 0) {
   const double r = budgets::f32_in(t), K = optimized::kAttentionMaxError, s = 1.01;
   AttentionBudgets b;
   if (profile == "strict" || profile == "fp32" || profile == "fp32-recurrence") {
@@ -106,7 +109,7 @@ AttentionBudgets attention_budgets(const std::string& profile, DType t, std::int
     return b;
   }
   b.probs = bound_of((2.0 + K * r) * s, 0.5);
-  b.out = bound_of((2.5 + (K + tk / 2.0) * r) * s, 0.5);
+  b.out = bound_of((2.5 + eager_out_extra + (K + tk / 2.0) * r) * s, 0.5);
   if (POSENC_MUTANT("gold_attention_eager_score_roundings_dropped")) {
     b.probs.bound = K * r * s;
     b.out.bound = K * r * s;
@@ -116,9 +119,18 @@ AttentionBudgets attention_budgets(const std::string& profile, DType t, std::int
 
 }  // namespace
 
-double attention_case_input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
-                                  std::uint64_t i) {
-  return input_value(t, range, seed, stream, i);
+AttentionCaseInputs attention_case_inputs(const AttentionCaseDef& c) {
+  const AttentionParams& p = c.params;
+  const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
+  const DType t = c.dtype;
+  AttentionCaseInputs in;
+  in.q.resize(static_cast<std::size_t>(c.tq * H * d));
+  in.k.resize(static_cast<std::size_t>(c.tk * Hkv * d));
+  in.v.resize(static_cast<std::size_t>(c.tk * Hkv * dv));
+  for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = input_value(t, c.value_range, c.seed, 1, i);
+  for (std::size_t i = 0; i < in.k.size(); ++i) in.k[i] = input_value(t, c.value_range, c.seed, 2, i);
+  for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = input_value(t, 1.0, c.seed, 3, i);
+  return in;
 }
 
 GoldenCase attention_case_generate(const AttentionCaseDef& c) {
@@ -126,15 +138,11 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   reference::attention_check(p, c.tq, c.tk, "attention_case_generate");
   const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
   const DType t = c.dtype;
-  std::vector<double> q(static_cast<std::size_t>(c.tq * H * d));
-  std::vector<double> k(static_cast<std::size_t>(c.tk * Hkv * d));
-  std::vector<double> v(static_cast<std::size_t>(c.tk * Hkv * dv));
-  for (std::size_t i = 0; i < q.size(); ++i) q[i] = input_value(t, c.value_range, c.seed, 1, i);
-  for (std::size_t i = 0; i < k.size(); ++i) k[i] = input_value(t, c.value_range, c.seed, 2, i);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = input_value(t, 1.0, c.seed, 3, i);
+  const AttentionCaseInputs in = attention_case_inputs(c);
+  const std::vector<double>&q = in.q, &k = in.k, &v = in.v;
 
-  const auto o50 = oracle<mp50>(c, q, k, v, c.bias50);
-  const auto o100 = oracle<mp100>(c, q, k, v, c.bias100);
+  const auto o50 = oracle<mp50>(c, q, k, v, c.bias50, c.value_hook50);
+  const auto o100 = oracle<mp100>(c, q, k, v, c.bias100, c.value_hook100);
   cross_check(c.id, "probs", t, o50.probs, o100.probs);
   cross_check(c.id, "out", t, o50.out, o100.out);
 
@@ -144,7 +152,7 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   std::map<std::string, AttentionBudgets> ab;
   std::vector<std::string> bias_profiles;
   for (const auto& prof : profiles()) {
-    ab[prof.name] = attention_budgets(prof.name, t, c.tk);
+    ab[prof.name] = attention_budgets(prof.name, t, c.tk, c.eager_out_extra);
     if (c.bias_rel_error && prof.name != "strict" && ab[prof.name].probs.applies) {
       bias_profiles.push_back(prof.name);
     }
@@ -169,7 +177,7 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
         }
         s *= scale;
         if (c.bias50) bias[j] = static_cast<double>(c.bias50(h, i, j));
-        s += c.bias_sensitivity ? c.bias_sensitivity(h, i, j) : std::fabs(bias[j]);
+        s += c.bias_cond ? c.bias_cond(h, i, j) : std::fabs(bias[j]);
         sens[j] = s;
         mean_sens += static_cast<double>(o50.probs[row + j]) * s;
         any_visible |= o50.visible[row + j] != 0;
@@ -207,6 +215,12 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
         for (std::int64_t j = 0; j < c.tk; ++j) {
           const double pij = static_cast<double>(o50.probs[row + j]);
           const double vj = v[(j * Hkv + h / group) * dv + cc];
+          if (c.value_offset) {
+            const double off = c.value_offset(h, i, j, cc);
+            a += pij * (std::fabs(vj) + std::fabs(off));
+            b += pij * std::fabs(vj + off - oic) * sens[j];
+            continue;
+          }
           a += pij * std::fabs(vj);
           b += pij * std::fabs(vj - oic) * sens[j];
         }

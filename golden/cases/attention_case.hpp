@@ -38,16 +38,27 @@ struct AttentionCaseDef {
   /// f16 KQ mask's distance), by profile; empty = the bias is exact in every pipeline.
   std::function<double(const std::string& profile, int h, std::int64_t i, std::int64_t j)>
       bias_rel_error;
-  /// The bias's condition scale in S_ij (default |bias_ij|): for a bias computed from the
-  /// inputs (DeBERTa's c2p + p2c), the sum of the absolute terms its rounding is relative to.
-  std::function<double(int h, std::int64_t i, std::int64_t j)> bias_sensitivity;
   double value_range = 1.0;  // inputs are dyadic in [-value_range, value_range]
+  // Content-dependent relative terms (Shaw). All optional; empty/0 = the plain behaviour.
+  //   value_hook50/100: reference::AttentionHooks::value_hook in each precision
+  //   bias_cond(h, i, j): the score scale of bias_ij in S_ij (replaces |bias_ij|; a bias that is
+  //     itself a dot product needs the sum of its terms' magnitudes)
+  //   value_offset(h, i, j, c): the value term added to v_jc for query i (A_ic gains
+  //     sum_j p_ij |offset|; B_ic uses |v_jc + offset - o_ic|)
+  //   eager_out_extra: extra roundings of the output, in eps_t, in the eager (bf16/f16) budget
+  std::function<void(int, std::int64_t, const std::vector<mp50>&, std::vector<mp50>&)> value_hook50;
+  std::function<void(int, std::int64_t, const std::vector<mp100>&, std::vector<mp100>&)>
+      value_hook100;
+  std::function<double(int h, std::int64_t i, std::int64_t j)> bias_cond;
+  std::function<double(int h, std::int64_t i, std::int64_t j, int c)> value_offset;
+  double eager_out_extra = 0;
 };
 
-/// Input element i of PRNG stream `stream` as attention_case_generate draws it: dyadic, exact
-/// in t, in [-range, range] (q: stream 1 with value_range, k: 2 with value_range, v: 3 with 1).
-double attention_case_input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
-                                  std::uint64_t i);
+/// The inputs attention_case_generate draws (dyadic doubles, exact in the case dtype).
+struct AttentionCaseInputs {
+  std::vector<double> q, k, v;  // [Tq, H, d], [Tk, Hkv, d], [Tk, Hkv, dv]
+};
+AttentionCaseInputs attention_case_inputs(const AttentionCaseDef& c);
 
 /// Pure: inputs from the PRNG, expected values from mp50, mp100 cross-check, manifest.
 GoldenCase attention_case_generate(const AttentionCaseDef& c);

@@ -74,6 +74,7 @@ SchemeEntry learned_scheme();
 SchemeEntry sinusoidal_scheme();
 SchemeEntry t5_bias_scheme();
 SchemeEntry kv_cache_scheme();
+SchemeEntry shaw_scheme();
 SchemeEntry deberta_scheme();
 
 }  // namespace posenc::golden

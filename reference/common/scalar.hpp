@@ -6,6 +6,7 @@
 // Fixed precision on purpose: Boost 1.74's variable-precision mpfr_float keeps its default
 // precision in a process-global static (spec/toolchain.md section 6).
 #pragma once
+#include "reference/common/eigen.hpp"  // first: Eigen with its one false positive silenced
 #include <boost/multiprecision/eigen.hpp>  // Eigen NumTraits for the mp types
 #include <boost/multiprecision/mpfr.hpp>
 
