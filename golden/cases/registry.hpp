@@ -75,5 +75,6 @@ SchemeEntry sinusoidal_scheme();
 SchemeEntry t5_bias_scheme();
 SchemeEntry kv_cache_scheme();
 SchemeEntry shaw_scheme();
+SchemeEntry deberta_scheme();
 
 }  // namespace posenc::golden
