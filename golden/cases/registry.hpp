@@ -74,5 +74,6 @@ SchemeEntry learned_scheme();
 SchemeEntry sinusoidal_scheme();
 SchemeEntry t5_bias_scheme();
 SchemeEntry kv_cache_scheme();
+SchemeEntry transformer_xl_scheme();
 
 }  // namespace posenc::golden
