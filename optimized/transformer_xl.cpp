@@ -20,6 +20,13 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
+namespace {
+
+/// Below this many multiply-adds a table is built by one thread (a parallel region costs more
+/// than it saves; the bits are the same either way).
+constexpr std::int64_t kTxlThreadedWork = std::int64_t{1} << 16;
+
+}  // namespace
 
 std::int64_t txl_position_count(const TransformerXlParams& p, std::int64_t klen) {
   if (klen <= 0) return 0;
@@ -37,7 +44,8 @@ std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos
   std::vector<double> omega(static_cast<std::size_t>(half));
   for (int c = 0; c < half; ++c) omega[c] = std::pow(10000.0, -2.0 * c / dm);
   std::vector<double> table(static_cast<std::size_t>(n_pos) * hd);
-#pragma omp parallel
+  const bool threaded = n_pos * hd * dm >= kTxlThreadedWork;
+#pragma omp parallel if (threaded)
   {
     std::vector<double> r(static_cast<std::size_t>(dm));
 #pragma omp for schedule(static)
@@ -86,7 +94,8 @@ TransformerXlBias::TransformerXlBias(const TransformerXlParams& p, std::int64_t 
   bd_.assign(static_cast<std::size_t>(H) * qlen * n_pos_, 0.0f);
   const std::int64_t n_k = static_cast<std::int64_t>(H) * klen;
   const std::int64_t n_q = static_cast<std::int64_t>(H) * qlen;
-#pragma omp parallel
+  const bool threaded = n_q * n_pos_ * d >= kTxlThreadedWork;
+#pragma omp parallel if (threaded)
   {
     std::vector<double> qv(static_cast<std::size_t>(d));
 #pragma omp for schedule(static)

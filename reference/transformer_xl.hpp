@@ -126,22 +126,37 @@ inline bool txl_visible_literal(const TransformerXlParams& p, std::int64_t qlen,
   return true;
 }
 
+/// The frequencies omega_k = 10000^(-2k / d_model), k = 0 .. d_model/2 - 1.
+template <class Real>
+std::vector<Real> txl_frequencies(const TransformerXlParams& p) {
+  using std::pow;
+  std::vector<Real> w(static_cast<std::size_t>(p.d_model / 2));
+  for (int k = 0; k < p.d_model / 2; ++k) {
+    w[static_cast<std::size_t>(k)] = pow(Real(10000), Real(-2 * k) / Real(p.d_model));
+  }
+  return w;
+}
+
+/// The sinusoid R(pos) [d_model] from the frequencies: [sin(pos omega_k) | cos(pos omega_k)].
+template <class Real>
+std::vector<Real> txl_sinusoid(const std::vector<Real>& omega, std::int64_t pos) {
+  using std::cos;
+  using std::sin;
+  const std::size_t half = omega.size();
+  std::vector<Real> r(2 * half);
+  for (std::size_t k = 0; k < half; ++k) {
+    const Real a = Real(static_cast<double>(pos)) * omega[k];
+    r[k] = sin(a);
+    r[half + k] = cos(a);
+  }
+  return r;
+}
+
 /// The sinusoid R(pos) [d_model]: [sin(pos omega_k) | cos(pos omega_k)], omega_k =
 /// 10000^(-2k/d_model).
 template <class Real>
 std::vector<Real> txl_sinusoid(const TransformerXlParams& p, std::int64_t pos) {
-  using std::cos;
-  using std::pow;
-  using std::sin;
-  const int half = p.d_model / 2;
-  std::vector<Real> r(static_cast<std::size_t>(p.d_model));
-  for (int k = 0; k < half; ++k) {
-    const Real omega = pow(Real(10000), Real(-2 * k) / Real(p.d_model));
-    const Real a = Real(static_cast<double>(pos)) * omega;
-    r[static_cast<std::size_t>(k)] = sin(a);
-    r[static_cast<std::size_t>(half + k)] = cos(a);
-  }
-  return r;
+  return txl_sinusoid(txl_frequencies<Real>(p), pos);
 }
 
 /// Projection of a sinusoid row r [d_model] by head h's rows of W_r: [d_head].
@@ -297,11 +312,13 @@ AttentionHooks<Real> txl_hooks(const TransformerXlParams& p, const TxlInputs<Rea
   using std::sqrt;
   const Real scale = Real(1) / sqrt(Real(p.d_head));
   struct Cache {
+    std::vector<Real> omega;                                // frequencies
     std::vector<std::vector<Real>> sinusoid;                // by position
     std::vector<std::vector<std::vector<Real>>> projected;  // by head, then position
   };
   auto cache = std::make_shared<Cache>();
   cache->projected.resize(static_cast<std::size_t>(p.n_heads));
+  cache->omega = txl_frequencies<Real>(p);
   AttentionHooks<Real> hooks;
   hooks.bias = [p, x, qlen, klen, scale, cache](int h, std::int64_t i, std::int64_t j) {
     const std::int64_t delta = txl_distance(klen - qlen, i, j);
@@ -311,7 +328,7 @@ AttentionHooks<Real> txl_hooks(const TransformerXlParams& p, const TxlInputs<Rea
     if (rows.size() <= pos) rows.resize(pos + 1);
     if (cache->sinusoid.size() <= pos) cache->sinusoid.resize(pos + 1);
     if (cache->sinusoid[pos].empty()) {
-      cache->sinusoid[pos] = txl_sinusoid<Real>(p, static_cast<std::int64_t>(pos));
+      cache->sinusoid[pos] = txl_sinusoid(cache->omega, static_cast<std::int64_t>(pos));
     }
     auto& r = rows[pos];
     if (r.empty()) r = txl_project(p, x.w_r, h, cache->sinusoid[pos]);
