@@ -10,8 +10,10 @@
 //     Inputs q [qlen, H, d_head], k and v [klen, H, d_head] (memory keys first), r_w_bias and
 //     r_r_bias [H, d_head], r_net [H * d_head, d_model]; seeded, exact in the target dtype.
 //     Expected stages: rel_position [qlen, klen] (i32, exact: the sinusoid position
-//     min(mlen + i - j, clamp_len) each visible (i, j) reads, -1 where masked), then probs and
-//     out (golden/cases/attention_case.hpp: conditioned, mp50 with an mp100 cross-check).
+//     min(mlen + i - j, clamp_len) each visible (i, j) reads, -1 where masked); pos_emb
+//     [klen, d_model] (the descending, clamped sinusoid table, conditioned; not in the long
+//     evaluation case, for size); probs and out (golden/cases/attention_case.hpp:
+//     conditioned, mp50 with an mp100 cross-check).
 //   negative control (result "invalid"): the training-style segment in bf16 with the expected
 //     values of an ASCENDING position table (row r holds position r instead of klen - 1 - r);
 //     verify passes an engine only if it does NOT reproduce them.
@@ -73,6 +75,7 @@ struct TxlCase {
   std::int64_t qlen = 0, mlen = 0;
   DType dtype = DType::kF32;
   bool negative_control = false;  // expected values with an ascending position table
+  bool pos_emb = true;            // with the pos_emb stage
   std::uint64_t seed = 0;
 };
 
@@ -84,6 +87,7 @@ std::vector<TxlCase> txl_cases() {
     DType dtype;
     bool negative_control;
     int n_heads = 4;
+    bool pos_emb = true;  // the pos_emb stage (left out of the long case: 1.4 MB)
   };
   const std::string train = "training-style segment: mem_len 150, full memory (mlen 150), "
                             "qlen 16, clamp_len 1000";
@@ -96,7 +100,7 @@ std::vector<TxlCase> txl_cases() {
       {"mem150_m150_q16_clamp1000", train, 150, 1000, 150, 16, false, DType::kF32, false},
       {"mem150_m150_q16_clamp1000", train, 150, 1000, 150, 16, false, DType::kBF16, false},
       {"mem1100_m1100_q4_clamp1000_samelen", eval, 1100, 1000, 1100, 4, true, DType::kF32, false,
-       2},
+       2, false},
       {"mem16_m0_q24_clamp1000_samelen", first, 16, 1000, 0, 24, true, DType::kF32, false},
       {"mem150_m150_q16_clamp1000", train, 150, 1000, 150, 16, false, DType::kBF16, true},
   };
@@ -105,6 +109,7 @@ std::vector<TxlCase> txl_cases() {
   for (const auto& r : rows) {
     TxlCase c;
     c.tp.n_heads = r.n_heads;
+    c.pos_emb = r.pos_emb;
     c.tp.d_head = 16;
     c.tp.d_model = 64;
     c.tp.clamp_len = r.clamp_len;
@@ -273,6 +278,61 @@ class PipelineBiasError {
   mutable std::map<std::pair<int, std::int64_t>, std::vector<double>> cache_;
 };
 
+// pos_emb budgets (as golden/sinusoidal_golden.cpp's pe, c = 1; r = eps_f32 / eps_t):
+//   strict   bound 0.1 r, ulps 0.5 (f32) or 0.5 + 0.5 r (16-bit): double, rounded once
+//   fp32, fp32-recurrence, bf16   bound 1.01 r (sinf / cosf within 2 ulp <= eps_f32), ulps the
+//            cast, extra |phi| rho_k 1.01: the float angle fl(fl(pos) inv_freq_k) (the same
+//            PyTorch table for all three pipelines here)
+ExpectedTensor pos_emb_expected(const TxlCase& c, bool ascending) {
+  const std::int64_t klen = c.mlen + c.qlen;
+  const int dm = c.tp.d_model, half = dm / 2;
+  const DType t = c.dtype;
+  const double r = budgets::f32_in(t), cast = budgets::cast_to(t), s = 1.01;
+  const auto w50 = reference::txl_frequencies<mp50>(c.tp);
+  const auto w100 = reference::txl_frequencies<mp100>(c.tp);
+  std::vector<mp50> v50;
+  std::vector<mp100> v100;
+  std::vector<double> extra(static_cast<std::size_t>(klen * dm)), cond(extra.size(), 1.0);
+  std::vector<std::int64_t> el_pos(extra.size());
+  std::vector<double> rho(static_cast<std::size_t>(half));
+  for (int k = 0; k < half; ++k) rho[k] = budgets::hf_inv_freq_rel_error(10000.0, dm, k);
+  for (std::int64_t row = 0; row < klen; ++row) {
+    const std::int64_t pos = row_position(c.tp, klen, row, ascending);
+    const auto e50 = reference::txl_sinusoid(w50, pos);
+    const auto e100 = reference::txl_sinusoid(w100, pos);
+    v50.insert(v50.end(), e50.begin(), e50.end());
+    v100.insert(v100.end(), e100.begin(), e100.end());
+    const double rho_p = budgets::position_rel_error_f32(pos);
+    for (int k = 0; k < half; ++k) {
+      const double phi = static_cast<double>(pos) * static_cast<double>(w50[k]);
+      double x = phi * budgets::product_rel_error(rho_p, rho[k]) * s;
+      if (POSENC_MUTANT("gold_txl_angle_error_dropped")) x = 0;
+      extra[row * dm + k] = extra[row * dm + half + k] = x;
+      el_pos[row * dm + k] = el_pos[row * dm + half + k] = pos;
+    }
+  }
+  cross_check(c.id, "pos_emb", t, v50, v100);
+  ExpectedTensor e = expected_tensor("pos_emb", "table", t, {klen, dm}, "conditioned");
+  e.spec.axes = {{"row", "", {}, {}}, {"channel", "", {}, {}}};
+  e.values = v50;
+  e.cond = cond;
+  e.positions = el_pos;
+  e.amp.assign(cond.size(), 1.0);
+  const double sum_ulps = t == DType::kF32 ? 0.5 : 0.5 + 0.5 * r;
+  for (const auto& prof : profiles()) {
+    const std::string na = activation_na(prof.name, t);
+    if (!na.empty()) {
+      e.spec.check.profiles[prof.name] = not_applicable(na);
+    } else if (prof.name == "strict") {
+      e.spec.check.profiles[prof.name] = bound_of(0.1 * r, sum_ulps);
+    } else {
+      e.spec.check.profiles[prof.name] = bound_of(r * s, cast);
+      e.extra[prof.name] = extra;
+    }
+  }
+  return e;
+}
+
 GoldenCase txl_generate(const TxlCase& c) {
   const std::int64_t klen = c.mlen + c.qlen;
   const bool ascending = c.negative_control && !POSENC_MUTANT("gold_txl_control_not_flipped");
@@ -346,6 +406,8 @@ GoldenCase txl_generate(const TxlCase& c) {
   in_t.push_back(input_tensor("r_r_bias", c.dtype, {H, dh}, x.v_bias));
   in_t.push_back(input_tensor("r_net", c.dtype, {H * dh, c.tp.d_model}, x.w_r));
   const Tensor t_pos = tensor_from_i32("rel_position", {c.qlen, klen}, positions);
+  std::vector<ExpectedTensor> emb;
+  if (c.pos_emb) emb.push_back(pos_emb_expected(c, ascending));
   Json& m = g.manifest;
   for (auto& t : in_t) {
     m["inputs"].push_back(tensor_spec_to_json(input_spec(t), false));
@@ -358,6 +420,7 @@ GoldenCase txl_generate(const TxlCase& c) {
   ep.exact_tensor = &t_pos;
   const TensorSpec sp = add_expected(&g.tensors, std::move(ep));
   Json ex = Json::array({tensor_spec_to_json(sp, true)});
+  for (auto& e : emb) ex.push_back(tensor_spec_to_json(add_expected(&g.tensors, std::move(e)), true));
   for (const auto& e : m["expected"]) ex.push_back(e);
   m["expected"] = ex;
   m["params"]["d_model"] = c.tp.d_model;
@@ -368,6 +431,7 @@ GoldenCase txl_generate(const TxlCase& c) {
   m["params"]["mlen"] = c.mlen;
   m["params"]["qlen"] = c.qlen;
   m["params"]["klen"] = klen;
+  m["params"]["has_pos_emb"] = c.pos_emb;
   m["conventions"]["scores"] =
       "s_ij = ((q_i + r_w_bias) . k_j + (q_i + r_r_bias) . r_net(R(pos_ij))) / sqrt(d_head)";
   m["conventions"]["positions"] =
@@ -380,6 +444,9 @@ GoldenCase txl_generate(const TxlCase& c) {
       "causal: key j visible iff j <= mlen + i (triu(ones(qlen, klen), 1 + mlen) masked); "
       "same_length: also masked when mlen + i - j >= mem_len (the window of the params)";
   m["conventions"]["rel_position"] = "rel_position[i, j] = pos_ij for visible keys, -1 masked";
+  m["conventions"]["pos_emb"] =
+      "pos_emb [klen, d_model]: row r = R(min(klen - 1 - r, clamp_len)), the engines' "
+      "descending table before r_net (absent from the long evaluation case, for size)";
   m["conventions"]["layout"] =
       "q [qlen, H, d_head], k and v [klen, H, d_head], r_w_bias and r_r_bias [H, d_head], "
       "r_net [H * d_head, d_model] (nn.Linear weight), out [qlen, H, d_head], probs [H, qlen, "
@@ -447,7 +514,22 @@ class MatrixBias final : public optimized::AttentionBias {
 struct MistakeResult {
   std::vector<float> bias;
   std::vector<std::int32_t> positions;
+  std::vector<float> pos_emb;  // [klen, d_model]
 };
+
+/// pos_emb rows at the given positions, double rounded to float.
+std::vector<float> emb_rows(int d_model, const std::vector<std::int64_t>& row_pos) {
+  const int half = d_model / 2;
+  std::vector<float> e(row_pos.size() * d_model);
+  for (std::size_t row = 0; row < row_pos.size(); ++row) {
+    for (int k = 0; k < half; ++k) {
+      const double a = static_cast<double>(row_pos[row]) * std::pow(10000.0, -2.0 * k / d_model);
+      e[row * d_model + k] = static_cast<float>(std::sin(a));
+      e[row * d_model + half + k] = static_cast<float>(std::cos(a));
+    }
+  }
+  return e;
+}
 
 MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, std::int64_t klen,
                             const TxlInputs<float>& x, const std::string& mistake) {
@@ -465,6 +547,7 @@ MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, st
   // The shift reads flat element skip + i * klen + j, skip = qlen (`[1:]`) or 0 (`[:-1]`).
   const std::int64_t skip = off_by_one ? 0 : qlen;
   MistakeResult res;
+  res.pos_emb = emb_rows(p.d_model, row_pos);
   res.bias.assign(static_cast<std::size_t>(H * qlen * klen), 0.0f);
   res.positions.assign(static_cast<std::size_t>(qlen * klen), -1);
   for (std::int64_t i = 0; i < qlen; ++i) {
@@ -493,16 +576,14 @@ MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, st
 
 /// The float32 PyTorch pipeline's bias [H, qlen, klen] (contract at the top).
 std::vector<float> pipeline_bias(const TransformerXlParams& p, std::int64_t qlen, std::int64_t klen,
-                                 const TxlInputs<float>& x) {
+                                 const TxlInputs<float>& x, std::vector<float>* pos_emb) {
   const int H = p.n_heads, d = p.d_head, dm = p.d_model, half = dm / 2;
   const std::vector<float> inv_freq = pipelines::hf_inv_freq(10000.0, dm);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
   const bool clamp = !POSENC_MUTANT("engine_txl_pipeline_no_clamp");
   const std::int64_t mlen = klen - qlen;
   std::vector<std::vector<float>> rh(static_cast<std::size_t>(klen));  // by position
-  auto r_of = [&](std::int64_t pos) -> const std::vector<float>& {
-    auto& v = rh[static_cast<std::size_t>(pos)];
-    if (!v.empty()) return v;
+  const auto emb_of = [&](std::int64_t pos) {
     std::vector<float> emb(static_cast<std::size_t>(dm));
     const float pf = static_cast<float>(pos);
     for (int k = 0; k < half; ++k) {
@@ -510,6 +591,19 @@ std::vector<float> pipeline_bias(const TransformerXlParams& p, std::int64_t qlen
       emb[k] = std::sin(a);
       emb[half + k] = std::cos(a);
     }
+    return emb;
+  };
+  pos_emb->assign(static_cast<std::size_t>(klen * dm), 0.0f);
+  for (std::int64_t row = 0; row < klen; ++row) {
+    std::int64_t pos = klen - 1 - row;
+    if (clamp && p.clamp_len > 0) pos = std::min(pos, p.clamp_len);
+    const auto e = emb_of(pos);
+    std::copy(e.begin(), e.end(), pos_emb->begin() + row * dm);
+  }
+  auto r_of = [&](std::int64_t pos) -> const std::vector<float>& {
+    auto& v = rh[static_cast<std::size_t>(pos)];
+    if (!v.empty()) return v;
+    const std::vector<float> emb = emb_of(pos);
     v.resize(static_cast<std::size_t>(H * d));
     for (int o = 0; o < H * d; ++o) {
       float s = 0;
@@ -570,9 +664,10 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
     return reference::attention_visible(ap, reference::AttentionMask{}, klen, i, j);
   };
   std::vector<std::int32_t> positions(static_cast<std::size_t>(qlen * klen), -1);
+  std::vector<float> pos_emb(static_cast<std::size_t>(klen * tp.d_model));
   TensorMap res;
   if (o.pipeline != "exact") {
-    const MatrixBias b(pipeline_bias(tp, qlen, klen, x), qlen, klen);
+    const MatrixBias b(pipeline_bias(tp, qlen, klen, x, &pos_emb), qlen, klen);
     const PipelineBias pb = [&b](int h, std::int64_t i, std::int64_t j) { return b.at(h, i, j); };
     res = attention_case_run_pipeline(spec, golden, o.pipeline, pb, ap);
     for (std::int64_t i = 0; i < qlen; ++i) {
@@ -586,6 +681,7 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
   } else if (!o.mistake.empty()) {
     MistakeResult mr = mistaken_bias(tp, qlen, klen, x, o.mistake);
     const MatrixBias b(std::move(mr.bias), qlen, klen);
+    pos_emb = std::move(mr.pos_emb);
     res = attention_case_run_engine(spec, golden, &b, ap);
     for (std::int64_t i = 0; i < qlen; ++i) {
       for (std::int64_t j = 0; j < klen; ++j) {
@@ -595,6 +691,7 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
   } else {
     const optimized::TransformerXlBias b(tp, qlen, klen, x.q, x.k, x.u, x.v_bias, x.w_r);
     res = attention_case_run_engine(spec, golden, &b, ap);
+    optimized::txl_pos_emb(tp, klen, pos_emb);
     for (std::int64_t i = 0; i < qlen; ++i) {
       for (std::int64_t j = 0; j < klen; ++j) {
         if (visible(i, j)) positions[i * klen + j] = b.position(i, j);
@@ -602,6 +699,9 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
     }
   }
   res.emplace("rel_position", tensor_from_i32("rel_position", {qlen, klen}, positions));
+  if (pj.value("has_pos_emb", false)) {
+    res.emplace("pos_emb", engine_tensor("pos_emb", golden.at("q").dtype, {klen, tp.d_model}, pos_emb));
+  }
   return res;
 }
 

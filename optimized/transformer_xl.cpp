@@ -66,6 +66,25 @@ std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos
   return table;
 }
 
+void txl_pos_emb(const TransformerXlParams& p, std::int64_t klen, span<float> out) {
+  constexpr const char* fn = "txl_pos_emb";
+  reference::txl_check(p, fn);
+  if (klen < 0) throw_invalid(fn, "klen must be >= 0", klen);
+  const int dm = p.d_model, half = dm / 2;
+  if (out.size() != static_cast<std::size_t>(klen) * dm) {
+    throw_invalid(fn, "out must have klen * d_model elements", out.size());
+  }
+  for (std::int64_t row = 0; row < klen; ++row) {
+    std::int64_t pos = klen - 1 - row;
+    if (p.clamp_len > 0 && !POSENC_MUTANT("opt_txl_clamp_ignored")) pos = std::min(pos, p.clamp_len);
+    for (int c = 0; c < half; ++c) {
+      const double a = static_cast<double>(pos) * std::pow(10000.0, -2.0 * c / dm);
+      out[static_cast<std::size_t>(row) * dm + c] = static_cast<float>(std::sin(a));
+      out[static_cast<std::size_t>(row) * dm + half + c] = static_cast<float>(std::cos(a));
+    }
+  }
+}
+
 TransformerXlBias::TransformerXlBias(const TransformerXlParams& p, std::int64_t qlen,
                                      std::int64_t klen, span<const float> q, span<const float> k,
                                      span<const float> r_w_bias, span<const float> r_r_bias,

@@ -45,6 +45,10 @@ std::int64_t txl_position_count(const TransformerXlParams& p, std::int64_t klen)
 std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos,
                                 span<const float> w_r);
 
+/// The engines' positional table pos_emb [klen, d_model]: row r = R(min(klen - 1 - r,
+/// clamp_len)) (descending), evaluated in double and rounded once to float.
+void txl_pos_emb(const TransformerXlParams& p, std::int64_t klen, span<float> out);
+
 /// The Transformer-XL score terms as an AttentionBias (the kernel adds scale * q . k itself).
 class TransformerXlBias final : public AttentionBias {
  public:
