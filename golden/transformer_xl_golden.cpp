@@ -89,18 +89,21 @@ std::vector<TxlCase> txl_cases() {
     int n_heads = 4;
     bool pos_emb = true;  // the pos_emb stage (left out of the long case: 1.4 MB)
   };
-  const std::string train = "training-style segment: mem_len 150, full memory (mlen 150), "
-                            "qlen 16, clamp_len 1000";
-  const std::string eval = "evaluation-style step past clamp_len: mlen 1100, qlen 4, clamp_len "
-                           "1000, same_length with mem_len 1100 (distances 1000..1103 read "
-                           "position 1000; keys 1100 or more behind masked)";
-  const std::string first = "first segment, no memory (mlen 0), qlen 24, same_length with "
-                            "mem_len 16 (keys 16 or more behind masked)";
+  const std::string train =
+      "training-style segment: mem_len 150, full memory (mlen 150), "
+      "qlen 16, clamp_len 1000";
+  const std::string eval =
+      "evaluation-style step past clamp_len: mlen 1100, qlen 4, clamp_len "
+      "1000, same_length with mem_len 1100 (distances 1000..1103 read "
+      "position 1000; keys 1100 or more behind masked)";
+  const std::string first =
+      "first segment, no memory (mlen 0), qlen 24, same_length with "
+      "mem_len 16 (keys 16 or more behind masked)";
   const std::vector<Row> rows = {
       {"mem150_m150_q16_clamp1000", train, 150, 1000, 150, 16, false, DType::kF32, false},
       {"mem150_m150_q16_clamp1000", train, 150, 1000, 150, 16, false, DType::kBF16, false},
-      {"mem1100_m1100_q4_clamp1000_samelen", eval, 1100, 1000, 1100, 4, true, DType::kF32, false,
-       2, false},
+      {"mem1100_m1100_q4_clamp1000_samelen", eval, 1100, 1000, 1100, 4, true, DType::kF32, false, 2,
+       false},
       {"mem16_m0_q24_clamp1000_samelen", first, 16, 1000, 0, 24, true, DType::kF32, false},
       {"mem150_m150_q16_clamp1000", train, 150, 1000, 150, 16, false, DType::kBF16, true},
   };
@@ -127,7 +130,8 @@ std::vector<TxlCase> txl_cases() {
                                                      "table in the expected values): "
                                                    : "") +
                     "Transformer-XL wt103-shaped attention (scaled down: d_model 64, " +
-                    std::to_string(r.n_heads) + " heads, d_head 16), " + r.what + ", target " + std::string(dtype_short(r.dtype));
+                    std::to_string(r.n_heads) + " heads, d_head 16), " + r.what + ", target " +
+                    std::string(dtype_short(r.dtype));
     v.push_back(std::move(c));
   }
   return v;
@@ -188,7 +192,7 @@ std::function<Real(int, std::int64_t, std::int64_t)> bias_closure(const TxlCase&
   const Real scale = Real(1) / sqrt(Real(c.tp.d_head));
   struct Cache {
     std::vector<Real> omega;
-    std::map<std::int64_t, std::vector<Real>> sinusoid;                  // by position
+    std::map<std::int64_t, std::vector<Real>> sinusoid;                   // by position
     std::map<std::pair<int, std::int64_t>, std::vector<Real>> projected;  // by (head, position)
   };
   auto cache = std::make_shared<Cache>();
@@ -365,8 +369,9 @@ GoldenCase txl_generate(const TxlCase& c) {
              {"preset",
               {{"name", "transfo-xl-wt103 (scaled down)"},
                {"hf_model", "transfo-xl/transfo-xl-wt103"},
-               {"source", "spec/schemes.md 10.4 (TransfoXLConfig defaults; run_wt103_base.sh "
-                          "mem_len 150)"},
+               {"source",
+                "spec/schemes.md 10.4 (TransfoXLConfig defaults; run_wt103_base.sh "
+                "mem_len 150)"},
                {"config",
                 {{"d_model", 1024},
                  {"n_head", 16},
@@ -414,13 +419,18 @@ GoldenCase txl_generate(const TxlCase& c) {
     g.tensors.push_back(std::move(t));
   }
   ExpectedTensor ep;
-  ep.spec = {"rel_position", "table", DType::kI32, {c.qlen, klen}, "",
+  ep.spec = {"rel_position",
+             "table",
+             DType::kI32,
+             {c.qlen, klen},
+             "",
              {"exact", exact_budgets(c.dtype)},
              {{"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}}};
   ep.exact_tensor = &t_pos;
   const TensorSpec sp = add_expected(&g.tensors, std::move(ep));
   Json ex = Json::array({tensor_spec_to_json(sp, true)});
-  for (auto& e : emb) ex.push_back(tensor_spec_to_json(add_expected(&g.tensors, std::move(e)), true));
+  for (auto& e : emb)
+    ex.push_back(tensor_spec_to_json(add_expected(&g.tensors, std::move(e)), true));
   for (const auto& e : m["expected"]) ex.push_back(e);
   m["expected"] = ex;
   m["params"]["d_model"] = c.tp.d_model;
@@ -451,19 +461,21 @@ GoldenCase txl_generate(const TxlCase& c) {
       "q [qlen, H, d_head], k and v [klen, H, d_head], r_w_bias and r_r_bias [H, d_head], "
       "r_net [H * d_head, d_model] (nn.Linear weight), out [qlen, H, d_head], probs [H, qlen, "
       "klen], rel_position [qlen, klen]";
-  m["detection"] = Json::array(
-      {{{"flag", "TxlContentBias"}, {"stages", {"probs", "out"}},
-        {"blind", "rel_position does not read r_w_bias or r_r_bias"}},
-       {{"flag", "TxlDescendingPositions"}, {"stages", {"rel_position", "probs", "out"}},
-        {"blind", ""}}});
+  m["detection"] = Json::array({{{"flag", "TxlContentBias"},
+                                 {"stages", {"probs", "out"}},
+                                 {"blind", "rel_position does not read r_w_bias or r_r_bias"}},
+                                {{"flag", "TxlDescendingPositions"},
+                                 {"stages", {"rel_position", "probs", "out"}},
+                                 {"blind", ""}}});
   m["prng"] =
       "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k, 3 = v, 4 = r_w_bias, "
       "5 = r_r_bias, 6 = r_net (dyadic, exact in the target dtype; ranges 0.5, 0.5, 1, 0.5, "
       "0.5, 0.25)";
   m["pipelines"] = {
-      {"fp32", "PyTorch eager float32: inv_freq = 1 / powf(10000, 2k / d_model), angle = "
-               "fl(pos * inv_freq), sinf / cosf, r_net, the AC and BD dot products in float32 "
-               "(budget extra: the angle's error grows with the position)"},
+      {"fp32",
+       "PyTorch eager float32: inv_freq = 1 / powf(10000, 2k / d_model), angle = "
+       "fl(pos * inv_freq), sinf / cosf, r_net, the AC and BD dot products in float32 "
+       "(budget extra: the angle's error grows with the position)"},
       {"bf16", "the bias as fp32, then attention_case's bf16 eager attention"}};
   return g;
 }
@@ -535,14 +547,15 @@ MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, st
                             const TxlInputs<float>& x, const std::string& mistake) {
   TransformerXlParams p = p0;
   if (mistake == "clamp-ignored") p.clamp_len = 0;
-  const bool ascending = mistake == "ascending-positions" &&
-                         !POSENC_MUTANT("engine_txl_ascending_noop");
+  const bool ascending =
+      mistake == "ascending-positions" && !POSENC_MUTANT("engine_txl_ascending_noop");
   const bool off_by_one = mistake == "rel-shift-off-by-one";
   const int H = p.n_heads, d = p.d_head, hd = H * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const std::vector<double> r = optimized::txl_r_table(p, klen, x.w_r);  // positions 0..klen-1
   std::vector<std::int64_t> row_pos(static_cast<std::size_t>(klen));
-  for (std::int64_t row = 0; row < klen; ++row) row_pos[row] = row_position(p, klen, row, ascending);
+  for (std::int64_t row = 0; row < klen; ++row)
+    row_pos[row] = row_position(p, klen, row, ascending);
   // Padded [qlen, klen + 1] buffer of raw indices: -1 = the zero column, else the table row.
   // The shift reads flat element skip + i * klen + j, skip = qlen (`[1:]`) or 0 (`[:-1]`).
   const std::int64_t skip = off_by_one ? 0 : qlen;
@@ -560,7 +573,8 @@ MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, st
       for (int h = 0; h < H; ++h) {
         double uk = 0, bd = 0;
         for (int c = 0; c < d; ++c) {
-          if (mistake != "no-u") uk += static_cast<double>(x.u[h * d + c]) * x.k[(j * H + h) * d + c];
+          if (mistake != "no-u")
+            uk += static_cast<double>(x.u[h * d + c]) * x.k[(j * H + h) * d + c];
           if (pos >= 0) {
             const double qv = static_cast<double>(x.q[(src_i * H + h) * d + c]) +
                               (mistake == "no-v" ? 0.0 : x.v_bias[h * d + c]);
@@ -653,7 +667,8 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
   tp.clamp_len = pj.at("clamp_len").get<std::int64_t>();
   tp.mem_len = pj.at("mem_len").get<std::int64_t>();
   tp.same_length = pj.at("same_length").get<bool>();
-  const std::int64_t qlen = pj.at("qlen").get<std::int64_t>(), klen = pj.at("klen").get<std::int64_t>();
+  const std::int64_t qlen = pj.at("qlen").get<std::int64_t>(),
+                     klen = pj.at("klen").get<std::int64_t>();
   TxlInputs<float> x;
   x.q = tensor_to_f32(golden.at("q"));
   x.k = tensor_to_f32(golden.at("k"));
@@ -700,7 +715,8 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
   }
   res.emplace("rel_position", tensor_from_i32("rel_position", {qlen, klen}, positions));
   if (pj.value("has_pos_emb", false)) {
-    res.emplace("pos_emb", engine_tensor("pos_emb", golden.at("q").dtype, {klen, tp.d_model}, pos_emb));
+    res.emplace("pos_emb",
+                engine_tensor("pos_emb", golden.at("q").dtype, {klen, tp.d_model}, pos_emb));
   }
   return res;
 }

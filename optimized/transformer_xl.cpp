@@ -76,7 +76,8 @@ void txl_pos_emb(const TransformerXlParams& p, std::int64_t klen, span<float> ou
   }
   for (std::int64_t row = 0; row < klen; ++row) {
     std::int64_t pos = klen - 1 - row;
-    if (p.clamp_len > 0 && !POSENC_MUTANT("opt_txl_clamp_ignored")) pos = std::min(pos, p.clamp_len);
+    if (p.clamp_len > 0 && !POSENC_MUTANT("opt_txl_clamp_ignored"))
+      pos = std::min(pos, p.clamp_len);
     for (int c = 0; c < half; ++c) {
       const double a = static_cast<double>(pos) * std::pow(10000.0, -2.0 * c / dm);
       out[static_cast<std::size_t>(row) * dm + c] = static_cast<float>(std::sin(a));
@@ -173,7 +174,8 @@ void transformer_xl_forward(const TransformerXlParams& p, std::int64_t qlen, std
                             span<const float> q, span<const float> k, span<const float> v,
                             span<const float> r_w_bias, span<const float> r_r_bias,
                             span<const float> r_net, span<float> out) {
-  const AttentionParams ap = reference::txl_attention_params(p, qlen, klen, "transformer_xl_forward");
+  const AttentionParams ap =
+      reference::txl_attention_params(p, qlen, klen, "transformer_xl_forward");
   const TransformerXlBias bias(p, qlen, klen, q, k, r_w_bias, r_r_bias, r_net);
   attention_forward(ap, AttentionMask{}, qlen, klen, q, k, v, out, &bias);
 }

@@ -42,7 +42,7 @@ std::vector<Real> to_real(const std::vector<double>& x) {
 
 template <class Real>
 TxlInputs<Real> to_real(const TxlInputs<double>& x) {
-  return {to_real<Real>(x.q), to_real<Real>(x.k), to_real<Real>(x.v),
+  return {to_real<Real>(x.q), to_real<Real>(x.k),      to_real<Real>(x.v),
           to_real<Real>(x.u), to_real<Real>(x.v_bias), to_real<Real>(x.w_r)};
 }
 
@@ -148,7 +148,8 @@ TEST(TransformerXlReferenceSpot, SinusoidHalvesAndFrequencies) {
 
 TEST(TransformerXlReferenceSpot, MemsSlicing) {
   // end = mlen + max(0, qlen - ext_len), beg = max(0, end - mem_len).
-  EXPECT_EQ(reference::txl_mems_range(150, 0, 150, 16), (std::pair<std::int64_t, std::int64_t>{16, 166}));
+  EXPECT_EQ(reference::txl_mems_range(150, 0, 150, 16),
+            (std::pair<std::int64_t, std::int64_t>{16, 166}));
   EXPECT_EQ(reference::txl_mems_range(4, 2, 0, 8), (std::pair<std::int64_t, std::int64_t>{2, 6}));
   EXPECT_EQ(reference::txl_mems_range(100, 0, 0, 8), (std::pair<std::int64_t, std::int64_t>{0, 8}));
   EXPECT_EQ(reference::txl_mems_range(4, 10, 3, 8), (std::pair<std::int64_t, std::int64_t>{0, 3}));
@@ -208,8 +209,9 @@ POSENC_TYPED_PROP(TransformerXlReference, SegmentsWithMemoryEqualOnePass) {
     const auto out = reference::txl_forward<Real>(p, qlen, mlen + qlen, x);
     const Real tol = Real(64.0 * (p.d_head + p.d_model + total) * eps_of<Real>());
     for (std::int64_t e = 0; e < qlen * hd; ++e) {
-      rc_assert_close(out[e], one[start * hd + e], tol,
-                      "token " + std::to_string(start + e / hd) + " element " + std::to_string(e % hd));
+      rc_assert_close(
+          out[e], one[start * hd + e], tol,
+          "token " + std::to_string(start + e / hd) + " element " + std::to_string(e % hd));
     }
     const auto [beg, end] = reference::txl_mems_range(p.mem_len, 0, mlen, qlen);
     mem_k.assign(x.k.begin() + beg * hd, x.k.begin() + end * hd);
@@ -228,24 +230,44 @@ TEST(TransformerXlReferenceSpot, RejectsBadArguments) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_message([] { reference::txl_check({0, 4, 8, 0, 0, false}); },
-                 "txl_check: n_heads must be positive (got 0)");
-  expect_message([] { reference::txl_check({1, 0, 8, 0, 0, false}); },
-                 "txl_check: d_head must be positive (got 0)");
-  expect_message([] { reference::txl_check({1, 4, 7, 0, 0, false}); },
-                 "txl_check: d_model must be positive and even (got 7)");
-  expect_message([] { reference::txl_check({1, 4, 8, 0, -1, false}); },
-                 "txl_check: mem_len must be >= 0 (got -1)");
-  expect_message([] { reference::txl_check({1, 4, 8, 0, 0, true}); },
-                 "same_length needs mem_len > 0");
-  expect_message([] { reference::txl_attention_params({1, 4, 8, 0, 0, false}, 3, 2); },
-                 "txl_attention_params: klen must be >= qlen (klen = mlen + qlen) (got 2)");
+  expect_message(
+      [] {
+        reference::txl_check({0, 4, 8, 0, 0, false});
+      },
+      "txl_check: n_heads must be positive (got 0)");
+  expect_message(
+      [] {
+        reference::txl_check({1, 0, 8, 0, 0, false});
+      },
+      "txl_check: d_head must be positive (got 0)");
+  expect_message(
+      [] {
+        reference::txl_check({1, 4, 7, 0, 0, false});
+      },
+      "txl_check: d_model must be positive and even (got 7)");
+  expect_message(
+      [] {
+        reference::txl_check({1, 4, 8, 0, -1, false});
+      },
+      "txl_check: mem_len must be >= 0 (got -1)");
+  expect_message(
+      [] {
+        reference::txl_check({1, 4, 8, 0, 0, true});
+      },
+      "same_length needs mem_len > 0");
+  expect_message(
+      [] {
+        reference::txl_attention_params({1, 4, 8, 0, 0, false}, 3, 2);
+      },
+      "txl_attention_params: klen must be >= qlen (klen = mlen + qlen) (got 2)");
   expect_message([] { reference::txl_mems_range(4, -1, 0, 1); },
                  "txl_mems_range: ext_len must be >= 0 (got -1)");
   TxlInputs<double> x;
   x.q.assign(8, 0.0);
   expect_message(
-      [&] { reference::txl_forward<double>({1, 4, 8, 0, 0, false}, 2, 2, x); },
+      [&] {
+        reference::txl_forward<double>({1, 4, 8, 0, 0, false}, 2, 2, x);
+      },
       "txl_forward: k must have 8 elements (got 0)");
 }
 
@@ -254,8 +276,7 @@ TEST(TransformerXlReferenceSpot, RejectsBadArguments) {
 std::vector<float> run_optimized(const TxlCase& c) {
   const TxlInputs<float> x = to_float(c.x);
   std::vector<float> out(static_cast<std::size_t>(c.qlen * c.tp.n_heads * c.tp.d_head));
-  optimized::transformer_xl_forward(c.tp, c.qlen, c.klen, x.q, x.k, x.v, x.u, x.v_bias, x.w_r,
-                                    out);
+  optimized::transformer_xl_forward(c.tp, c.qlen, c.klen, x.q, x.k, x.v, x.u, x.v_bias, x.w_r, out);
   return out;
 }
 
@@ -287,7 +308,8 @@ TEST(TransformerXlOptimized, MatchesOracleWithinBound) {
         for (std::int64_t j = 0; j < c.klen; ++j) {
           if (r.probs(i, j) == 0) continue;
           double s = 0;
-          for (int y = 0; y < d; ++y) s += std::fabs(c.x.q[(i * H + h) * d + y] * c.x.k[(j * H + h) * d + y]);
+          for (int y = 0; y < d; ++y)
+            s += std::fabs(c.x.q[(i * H + h) * d + y] * c.x.k[(j * H + h) * d + y]);
           const double uk = static_cast<double>(reference::txl_uk(p, x, h, j));
           const double bias = static_cast<double>(hooks.bias(h, i, j));
           sens[j] = scale * s + scale * std::fabs(uk) + std::fabs(bias - scale * uk);
@@ -330,7 +352,8 @@ RC_GTEST_PROP(TransformerXlOptimized, PositionsMatchReference, ()) {
       RC_ASSERT(b.position(i, j) == want[i * c.klen + j]);
     }
   }
-  RC_ASSERT(b.n_positions() == (c.tp.clamp_len > 0 ? std::min(c.klen - 1, c.tp.clamp_len) + 1 : c.klen));
+  RC_ASSERT(b.n_positions() ==
+            (c.tp.clamp_len > 0 ? std::min(c.klen - 1, c.tp.clamp_len) + 1 : c.klen));
 }
 
 RC_GTEST_PROP(TransformerXlOptimized, IdenticalBitsForAnyThreadCount, ()) {
@@ -427,7 +450,8 @@ TEST(TransformerXlOptimized, DISABLED_SpeedVsNaiveAtT2048) {
       for (std::int64_t i = 0; i < T; ++i) {
         for (std::int64_t row = 0; row < T; ++row) {
           float s = 0;
-          for (int y = 0; y < d; ++y) s += (x.q[(i * H + h) * d + y] + x.v_bias[h * d + y]) * r[row * hd + h * d + y];
+          for (int y = 0; y < d; ++y)
+            s += (x.q[(i * H + h) * d + y] + x.v_bias[h * d + y]) * r[row * hd + h * d + y];
           bd_raw[i * T + row] = s;
         }
       }
@@ -436,7 +460,8 @@ TEST(TransformerXlOptimized, DISABLED_SpeedVsNaiveAtT2048) {
         float mx = -INFINITY;
         for (std::int64_t j = 0; j < T; ++j) {
           float s = 0;
-          for (int y = 0; y < d; ++y) s += (x.q[(i * H + h) * d + y] + x.u[h * d + y]) * x.k[(j * H + h) * d + y];
+          for (int y = 0; y < d; ++y)
+            s += (x.q[(i * H + h) * d + y] + x.u[h * d + y]) * x.k[(j * H + h) * d + y];
           sc[i * T + j] = j > i ? -INFINITY : (s + bd[i * T + j]) * scale;
           mx = std::max(mx, sc[i * T + j]);
         }
@@ -452,29 +477,36 @@ TEST(TransformerXlOptimized, DISABLED_SpeedVsNaiveAtT2048) {
   }
   const auto t2 = std::chrono::steady_clock::now();
   double diff = 0;
-  for (std::size_t e = 0; e < out.size(); ++e) diff = std::max(diff, static_cast<double>(std::fabs(out[e] - naive[e])));
+  for (std::size_t e = 0; e < out.size(); ++e)
+    diff = std::max(diff, static_cast<double>(std::fabs(out[e] - naive[e])));
   const double opt_s = std::chrono::duration<double>(t1 - t0).count();
   const double naive_s = std::chrono::duration<double>(t2 - t1).count();
-  std::printf("T=2048 H=4 d_head=64 d_model=256: optimized %.3f s, naive %.3f s, ratio %.1fx, "
-              "max |diff| %.3g\n", opt_s, naive_s, naive_s / opt_s, diff);
+  std::printf(
+      "T=2048 H=4 d_head=64 d_model=256: optimized %.3f s, naive %.3f s, ratio %.1fx, "
+      "max |diff| %.3g\n",
+      opt_s, naive_s, naive_s / opt_s, diff);
   EXPECT_LT(diff, 1e-3);
 }
 
 // ---- golden ----------------------------------------------------------------------------------
 
 TEST(TransformerXlGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("transformer_xl", 5); }
-TEST(TransformerXlGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("transformer_xl"); }
+TEST(TransformerXlGolden, OptimizedPassesVerify) {
+  expect_optimized_passes_verify("transformer_xl");
+}
 TEST(TransformerXlGolden, EngineMistakesAreCaught) {
-  expect_engine_mistakes_caught("transformer_xl", [](const std::string& id, const std::string& mistake) {
-    if (id.find("_invalid_") != std::string::npos) return mistake != "ascending-positions";
-    // Only the evaluation-style case has distances past clamp_len.
-    return mistake == "clamp-ignored" && id.find("_m1100_") == std::string::npos;
-  });
+  expect_engine_mistakes_caught(
+      "transformer_xl", [](const std::string& id, const std::string& mistake) {
+        if (id.find("_invalid_") != std::string::npos) return mistake != "ascending-positions";
+        // Only the evaluation-style case has distances past clamp_len.
+        return mistake == "clamp-ignored" && id.find("_m1100_") == std::string::npos;
+      });
 }
 TEST(TransformerXlGolden, EachStageFailsAlone) {
   const auto dir = golden::default_data_dir();
-  const auto lc = golden::load_case(
-      dir / "transformer_xl" / "transformer_xl_wt103s_h4_d16_dm64_mem150_m150_q16_clamp1000_f32.json");
+  const auto lc =
+      golden::load_case(dir / "transformer_xl" /
+                        "transformer_xl_wt103s_h4_d16_dm64_mem150_m150_q16_clamp1000_f32.json");
   const auto& s = golden::scheme_by_slug("transformer_xl");
   const auto good = s.run_engine(lc.spec, lc.golden, {});
   for (const auto& e : lc.spec.expected) {
@@ -499,17 +531,18 @@ TEST(TransformerXlGolden, EachStageFailsAlone) {
 }
 TEST(TransformerXlGolden, VerifyFailsTheNegativeControlOnlyForAnAscendingEngine) {
   int n = 0;
-  for_each_golden_case("transformer_xl", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
-    if (lc.spec.result != "invalid") return;
-    ++n;
-    const auto good = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}),
-                                          {"strict", {}, true});
-    EXPECT_EQ(good.status, "PASS") << golden::format_case_text(good, true);
-    const auto bad = golden::verify_case(
-        lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {"ascending-positions"}),
-        {"strict", {}, true});
-    EXPECT_EQ(bad.status, "FAIL") << golden::format_case_text(bad, true);
-  });
+  for_each_golden_case(
+      "transformer_xl", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+        if (lc.spec.result != "invalid") return;
+        ++n;
+        const auto good = golden::verify_case(
+            lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}), {"strict", {}, true});
+        EXPECT_EQ(good.status, "PASS") << golden::format_case_text(good, true);
+        const auto bad = golden::verify_case(
+            lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {"ascending-positions"}),
+            {"strict", {}, true});
+        EXPECT_EQ(bad.status, "FAIL") << golden::format_case_text(bad, true);
+      });
   EXPECT_GE(n, 1);
 }
 TEST(TransformerXlGolden, PipelinesPassTheirProfiles) {

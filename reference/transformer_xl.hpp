@@ -64,12 +64,12 @@ namespace posenc::reference {
 
 /// Configuration shared by reference, optimized, properties and golden code.
 struct TransformerXlParams {
-  int n_heads = 1;                // H (n_head)
-  int d_head = 0;                 // d_head
-  int d_model = 0;                // width of the sinusoid and of r_net's input (even)
-  std::int64_t clamp_len = 0;     // > 0: positions saturate at clamp_len; <= 0: no clamp
-  std::int64_t mem_len = 0;       // memory length (used by same_length and the mems slicing)
-  bool same_length = false;       // mask keys more than mem_len behind
+  int n_heads = 1;             // H (n_head)
+  int d_head = 0;              // d_head
+  int d_model = 0;             // width of the sinusoid and of r_net's input (even)
+  std::int64_t clamp_len = 0;  // > 0: positions saturate at clamp_len; <= 0: no clamp
+  std::int64_t mem_len = 0;    // memory length (used by same_length and the mems slicing)
+  bool same_length = false;    // mask keys more than mem_len behind
 };
 
 /// Throws InvalidArgument naming `function` unless p is usable.
@@ -114,8 +114,8 @@ inline std::int64_t txl_distance(std::int64_t mlen, std::int64_t i, std::int64_t
 
 /// Visibility as the code writes it: triu(ones(qlen, klen), 1 + mlen), and with same_length
 /// also tril(ones, -mask_shift_len).
-inline bool txl_visible_literal(const TransformerXlParams& p, std::int64_t qlen,
-                                std::int64_t klen, std::int64_t i, std::int64_t j) {
+inline bool txl_visible_literal(const TransformerXlParams& p, std::int64_t qlen, std::int64_t klen,
+                                std::int64_t i, std::int64_t j) {
   const std::int64_t mlen = klen - qlen;
   if (j - i >= 1 + mlen) return false;
   if (p.same_length) {
@@ -198,8 +198,8 @@ void txl_check_inputs(const TransformerXlParams& p, std::int64_t qlen, std::int6
   const std::size_t hd = static_cast<std::size_t>(p.n_heads) * p.d_head;
   auto need = [&](const char* name, std::size_t got, std::size_t want) {
     if (got != want) {
-      throw_invalid(function, std::string(name) + " must have " + std::to_string(want) +
-                                  " elements", got);
+      throw_invalid(function,
+                    std::string(name) + " must have " + std::to_string(want) + " elements", got);
     }
   };
   need("q", x.q.size(), static_cast<std::size_t>(qlen) * hd);
@@ -260,7 +260,8 @@ std::vector<Real> txl_rel_shift(const std::vector<Real>& x, std::int64_t rows, s
   padded.reserve(static_cast<std::size_t>(rows * (cols + 1)));
   for (std::int64_t r = 0; r < rows; ++r) {
     padded.push_back(Real(0));
-    for (std::int64_t c = 0; c < cols; ++c) padded.push_back(x[static_cast<std::size_t>(r * cols + c)]);
+    for (std::int64_t c = 0; c < cols; ++c)
+      padded.push_back(x[static_cast<std::size_t>(r * cols + c)]);
   }
   // Dropping the first row of the [cols + 1, rows] view skips `rows` elements.
   const std::int64_t skip = POSENC_MUTANT("ref_txl_rel_shift_off_by_one") ? 0 : rows;
@@ -348,13 +349,15 @@ std::vector<Real> txl_scores(const TransformerXlParams& p, const TxlInputs<Real>
   const AttentionParams ap = txl_attention_params(p, qlen, klen);
   std::vector<Real> s(static_cast<std::size_t>(p.n_heads * qlen * klen), Real(0));
   for (int h = 0; h < p.n_heads; ++h) {
-    const std::vector<Real> bd = shifted ? txl_bd_shifted(p, x, qlen, klen, h) : std::vector<Real>{};
+    const std::vector<Real> bd =
+        shifted ? txl_bd_shifted(p, x, qlen, klen, h) : std::vector<Real>{};
     for (std::int64_t i = 0; i < qlen; ++i) {
       for (std::int64_t j = 0; j < klen; ++j) {
         if (!attention_visible(ap, AttentionMask{}, klen, i, j)) continue;
         const Real b = shifted ? bd[static_cast<std::size_t>(i * klen + j)]
                                : txl_bd(p, x, qlen, klen, h, i, j);
-        s[static_cast<std::size_t>((h * qlen + i) * klen + j)] = scale * (txl_ac(p, x, h, i, j) + b);
+        s[static_cast<std::size_t>((h * qlen + i) * klen + j)] =
+            scale * (txl_ac(p, x, h, i, j) + b);
       }
     }
   }
@@ -390,8 +393,8 @@ std::vector<Real> txl_forward(const TransformerXlParams& p, std::int64_t qlen, s
 /// [beg, end) of cat(old mems, hidden) kept as the next memory (mem_transformer.py
 /// _update_mems): end = mlen + max(0, qlen - ext_len), beg = max(0, end - mem_len).
 inline std::pair<std::int64_t, std::int64_t> txl_mems_range(std::int64_t mem_len,
-                                                            std::int64_t ext_len,
-                                                            std::int64_t mlen, std::int64_t qlen) {
+                                                            std::int64_t ext_len, std::int64_t mlen,
+                                                            std::int64_t qlen) {
   constexpr const char* fn = "txl_mems_range";
   if (mem_len < 0) throw_invalid(fn, "mem_len must be >= 0", mem_len);
   if (ext_len < 0) throw_invalid(fn, "ext_len must be >= 0", ext_len);
