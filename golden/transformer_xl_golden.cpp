@@ -50,6 +50,7 @@
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/cases/registry.hpp"
+#include "golden/format/prng.hpp"
 #include "optimized/transformer_xl.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
@@ -139,6 +140,15 @@ std::vector<TxlCase> txl_cases() {
 
 constexpr double kQkRange = 0.5, kBiasRange = 0.5, kRnetRange = 0.25;
 
+/// A dyadic input exactly representable in t, in [-range, range]: the same draw as
+/// golden/cases/attention_case.cpp's (so q, k, v here are the case's own q, k, v).
+double input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
+                   std::uint64_t i) {
+  const int bits = t == DType::kBF16 ? 7 : (t == DType::kF16 ? 10 : 23);
+  const std::int64_t lim = (std::int64_t{1} << bits) - 1;
+  return range * std::ldexp(static_cast<double>(prng_int(seed, stream, i, lim)), -bits);
+}
+
 /// The case inputs as doubles, drawn exactly as attention_case_generate draws q, k, v (streams
 /// 1-3) and on streams 4-6 for r_w_bias, r_r_bias and r_net.
 TxlInputs<double> case_inputs(const TxlCase& c) {
@@ -146,7 +156,7 @@ TxlInputs<double> case_inputs(const TxlCase& c) {
   auto draw = [&](std::uint64_t stream, double range, std::int64_t n) {
     std::vector<double> x(static_cast<std::size_t>(n));
     for (std::size_t i = 0; i < x.size(); ++i) {
-      x[i] = attention_case_input_value(c.dtype, range, c.seed, stream, i);
+      x[i] = input_value(c.dtype, range, c.seed, stream, i);
     }
     return x;
   };

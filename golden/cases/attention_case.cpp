@@ -116,11 +116,6 @@ AttentionBudgets attention_budgets(const std::string& profile, DType t, std::int
 
 }  // namespace
 
-double attention_case_input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
-                                  std::uint64_t i) {
-  return input_value(t, range, seed, stream, i);
-}
-
 GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   const AttentionParams& p = c.params;
   reference::attention_check(p, c.tq, c.tk, "attention_case_generate");

@@ -41,12 +41,6 @@ struct AttentionCaseDef {
   double value_range = 1.0;  // inputs are dyadic in [-value_range, value_range]
 };
 
-/// An input value of the generator: dyadic, exactly representable in t, in [-range, range]
-/// (stream 1 = q, 2 = k, 3 = v with range c.value_range, 1); for schemes whose bias reads q, k
-/// or inputs of its own (other streams).
-double attention_case_input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
-                                  std::uint64_t i);
-
 /// Pure: inputs from the PRNG, expected values from mp50, mp100 cross-check, manifest.
 GoldenCase attention_case_generate(const AttentionCaseDef& c);
 
