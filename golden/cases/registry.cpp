@@ -7,7 +7,10 @@
 namespace posenc::golden {
 
 const std::vector<SchemeEntry>& schemes() {
-  static const std::vector<SchemeEntry> all = {rope_scheme(), rope_scaling_scheme(), attention_scheme(), nope_scheme(), learned_scheme(), sinusoidal_scheme(), alibi_scheme(), t5_bias_scheme(), kv_cache_scheme(), shaw_scheme(), deberta_scheme()};
+  static const std::vector<SchemeEntry> all = {
+      rope_scheme(),     rope_scaling_scheme(), attention_scheme(), nope_scheme(),
+      learned_scheme(),  sinusoidal_scheme(),   alibi_scheme(),     t5_bias_scheme(),
+      kv_cache_scheme(), shaw_scheme(),         transformer_xl_scheme(), deberta_scheme()};
   return all;
 }
 

@@ -75,6 +75,7 @@ SchemeEntry sinusoidal_scheme();
 SchemeEntry t5_bias_scheme();
 SchemeEntry kv_cache_scheme();
 SchemeEntry shaw_scheme();
+SchemeEntry transformer_xl_scheme();
 SchemeEntry deberta_scheme();
 
 }  // namespace posenc::golden

@@ -1,0 +1,183 @@
+// Transformer-XL kernel. Formula: see reference/transformer_xl.hpp; contract:
+// optimized/transformer_xl.hpp.
+//
+// Numerics: the sinusoid is evaluated in double at exact integer positions (|error| < 2^-50
+// for positions below 2^20), projected by r_net in double, and every table entry u . k and
+// (q + v) . r is a double dot product rounded once to float, so the bias carries two float
+// roundings and the float add in fill(). The BD table is indexed by position, not by (i, j):
+// row i of it covers the P distinct positions, and fill() gathers pos = min(mlen + i - j,
+// clamp_len), the rel-shift's result without its [qlen, klen + 1] buffer.
+#include "optimized/transformer_xl.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "reference/common/errors.hpp"
+#include "reference/common/mutant.hpp"
+
+namespace posenc::optimized {
+namespace {
+
+/// Below this many multiply-adds a table is built by one thread (a parallel region costs more
+/// than it saves; the bits are the same either way).
+constexpr std::int64_t kTxlThreadedWork = std::int64_t{1} << 16;
+
+}  // namespace
+
+std::int64_t txl_position_count(const TransformerXlParams& p, std::int64_t klen) {
+  if (klen <= 0) return 0;
+  if (p.clamp_len <= 0 || POSENC_MUTANT("opt_txl_clamp_ignored")) return klen;
+  return std::min(klen - 1, p.clamp_len) + 1;
+}
+
+std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos,
+                                span<const float> w_r) {
+  reference::txl_check(p, "txl_r_table");
+  const int hd = p.n_heads * p.d_head, dm = p.d_model, half = dm / 2;
+  if (w_r.size() != static_cast<std::size_t>(hd) * dm) {
+    throw_invalid("txl_r_table", "r_net must have H * d_head * d_model elements", w_r.size());
+  }
+  std::vector<double> omega(static_cast<std::size_t>(half));
+  for (int c = 0; c < half; ++c) omega[c] = std::pow(10000.0, -2.0 * c / dm);
+  std::vector<double> table(static_cast<std::size_t>(n_pos) * hd);
+  const bool threaded = n_pos * hd * dm >= kTxlThreadedWork;
+#pragma omp parallel if (threaded)
+  {
+    std::vector<double> r(static_cast<std::size_t>(dm));
+#pragma omp for schedule(static)
+    for (std::int64_t pos = 0; pos < n_pos; ++pos) {
+      for (int c = 0; c < half; ++c) {
+        const double a = static_cast<double>(pos) * omega[c];
+        r[c] = std::sin(a);
+        r[half + c] = std::cos(a);
+      }
+      for (int x = 0; x < hd; ++x) {
+        const float* w = w_r.data() + static_cast<std::size_t>(x) * dm;
+        double s = 0;
+        for (int m = 0; m < dm; ++m) s += static_cast<double>(w[m]) * r[m];
+        table[static_cast<std::size_t>(pos) * hd + x] = s;
+      }
+    }
+  }
+  return table;
+}
+
+void txl_pos_emb(const TransformerXlParams& p, std::int64_t klen, span<float> out) {
+  constexpr const char* fn = "txl_pos_emb";
+  reference::txl_check(p, fn);
+  if (klen < 0) throw_invalid(fn, "klen must be >= 0", klen);
+  const int dm = p.d_model, half = dm / 2;
+  if (out.size() != static_cast<std::size_t>(klen) * dm) {
+    throw_invalid(fn, "out must have klen * d_model elements", out.size());
+  }
+  for (std::int64_t row = 0; row < klen; ++row) {
+    std::int64_t pos = klen - 1 - row;
+    if (p.clamp_len > 0 && !POSENC_MUTANT("opt_txl_clamp_ignored"))
+      pos = std::min(pos, p.clamp_len);
+    for (int c = 0; c < half; ++c) {
+      const double a = static_cast<double>(pos) * std::pow(10000.0, -2.0 * c / dm);
+      out[static_cast<std::size_t>(row) * dm + c] = static_cast<float>(std::sin(a));
+      out[static_cast<std::size_t>(row) * dm + half + c] = static_cast<float>(std::cos(a));
+    }
+  }
+}
+
+TransformerXlBias::TransformerXlBias(const TransformerXlParams& p, std::int64_t qlen,
+                                     std::int64_t klen, span<const float> q, span<const float> k,
+                                     span<const float> r_w_bias, span<const float> r_r_bias,
+                                     span<const float> r_net)
+    : p_(p), qlen_(qlen), klen_(klen), mlen_(klen - qlen) {
+  constexpr const char* fn = "TransformerXlBias";
+  reference::txl_check(p, fn);
+  reference::txl_check_lengths(qlen, klen, fn);
+  const int H = p.n_heads, d = p.d_head, hd = H * d;
+  auto need = [&](const char* name, std::size_t got, std::size_t want) {
+    if (got != want) {
+      throw_invalid(fn, std::string(name) + " must have " + std::to_string(want) + " elements",
+                    got);
+    }
+  };
+  need("q", q.size(), static_cast<std::size_t>(qlen) * hd);
+  need("k", k.size(), static_cast<std::size_t>(klen) * hd);
+  need("r_w_bias", r_w_bias.size(), static_cast<std::size_t>(hd));
+  need("r_r_bias", r_r_bias.size(), static_cast<std::size_t>(hd));
+  need("r_net", r_net.size(), static_cast<std::size_t>(hd) * p.d_model);
+  n_pos_ = txl_position_count(p, klen);
+  const std::vector<double> r = txl_r_table(p, n_pos_, r_net);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const bool no_u = POSENC_MUTANT("opt_txl_u_missing"), no_v = POSENC_MUTANT("opt_txl_v_missing");
+  uk_.assign(static_cast<std::size_t>(H) * klen, 0.0f);
+  bd_.assign(static_cast<std::size_t>(H) * qlen * n_pos_, 0.0f);
+  const std::int64_t n_k = static_cast<std::int64_t>(H) * klen;
+  const std::int64_t n_q = static_cast<std::int64_t>(H) * qlen;
+  const bool threaded = n_q * n_pos_ * d >= kTxlThreadedWork;
+#pragma omp parallel if (threaded)
+  {
+    std::vector<double> qv(static_cast<std::size_t>(d));
+#pragma omp for schedule(static)
+    for (std::int64_t t = 0; t < n_k; ++t) {
+      const int h = static_cast<int>(t / std::max<std::int64_t>(klen, 1));
+      const std::int64_t j = t % std::max<std::int64_t>(klen, 1);
+      double s = 0;
+      for (int c = 0; c < d; ++c) {
+        s += static_cast<double>(r_w_bias[h * d + c]) * k[(j * H + h) * d + c];
+      }
+      uk_[static_cast<std::size_t>(t)] = no_u ? 0.0f : static_cast<float>(scale * s);
+    }
+#pragma omp for schedule(static)
+    for (std::int64_t t = 0; t < n_q; ++t) {
+      const int h = static_cast<int>(t / std::max<std::int64_t>(qlen, 1));
+      const std::int64_t i = t % std::max<std::int64_t>(qlen, 1);
+      for (int c = 0; c < d; ++c) {
+        qv[c] = static_cast<double>(q[(i * H + h) * d + c]) + (no_v ? 0.0 : r_r_bias[h * d + c]);
+      }
+      float* row = bd_.data() + static_cast<std::size_t>(t) * n_pos_;
+      for (std::int64_t pos = 0; pos < n_pos_; ++pos) {
+        const double* rp = r.data() + static_cast<std::size_t>(pos) * hd + h * d;
+        double s = 0;
+        for (int c = 0; c < d; ++c) s += qv[c] * rp[c];
+        row[pos] = static_cast<float>(scale * s);
+      }
+    }
+  }
+}
+
+std::int32_t TransformerXlBias::position(std::int64_t i, std::int64_t j) const {
+  std::int64_t delta = mlen_ + i - j;
+  if (POSENC_MUTANT("opt_txl_delta_off_by_one")) delta += 1;
+  if (delta < 0) return -1;
+  return static_cast<std::int32_t>(std::min(delta, n_pos_ - 1));
+}
+
+void TransformerXlBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
+                             float* tile) const {
+  const float* uk = uk_.data() + static_cast<std::size_t>(head) * klen_;
+  for (int r = 0; r < nq; ++r) {
+    const std::int64_t i = q0 + r;
+    const float* bd = bd_.data() + (static_cast<std::size_t>(head) * qlen_ + i) * n_pos_;
+    float* out = tile + static_cast<std::size_t>(r) * nk;
+    for (int c = 0; c < nk; ++c) {
+      const std::int32_t pos = position(i, k0 + c);
+      out[c] = pos < 0 ? 0.0f : uk[k0 + c] + bd[pos];  // a future key is masked: read nothing
+    }
+  }
+  if (POSENC_MUTANT("opt_txl_thread_dependent") && omp_get_thread_num() != 0) {
+    for (int x = 0; x < nq * nk; ++x) tile[x] += tile[x] * std::numeric_limits<float>::epsilon();
+  }
+}
+
+void transformer_xl_forward(const TransformerXlParams& p, std::int64_t qlen, std::int64_t klen,
+                            span<const float> q, span<const float> k, span<const float> v,
+                            span<const float> r_w_bias, span<const float> r_r_bias,
+                            span<const float> r_net, span<float> out) {
+  const AttentionParams ap =
+      reference::txl_attention_params(p, qlen, klen, "transformer_xl_forward");
+  const TransformerXlBias bias(p, qlen, klen, q, k, r_w_bias, r_r_bias, r_net);
+  attention_forward(ap, AttentionMask{}, qlen, klen, q, k, v, out, &bias);
+}
+
+}  // namespace posenc::optimized

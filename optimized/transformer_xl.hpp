@@ -1,0 +1,77 @@
+// Transformer-XL relative attention fused into the tiled attention kernel. Formula: see
+// reference/transformer_xl.hpp.
+//
+// Contract
+//   dtypes:       float q, k, v, r_w_bias, r_r_bias, r_net and output; the sinusoid, the
+//                 projected table r_h(pos) = W_r R(pos), u . k and (q + v) . r_h are computed in
+//                 double and rounded once to float; attention itself is optimized/attention's
+//   positions:    exact integers: pos = min(mlen + i - j, clamp_len) for every visible key
+//   error metric: the attention output's (optimized/attention.hpp), with bias_ij = scale *
+//                 (u . k_j + (q_i + v) . r_h(pos)) in the score scale; the bias adds at most
+//                 eps_f32 * (|u . k_j| + |BD_ij|) * scale (two roundings and one float add):
+//                   |o - o*| <= kTransformerXlMaxError * eps_f32 * (A_ic + B_ic),
+//                   B_ic with S_ij = scale * (sum_c |q_ic k_jc| + |u . k_j| + |BD_ij|)
+//   valid range:  0 <= qlen <= klen; klen - qlen = mlen memory tokens; distances below 2^31
+//   layout:       q [qlen, H, d_head]; k, v [klen, H, d_head]; r_w_bias, r_r_bias [H, d_head];
+//                 r_net [H * d_head, d_model] (nn.Linear weight); out [qlen, H, d_head]
+//   memory:       TransformerXlBias holds u . k [H, klen] and the BD table [H, qlen, P] over
+//                 the P = min(klen - 1, clamp_len) + 1 distinct positions; fill() gathers from
+//                 it (a direct gather instead of the rel-shift); no T x T x d intermediate, no
+//                 [T, T] bias per head beyond that table; future keys (masked) read nothing
+//   threading:    the tables are built with OpenMP over (head, query) rows, schedule static,
+//                 each entry by one thread with a fixed order; fill is const and thread-safe;
+//                 bits do not depend on the thread count
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "optimized/attention.hpp"
+#include "reference/common/span.hpp"
+#include "reference/transformer_xl.hpp"  // TransformerXlParams: the reference defines the contract
+
+namespace posenc::optimized {
+
+using reference::TransformerXlParams;
+
+/// Output bound of transformer_xl_forward in eps_f32 * (A + B) units (contract above): that of
+/// attention_forward, with the bias's own two roundings inside the score scale S.
+inline constexpr double kTransformerXlMaxError = kAttentionMaxError;
+
+/// Number of distinct sinusoid positions of a call with klen keys: min(klen - 1, clamp_len) + 1
+/// (klen when clamp_len <= 0); 0 when klen == 0.
+std::int64_t txl_position_count(const TransformerXlParams& p, std::int64_t klen);
+
+/// r_h(pos) for pos = 0 .. n_pos - 1, [n_pos, H * d_head] in double (W_r R(pos)).
+std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos,
+                                span<const float> w_r);
+
+/// The engines' positional table pos_emb [klen, d_model]: row r = R(min(klen - 1 - r,
+/// clamp_len)) (descending), evaluated in double and rounded once to float.
+void txl_pos_emb(const TransformerXlParams& p, std::int64_t klen, span<float> out);
+
+/// The Transformer-XL score terms as an AttentionBias (the kernel adds scale * q . k itself).
+class TransformerXlBias final : public AttentionBias {
+ public:
+  TransformerXlBias(const TransformerXlParams& p, std::int64_t qlen, std::int64_t klen,
+                    span<const float> q, span<const float> k, span<const float> r_w_bias,
+                    span<const float> r_r_bias, span<const float> r_net);
+  void fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk, float* tile) const override;
+  /// The sinusoid position query i reads for key j: clamp(mlen + i - j), or -1 for a future key.
+  std::int32_t position(std::int64_t i, std::int64_t j) const;
+  std::int64_t n_positions() const { return n_pos_; }
+
+ private:
+  TransformerXlParams p_;
+  std::int64_t qlen_ = 0, klen_ = 0, mlen_ = 0, n_pos_ = 0;
+  std::vector<float> uk_;  // [H, klen]: scale * u_h . k_j
+  std::vector<float> bd_;  // [H, qlen, n_pos]: scale * (q_i + v_h) . r_h(pos)
+};
+
+/// Transformer-XL attention (causal with mlen = klen - qlen memory keys, same_length as a
+/// window of mem_len keys), the relative terms fused per tile. out [qlen, H, d_head].
+void transformer_xl_forward(const TransformerXlParams& p, std::int64_t qlen, std::int64_t klen,
+                            span<const float> q, span<const float> k, span<const float> v,
+                            span<const float> r_w_bias, span<const float> r_r_bias,
+                            span<const float> r_net, span<float> out);
+
+}  // namespace posenc::optimized
