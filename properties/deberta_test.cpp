@@ -595,46 +595,11 @@ TEST(DebertaGolden, EngineMistakesAreCaught) {
 }
 
 TEST(DebertaGolden, EachStageFailsAlone) {
-  const auto dir = golden::default_data_dir();
-  const auto lc =
-      golden::load_case(dir / "deberta" / "deberta_v3_base_h1_d64_q16_o200_k400_f32.json");
-  const auto& s = golden::scheme_by_slug("deberta");
-  const auto good = s.run_engine(lc.spec, lc.golden, {});
-  for (const auto& e : lc.spec.expected) {
-    auto bad = good;
-    golden::Tensor& t = bad.at(e.name);
-    const std::int64_t at = t.numel() / 3;
-    if (t.dtype == DType::kI32) {
-      std::vector<std::int32_t> b(static_cast<std::size_t>(t.numel()));
-      for (std::int64_t x = 0; x < t.numel(); ++x) b[x] = static_cast<std::int32_t>(t.get_i64(x));
-      b[at] += 1;
-      t = golden::tensor_from_i32(e.name, t.shape, b);
-    } else {
-      std::vector<float> f = golden::tensor_to_f32(t);
-      f[at] += 0.01f * std::max(1.0f, std::fabs(f[at]));
-      t = golden::tensor_from_f32(e.name, t.shape, f);
-    }
-    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, good, {"strict", {}, true}).status, "PASS");
-    const auto r = golden::verify_case(lc.spec, lc.golden, bad, {"strict", {}, true});
-    EXPECT_EQ(r.status, "FAIL") << "one wrong element of " << e.name << " went unnoticed\n"
-                                << golden::format_case_text(r, true);
-  }
+  expect_each_stage_fails_alone("deberta", "deberta_v3_base_h1_d64_q16_o200_k400_f32.json");
 }
 
 TEST(DebertaGolden, VerifyFailsTheNegativeControlOnlyForALiteralP2cEngine) {
-  int n = 0;
-  for_each_golden_case("deberta", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
-    if (lc.spec.result != "invalid") return;
-    ++n;
-    const auto good = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}),
-                                          {"strict", {}, true});
-    EXPECT_EQ(good.status, "PASS") << golden::format_case_text(good, true);
-    const auto bad = golden::verify_case(lc.spec, lc.golden,
-                                         s.run_engine(lc.spec, lc.golden, {"p2c-literal-index"}),
-                                         {"strict", {}, true});
-    EXPECT_EQ(bad.status, "FAIL") << golden::format_case_text(bad, true);
-  });
-  EXPECT_GE(n, 1);
+  expect_negative_controls_fail_only_for("deberta", "p2c-literal-index");
 }
 
 TEST(DebertaGolden, ProbsConditionCountsTheRelativeTerm) {

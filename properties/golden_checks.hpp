@@ -10,8 +10,14 @@
 //                          the budget (the budget is tight, not just passing)
 //   FloatPipelinesFailStrict  the float32 pipelines fail the strict profile where their tables
 //                          are not correctly rounded
+//   EachStageFailsAlone    one wrong element in any one stage of a correct engine's output fails
+//                          the case (every stage has teeth of its own)
+//   VerifyFailsTheNegativeControl...  a negative control passes the correct engine and fails
+//                          the engine with the mistake it models
 #pragma once
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <filesystem>
@@ -107,6 +113,53 @@ inline void expect_optimized_passes_verify(const std::string& slug) {
         << golden::format_case_text(r, true);
     EXPECT_EQ(r.n_checked(), static_cast<int>(lc.spec.expected.size())) << lc.spec.id;
   });
+}
+
+/// One wrong element (an integer + 1, a float + 1 %) in one stage of the correct engine's output
+/// of the committed case `file` (relative to golden/data/<slug>/) fails it under strict, stage by
+/// stage; the unchanged output passes.
+inline void expect_each_stage_fails_alone(const std::string& slug, const std::string& file) {
+  const auto lc = golden::load_case(golden::default_data_dir() / slug / file);
+  const auto& s = golden::scheme_by_slug(slug);
+  const auto good = s.run_engine(lc.spec, lc.golden, {});
+  EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, good, {"strict", {}, true}).status, "PASS");
+  for (const auto& e : lc.spec.expected) {
+    auto bad = good;
+    golden::Tensor& t = bad.at(e.name);
+    const std::int64_t at = t.numel() / 3;
+    if (t.dtype == DType::kI32) {
+      std::vector<std::int32_t> b(static_cast<std::size_t>(t.numel()));
+      for (std::int64_t x = 0; x < t.numel(); ++x) b[x] = static_cast<std::int32_t>(t.get_i64(x));
+      b[at] += 1;
+      t = golden::tensor_from_i32(e.name, t.shape, b);
+    } else {
+      std::vector<float> f = golden::tensor_to_f32(t);
+      f[at] += 0.01f * std::max(1.0f, std::fabs(f[at]));
+      t = golden::tensor_from_f32(e.name, t.shape, f);
+    }
+    const auto r = golden::verify_case(lc.spec, lc.golden, bad, {"strict", {}, true});
+    EXPECT_EQ(r.status, "FAIL") << "one wrong element of " << e.name << " went unnoticed\n"
+                                << golden::format_case_text(r, true);
+  }
+}
+
+/// Every negative control (result "invalid") of the scheme passes the correct engine and fails
+/// the engine with `mistake`, the one it models; there is at least one.
+inline void expect_negative_controls_fail_only_for(const std::string& slug,
+                                                   const std::string& mistake) {
+  int n = 0;
+  for_each_golden_case(slug, [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    if (lc.spec.result != "invalid") return;
+    ++n;
+    const auto good = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}),
+                                          {"strict", {}, true});
+    EXPECT_EQ(good.status, "PASS") << golden::format_case_text(good, true);
+    const auto bad = golden::verify_case(lc.spec, lc.golden,
+                                         s.run_engine(lc.spec, lc.golden, {mistake}),
+                                         {"strict", {}, true});
+    EXPECT_EQ(bad.status, "FAIL") << golden::format_case_text(bad, true);
+  });
+  EXPECT_GE(n, 1) << slug << " has no negative control";
 }
 
 /// Every mistake must fail every case, unless `allowed_pass(case, mistake)` says the mistake is
