@@ -39,7 +39,9 @@ class TensorResult(dict):
 
     def describe(self):
         w = self.worst
-        s = f"{self.name}: {self.status} worst {self.ratio:.3g} of budget"
+        r = self.ratio
+        r = f"{r:.3g}" if isinstance(r, (int, float)) else str(r)  # JSON gives "inf" / "nan" as text
+        s = f"{self.name}: {self.status} worst {r} of budget"
         if self.get("n") is not None:
             s += f" over={self.get('n_over')}/{self.get('n')}"
         if self.first_fail_position is not None:
