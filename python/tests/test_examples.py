@@ -1,0 +1,32 @@
+import pytest
+
+import numpy_rope
+import wrong_ropes
+from conftest import F32, BF16, F16, GPTJ
+
+CASES = [F32, BF16, F16, GPTJ]
+
+
+def test_numpy_rope_passes_fp32(binary):
+    r = numpy_rope.check(CASES, "fp32", posenc_bin=binary)
+    assert r.passed, r.describe()
+    assert sorted(c.id for c in r.cases) == sorted(CASES)
+    assert all(c.status == "PASS" for c in r.cases) and len(r.cases) == 4
+
+
+def test_numpy_rope_fails_strict(binary):
+    r = numpy_rope.check(CASES, "strict", posenc_bin=binary)
+    assert r.returncode == 1 and r.summary["failed"] == 4
+    for c in r.cases:
+        assert c.tensor("q_rot").status == "FAIL"  # float32 tables are not correctly rounded
+
+
+@pytest.mark.parametrize("mistake", sorted(wrong_ropes.WRONG))
+def test_wrong_ropes_fail_fp32(binary, mistake):
+    r = numpy_rope.check([F32, BF16], "fp32", rope=wrong_ropes.WRONG[mistake], posenc_bin=binary)
+    assert r.returncode == 1 and r.summary["failed"] == 2, r.describe()
+    for c in r.cases:
+        q = c.tensor("q_rot")
+        assert q.status == "FAIL" and q.ratio != "nan"
+    if mistake == "off_by_one":
+        assert r.case(F32).tensor("q_rot").first_fail_position == 0
