@@ -34,8 +34,15 @@ expect(0 "" engine ${CASE} --data "${DATA}" --out "${WORK}/good.safetensors")
 expect(0 "verify: 1 checked: 1 passed, 0 failed" verify "${DATA}/rope/${CASE}.json" --actual "${WORK}/good.safetensors")
 foreach(m pairing offset double-rotation sin-sign)
   expect(0 "" engine ${CASE} --data "${DATA}" --mistake ${m} --out "${WORK}/${m}.safetensors")
-  expect(1 "FAIL.*worst=\\[token [0-9]+ \\(position [0-9]+\\)" verify "${DATA}/rope/${CASE}.json" --actual "${WORK}/${m}.safetensors")
+  expect(1 "FAIL.*worst=\\[token [0-9]+ \\(position [0-9]+\\).*what went wrong: posenc diagnose" verify "${DATA}/rope/${CASE}.json" --actual "${WORK}/${m}.safetensors")
+  # ... and diagnose names the mistake (exit 1: the output is not correct).
+  expect(1 "explained.*the rope mistake `${m}`" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/${m}.safetensors")
 endforeach()
+expect(0 "correct.*passes strict: nothing to diagnose" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/good.safetensors")
+expect(0 "" engine ${CASE} --data "${DATA}" --pipeline fp32 --out "${WORK}/fp32.safetensors")
+expect(1 "fp32 pipeline.*claim --profile fp32" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors")
+expect(0 "\"verdict\": \"correct\"" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors" --profile fp32 --format json)
+expect(2 "profile" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors" --profile fp64)
 # KV-cache traces: a scheduler mistake fails at its step, named with position and slot (text
 # and JSON); the correct engine passes the trace and its negative control.
 set(KV kv_cache_rope_window8_ring_wrap_f32)

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "golden/cases/catalog.hpp"
+#include "golden/cases/diagnose.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/format/profiles.hpp"
 #include "golden/format/format.hpp"
@@ -543,7 +544,49 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     }
   }
   print_reports(reports, format, verbose, by_position, opt.profile);
+  const bool failed = std::any_of(reports.begin(), reports.end(), [](const CaseReport& r) {
+    return r.status == "FAIL" && r.result != "invalid";
+  });
+  if (failed && format == "text") {
+    std::printf("what went wrong: posenc diagnose %s --actual %s --profile %s\n",
+                golden_args.size() == 1 ? golden_args.front().c_str() : "GOLDEN...",
+                actual.string().c_str(), opt.profile.c_str());
+  }
   return exit_code_of(reports);
+}
+
+int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& actual,
+                 const std::string& profile, const std::string& format, bool verbose) {
+  check_format(format);
+  const auto cases = expand_golden(golden_args);
+  nlohmann::json all = nlohmann::json::array();
+  int n = 0, unexplained = 0, wrong = 0;
+  for (const auto& ga : cases) {
+    if (ga.entry) check_catalog_entry(ga.data, *ga.entry);
+    const LoadedCase lc = load_case(ga.manifest);
+    if (lc.spec.result == "invalid") continue;  // negative controls hold a mistake already
+    const auto act = actual_for(actual, lc.spec.id, cases.size());
+    if (!act) continue;
+    const Diagnosis d = diagnose_case(lc, *act, profile);
+    ++n;
+    unexplained += d.verdict == "unexplained";
+    wrong += d.verdict != "correct";
+    if (format == "json") {
+      all.push_back(diagnosis_json(d));
+    } else {
+      std::cout << diagnosis_text(d, verbose);
+    }
+  }
+  if (n == 0) {
+    throw UsageError("diagnose: no valid case given has an engine output in " + actual.string());
+  }
+  if (format == "json") {
+    std::cout << nlohmann::json{{"profile", profile}, {"cases", all}}.dump(2) << "\n";
+  } else {
+    std::printf("diagnose: %d case(s), %d correct, %d explained, %d unexplained\n", n, n - wrong,
+                wrong - unexplained, unexplained);
+  }
+  return wrong ? kExitMismatch : kExitPass;
 }
 
 /// True when some expected tensor of the case is judged under the profile.
@@ -764,6 +807,18 @@ int main(int argc, char** argv) {
   ver->add_flag("-v,--verbose", verbose, "Print the worst element of passing tensors and cases "
                                          "without output too");
 
+  auto* dia = app.add_subcommand(
+      "diagnose",
+      "Say what an engine's output is: runs every emulated pipeline and every known mistake of "
+      "the case's scheme through posenc's engine and ranks them by how well each explains the "
+      "output (residual <= 1 of that pipeline's budget confirms it); a correct output gets no "
+      "diagnosis");
+  dia->add_option("GOLDEN", golden_args, "Manifests, case directories or a catalog")->required();
+  dia->add_option("--actual", actual_str, "Engine output, as for verify")->required();
+  dia->add_option("--profile", profile, "The profile the engine claims (default strict)");
+  dia->add_option("--format", format, "text or json");
+  dia->add_flag("-v,--verbose", verbose, "List every hypothesis, not only the best five");
+
   auto* chk = app.add_subcommand(
       "check", "Run posenc's own kernels (or an emulated engine pipeline) on the catalog through "
                "files and verify them; prints the worst element's share of its budget");
@@ -828,6 +883,7 @@ int main(int argc, char** argv) {
       if (max_position >= 0) opt.max_position = max_position;
       return cmd_verify(golden_args, actual_str, opt, format, verbose, by_position);
     }
+    if (*dia) return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose);
     if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str);
     if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format);
   } catch (const std::exception& e) {

@@ -1,0 +1,234 @@
+// The diagnoser (golden/cases/diagnose.hpp has the method).
+#include "golden/cases/diagnose.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "golden/cases/registry.hpp"
+#include "golden/format/profiles.hpp"
+#include "reference/common/errors.hpp"
+#include "reference/common/mutant.hpp"
+
+namespace posenc::golden {
+namespace {
+
+const ProfileInfo* profile_of_pipeline(const std::string& pipeline) {
+  for (const auto& p : profiles()) {
+    if (p.pipeline == pipeline) return &p;
+  }
+  return nullptr;
+}
+
+/// The engine's output judged against one hypothesis's run: the run's values take the place of
+/// the oracle's (exact-kind tensors: the target values; the others: the exact companion), with
+/// the budgets of `profile`. Declared alternatives are dropped: the hypothesis is the
+/// convention. Tensors the run does not produce are not judged.
+CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const TensorMap& actual,
+                         const std::string& profile) {
+  VerifyOptions o;
+  o.profile = profile;
+  if (POSENC_MUTANT("diagnose_judges_against_oracle")) return verify_case(lc.spec, lc.golden, actual, o);
+  CaseSpec spec = lc.spec;
+  TensorMap g = lc.golden;
+  std::vector<TensorSpec> judged;
+  for (TensorSpec t : spec.expected) {
+    const auto it = run.find(t.name);
+    if (it == run.end()) continue;
+    t.alternatives.clear();
+    if (t.check.kind == "exact" || t.exact.empty()) {
+      Tensor v = it->second;
+      v.name = t.name;
+      g[t.name] = v;
+    } else {
+      g[t.exact] = tensor_from_f64(t.exact, t.shape, tensor_to_f64(it->second));
+    }
+    judged.push_back(std::move(t));
+  }
+  spec.expected = std::move(judged);
+  return verify_case(spec, g, actual, o);
+}
+
+std::string hypothesis_words(const Hypothesis& h, const std::string& scheme) {
+  const ProfileInfo* p = profile_of_pipeline(h.pipeline);
+  std::string pipe = h.pipeline == "exact" ? "correctly rounded tables (posenc's kernels)"
+                                           : "the " + h.pipeline + " pipeline";
+  if (p && h.pipeline != "exact") {
+    const std::string s = p->summary;
+    pipe += " (" + s.substr(0, s.find(':')) + ")";
+  }
+  if (h.mistake.empty()) return "computes with " + pipe;
+  if (h.pipeline == "exact" && h.profile != "strict") {
+    return "has the " + scheme + " mistake `" + h.mistake + "` (within the " + h.profile +
+           " pipeline's error)";
+  }
+  return "has the " + scheme + " mistake `" + h.mistake + "`, computed with " + pipe;
+}
+
+Hypothesis make_hypothesis(std::string pipeline, std::string profile, std::string mistake) {
+  Hypothesis h;
+  h.pipeline = std::move(pipeline);
+  h.profile = std::move(profile);
+  h.mistake = std::move(mistake);
+  return h;
+}
+
+std::string fmt_ratio(double r) {
+  char buf[32];
+  if (std::isinf(r)) return "inf";
+  std::snprintf(buf, sizeof buf, r < 1e4 ? "%.3g" : "%.2e", r);
+  return buf;
+}
+
+}  // namespace
+
+Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
+                        const std::string& claimed_profile) {
+  if (lc.spec.result == "invalid") {
+    throw_invalid("diagnose_case", "case is a negative control (its values hold a mistake "
+                                   "already; diagnose a valid case)", lc.spec.id);
+  }
+  if (canonical_profile(claimed_profile).empty()) {
+    throw_invalid("diagnose_case", "claimed_profile is not one of " + profile_list_text(),
+                  claimed_profile);
+  }
+  const SchemeEntry& s = scheme_by_slug(lc.spec.scheme);
+  Diagnosis d;
+  d.id = lc.spec.id;
+  d.scheme = lc.spec.scheme;
+  d.claimed_profile = canonical_profile(claimed_profile);
+  VerifyOptions vo;
+  vo.profile = d.claimed_profile;
+  const CaseReport base = verify_case(lc.spec, lc.golden, actual, vo);
+  d.verify_status = base.status;
+  d.verify_ratio = base.worst_ratio();
+
+  std::vector<Hypothesis> hs;
+  for (const auto& p : profiles()) hs.push_back(make_hypothesis(p.pipeline, p.name, ""));
+  // A mistake is judged with the budgets of the claimed profile and of fp32 (the commonest
+  // pipeline, for engines that claim strict by default), run on the exact pipeline and on that
+  // profile's own (where the scheme's engine serves mistakes there): a float32 engine with an
+  // offset is (exact, offset) within the fp32 budget.
+  std::vector<std::string> judge_by = {d.claimed_profile};
+  if (d.claimed_profile != "fp32") judge_by.push_back("fp32");
+  for (const auto& m : s.mistakes()) {
+    for (const auto& prof : judge_by) {
+      hs.push_back(make_hypothesis("exact", prof, m));
+      for (const auto& p : profiles()) {
+        if (p.name == prof && p.pipeline != "exact") hs.push_back(make_hypothesis(p.pipeline, prof, m));
+      }
+    }
+  }
+  for (auto& h : hs) {
+    try {
+      EngineOptions eo;
+      eo.pipeline = h.pipeline;
+      eo.mistake = h.mistake;
+      const TensorMap run = s.run_engine(lc.spec, lc.golden, eo);
+      const CaseReport r = judge_against(lc, run, actual, h.profile);
+      if (r.status != "PASS" && r.status != "FAIL") continue;  // N/A, ERROR: cannot judge
+      h.status = r.status;
+      h.residual = r.worst_ratio();
+      if (!h.mistake.empty() && h.pipeline == "exact" && h.profile != "strict") h.limit = 2;
+      double worst = -1;
+      for (const auto& t : r.tensors) {
+        if ((t.status == "PASS" || t.status == "FAIL") && t.max_ratio > worst) {
+          worst = t.max_ratio;
+          h.worst_tensor = t.name;
+        }
+      }
+    } catch (const std::exception&) {
+      continue;  // the pipeline does not serve this case
+    }
+    h.words = hypothesis_words(h, d.scheme);
+    d.ranked.push_back(h);
+  }
+  // Best first: lower residual; on a tie, no mistake before a mistake, then the order above.
+  std::stable_sort(d.ranked.begin(), d.ranked.end(), [](const Hypothesis& a, const Hypothesis& b) {
+    if (a.residual != b.residual) return a.residual < b.residual;
+    return a.mistake.empty() && !b.mistake.empty();
+  });
+  if (POSENC_MUTANT("diagnose_ranks_reversed")) std::reverse(d.ranked.begin(), d.ranked.end());
+
+  std::ostringstream sum;
+  const auto confirmed = [](const Hypothesis& h) { return h.confirmed(); };
+  if (base.status == "PASS") {
+    d.verdict = "correct";
+    sum << "passes " << d.claimed_profile << ": nothing to diagnose";
+  } else if (d.ranked.empty() || !confirmed(d.ranked.front())) {
+    d.verdict = "unexplained";
+    sum << "fails " << d.claimed_profile << " and no known pipeline or mistake of " << d.scheme
+        << " explains it";
+    if (!d.ranked.empty()) {
+      const auto& h = d.ranked.front();
+      sum << "; closest: it " << h.words << " (residual " << fmt_ratio(h.residual) << " of the "
+          << h.profile << " budget, worst in " << h.worst_tensor << ")";
+    }
+  } else {
+    d.verdict = "explained";
+    // Prefer a mistake-free explanation (a pipeline difference) when one is confirmed.
+    const auto clean = std::find_if(d.ranked.begin(), d.ranked.end(), [&](const Hypothesis& h) {
+      return confirmed(h) && h.mistake.empty();
+    });
+    const Hypothesis& h = clean != d.ranked.end() ? *clean : d.ranked.front();
+    sum << "fails " << d.claimed_profile << "; the output " << h.words << " (residual "
+        << fmt_ratio(h.residual) << " of the " << h.profile << " budget)";
+    if (h.mistake.empty()) {
+      sum << ": no mistake, claim --profile " << h.profile;
+    } else {
+      std::vector<std::string> tied;
+      for (const auto& o : d.ranked) {
+        if (confirmed(o) && !o.mistake.empty() && o.mistake != h.mistake &&
+            o.residual == h.residual && std::find(tied.begin(), tied.end(), o.mistake) == tied.end()) {
+          tied.push_back(o.mistake);
+        }
+      }
+      if (!tied.empty()) {
+        sum << "; this case cannot tell it from";
+        for (const auto& t : tied) sum << " `" << t << "`";
+      }
+    }
+  }
+  d.summary = sum.str();
+  return d;
+}
+
+std::string diagnosis_text(const Diagnosis& d, bool verbose) {
+  std::ostringstream os;
+  os << "diagnose " << d.id << " (" << d.scheme << "): " << d.verdict << "\n  " << d.summary
+     << "\n";
+  if (d.verdict == "correct" && !verbose) return os.str();
+  const std::size_t n = verbose ? d.ranked.size() : std::min<std::size_t>(d.ranked.size(), 5);
+  os << "  hypotheses, best first (residual = worst element's share of that profile's budget "
+        "against that run; <= 1 confirms, <= 2 for an exact run judged by another profile):\n";
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& h = d.ranked[i];
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  %2zu. %-9s pipeline %-16s budget %-16s %-24s ", i + 1,
+                  fmt_ratio(h.residual).c_str(), h.pipeline.c_str(), h.profile.c_str(),
+                  h.mistake.empty() ? "(no mistake)" : h.mistake.c_str());
+    os << buf << (h.confirmed() ? "confirmed" : "no") << (h.limit != 1 ? " (limit 2)" : "")
+       << "\n";
+  }
+  return os.str();
+}
+
+nlohmann::json diagnosis_json(const Diagnosis& d) {
+  nlohmann::json hs = nlohmann::json::array();
+  for (const auto& h : d.ranked) {
+    hs.push_back({{"pipeline", h.pipeline}, {"profile", h.profile}, {"mistake", h.mistake},
+                  {"confirmed", h.confirmed()}, {"limit", h.limit},
+                  {"residual", std::isinf(h.residual) ? nlohmann::json("inf") : nlohmann::json(h.residual)},
+                  {"worst_tensor", h.worst_tensor}, {"words", h.words}});
+  }
+  return {{"id", d.id},
+          {"scheme", d.scheme},
+          {"claimed_profile", d.claimed_profile},
+          {"verify_status", d.verify_status},
+          {"verdict", d.verdict},
+          {"summary", d.summary},
+          {"hypotheses", hs}};
+}
+
+}  // namespace posenc::golden
