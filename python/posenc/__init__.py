@@ -10,7 +10,7 @@
 from .io import (read_safetensors, write_safetensors, bf16_to_float32, float32_to_bf16,
                  float64_to_bf16)
 from .case import Case, TensorSpec, load_case, find_cases, case_ids, default_data_dir
-from .verify import verify, find_binary, VerifyResult, CaseResult, TensorResult, PosencError
+from .verify import verify, diagnose, find_binary, VerifyResult, CaseResult, TensorResult, PosencError
 from .errors import error_ratio, budget, by_position, ulp
 from . import layouts
 
@@ -23,6 +23,6 @@ def cases(pattern="*", **kwargs):
 
 __all__ = ["read_safetensors", "write_safetensors", "bf16_to_float32", "float32_to_bf16",
            "float64_to_bf16", "Case", "TensorSpec", "load_case", "find_cases", "case_ids",
-           "default_data_dir", "verify", "find_binary", "VerifyResult", "CaseResult",
+           "default_data_dir", "verify", "diagnose", "find_binary", "VerifyResult", "CaseResult",
            "TensorResult", "PosencError", "error_ratio", "budget", "by_position", "ulp",
            "layouts", "cases"]

@@ -158,3 +158,27 @@ def verify(case_or_glob, outputs_dir, profile="strict", posenc="posenc", data_di
         raise PosencError(f"verify: posenc printed no JSON ({e}); stderr: {proc.stderr.strip()}"
                           f"\ncommand: {' '.join(cmd)}") from None
     return VerifyResult(raw, proc.returncode, cmd)
+
+
+def diagnose(case_or_glob, outputs_dir, profile="strict", posenc="posenc", data_dir=None,
+             timeout=600):
+    """Runs `posenc diagnose GOLDEN... --actual OUTPUTS_DIR --profile PROFILE --format json`: which
+    emulated pipeline and which known mistake explain the outputs (README "What went wrong").
+
+    Returns a list of dicts, one per valid case with output: id, verdict ("correct",
+    "explained", "unexplained"), summary (the answer in words) and hypotheses (best first:
+    pipeline, profile, mistake, residual, confirmed, words). Raises PosencError on exit 2."""
+    binary = find_binary(posenc)
+    if not os.path.isdir(outputs_dir) and not os.path.isfile(outputs_dir):
+        raise ValueError(f"diagnose: outputs_dir={outputs_dir!r} does not exist")
+    cmd = ([binary, "diagnose"] + _golden_args(case_or_glob, data_dir)
+           + ["--actual", str(outputs_dir), "--profile", profile, "--format", "json"])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode not in (0, 1):
+        raise PosencError(f"diagnose: posenc exited {proc.returncode}: "
+                          f"{(proc.stderr or proc.stdout).strip()}\ncommand: {' '.join(cmd)}")
+    try:
+        return json.loads(proc.stdout)["cases"]
+    except (json.JSONDecodeError, KeyError) as e:
+        raise PosencError(f"diagnose: posenc printed no JSON ({e}); stderr: {proc.stderr.strip()}"
+                          f"\ncommand: {' '.join(cmd)}") from None

@@ -30,3 +30,19 @@ def test_wrong_ropes_fail_fp32(binary, mistake):
         assert q.status == "FAIL" and q.ratio != "nan"
     if mistake == "off_by_one":
         assert r.case(F32).tensor("q_rot").first_fail_position == 0
+
+
+def test_diagnose_names_the_off_by_one_and_the_float32_pipeline(binary, tmp_path):
+    # The HF-style numpy RoPE with positions off by one, claimed fp32: `offset` is confirmed. The
+    # correct one claimed strict: told to claim fp32 (it matches the float32 pipeline).
+    import posenc
+    case = posenc.load_case(F32)
+    wrong, right = tmp_path / "wrong", tmp_path / "right"
+    case.write_outputs(str(wrong), numpy_rope.outputs_for(case, wrong_ropes.WRONG["off_by_one"]))
+    case.write_outputs(str(right), numpy_rope.outputs_for(case, numpy_rope.rope_hf))
+    d = posenc.diagnose(case, str(wrong), profile="fp32", posenc=binary)
+    assert len(d) == 1 and d[0]["verdict"] == "explained", d
+    assert "`offset`" in d[0]["summary"], d[0]["summary"]
+    d = posenc.diagnose(case, str(right), profile="strict", posenc=binary)
+    assert d[0]["verdict"] == "explained" and "claim --profile fp32" in d[0]["summary"], d
+    assert posenc.diagnose(case, str(right), profile="fp32", posenc=binary)[0]["verdict"] == "correct"
