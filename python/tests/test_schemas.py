@@ -1,0 +1,106 @@
+"""The JSON reports of `posenc verify`, `posenc check` and `posenc diagnose` against the JSON
+Schemas in schemas/ (Debian's python3-jsonschema): every kind of report posenc writes, and the
+schemas shown to reject a report that breaks them."""
+import copy
+import json
+import os
+import subprocess
+
+import jsonschema
+import pytest
+
+from conftest import F32
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DATA = os.path.join(ROOT, "golden", "data")
+KV = "kv_cache_rope_window8_ring_wrap_f32"
+
+
+def schema(name):
+    with open(os.path.join(ROOT, "schemas", name)) as f:
+        s = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(s)
+    return s
+
+
+def run_json(binary, *args, codes=(0, 1)):
+    p = subprocess.run([binary, *args, "--format", "json"], capture_output=True, text=True)
+    assert p.returncode in codes, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.fixture
+def outputs(binary, tmp_path):
+    """A correct engine's and a wrong engine's outputs for a RoPE case and a KV-cache trace."""
+    out = {}
+    for name, case, mistake in [("good", F32, None), ("offset", F32, "offset"),
+                                ("kv_good", KV, None), ("kv_bad", KV, "cache-length-position")]:
+        path = tmp_path / f"{name}.safetensors"
+        cmd = [binary, "engine", case, "--out", str(path)]
+        if mistake:
+            cmd += ["--mistake", mistake]
+        subprocess.run(cmd, check=True, capture_output=True)
+        out[name] = str(path)
+    return out
+
+
+def manifest(case):
+    scheme = "kv_cache" if case.startswith("kv_cache") else "rope"
+    return os.path.join(DATA, scheme, case + ".json")
+
+
+def test_verify_reports_follow_the_schema(binary, outputs, tmp_path):
+    s = schema("verify-report.schema.json")
+    reports = [
+        run_json(binary, "verify", manifest(F32), "--actual", outputs["good"]),
+        run_json(binary, "verify", manifest(F32), "--actual", outputs["offset"], "--by-position"),
+        run_json(binary, "verify", manifest(F32), "--actual", outputs["good"], "--profile", "bf16",
+                 codes=(0, 1, 2)),
+        run_json(binary, "verify", manifest(KV), "--actual", outputs["kv_bad"]),
+        run_json(binary, "verify", manifest(KV), "--actual", outputs["kv_good"]),
+    ]
+    # A catalog with one output: every other case is NO OUTPUT.
+    d = tmp_path / "dir"
+    d.mkdir()
+    os.link(outputs["good"], d / f"{F32}.safetensors")
+    reports.append(run_json(binary, "verify", DATA, "--actual", str(d)))
+    reports.append(run_json(binary, "check", "--scheme", "t5_bias"))
+    for r in reports:
+        jsonschema.validate(r, s)
+    statuses = {c["status"] for r in reports for c in r["cases"]}
+    assert {"PASS", "FAIL", "NO OUTPUT"} <= statuses, statuses
+    assert any("trace" in c for r in reports for c in r["cases"])
+    assert any("by_position" in t for r in reports for c in r["cases"] for t in c["tensors"])
+
+
+def test_diagnose_reports_follow_the_schema(binary, outputs):
+    s = schema("diagnose-report.schema.json")
+    for name, profile in [("offset", "strict"), ("good", "strict"), ("kv_bad", "fp32")]:
+        case = KV if name.startswith("kv") else F32
+        r = run_json(binary, "diagnose", manifest(case), "--actual", outputs[name], "--profile",
+                     profile)
+        jsonschema.validate(r, s)
+        assert r["cases"] and r["cases"][0]["verdict"] in ("correct", "explained"), r
+
+
+def test_the_schemas_reject_broken_reports(binary, outputs):
+    s = schema("verify-report.schema.json")
+    good = run_json(binary, "verify", manifest(F32), "--actual", outputs["offset"])
+    for breakage in ("drop_status", "unknown_status", "extra_key", "ratio_text"):
+        bad = copy.deepcopy(good)
+        t = bad["cases"][0]["tensors"][0]
+        if breakage == "drop_status":
+            del t["status"]
+        elif breakage == "unknown_status":
+            t["status"] = "OK"
+        elif breakage == "extra_key":
+            t["max_err"] = 1.0
+        else:
+            t["ratio"] = "big"
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, s)
+    d = schema("diagnose-report.schema.json")
+    r = run_json(binary, "diagnose", manifest(F32), "--actual", outputs["offset"])
+    r["cases"][0]["verdict"] = "probably fine"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(r, d)
