@@ -496,13 +496,39 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   return kExitPass;
 }
 
+/// Progress of a long run on a terminal: "[i/n] case" rewritten in place on stderr, erased at
+/// the end; silent when stderr is not a terminal (CI logs, pipes) or for a single case.
+class Progress {
+ public:
+  Progress(const char* what, std::size_t n) : what_(what), n_(n), on_(n > 1 && ::isatty(2)) {}
+  ~Progress() { done(); }
+  /// Erases the line; call before printing results.
+  void done() {
+    if (on_ && shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+  void step(const std::string& id) {
+    if (!on_) return;
+    std::fprintf(stderr, "\r\033[K%s [%zu/%zu] %s", what_, ++i_, n_, id.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+ private:
+  const char* what_;
+  std::size_t n_, i_ = 0;
+  bool on_, shown_ = false;
+};
+
 int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actual,
                const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position) {
   check_format(format);
   const auto cases = expand_golden(golden_args);
   std::vector<CaseReport> reports;
   std::set<std::string> mapped_names;  // golden names --map renames that some case expects
+  Progress progress("verify", cases.size());
   for (const auto& ga : cases) {
+    progress.step(ga.manifest.stem().string());
     CaseReport r;
     r.profile = opt.profile;
     try {
@@ -537,6 +563,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     }
     reports.push_back(std::move(r));
   }
+  progress.done();
   for (const auto& [golden_name, engine_name] : opt.rename) {
     if (!mapped_names.count(golden_name)) {
       throw UsageError("--map " + golden_name + "=" + engine_name + ": no case given expects a "
@@ -561,7 +588,9 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
   const auto cases = expand_golden(golden_args);
   nlohmann::json all = nlohmann::json::array();
   int n = 0, unexplained = 0, wrong = 0;
+  Progress progress("diagnose", cases.size());
   for (const auto& ga : cases) {
+    progress.step(ga.manifest.stem().string());
     if (ga.entry) check_catalog_entry(ga.data, *ga.entry);
     const LoadedCase lc = load_case(ga.manifest);
     if (lc.spec.result == "invalid") continue;  // negative controls hold a mistake already
@@ -574,6 +603,7 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
     if (format == "json") {
       all.push_back(diagnosis_json(d));
     } else {
+      progress.done();
       std::cout << diagnosis_text(d, verbose);
     }
   }
@@ -624,8 +654,11 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
   fs::create_directories(work);
   std::vector<CaseReport> reports;
   const auto t0 = std::chrono::steady_clock::now();
+  Progress progress("check", static_cast<std::size_t>(
+                                 std::count_if(entries.begin(), entries.end(), wanted)));
   for (const auto& e : entries) {
     if (!wanted(e)) continue;
+    progress.step(e.id);
     CaseReport r;
     r.id = e.id;
     r.scheme = e.scheme;
@@ -659,6 +692,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
     }
     reports.push_back(std::move(r));
   }
+  progress.done();
   if (remove_work) fs::remove_all(work);
   if (reports.empty()) throw UsageError("no catalog case matches the selection");
   if (format == "json") {
