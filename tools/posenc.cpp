@@ -27,6 +27,7 @@
 #include "golden/cases/registry.hpp"
 #include "golden/verify/verify.hpp"
 #include "reference/common/errors.hpp"
+#include "tools/posenc_oracle.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -880,6 +881,9 @@ int main(int argc, char** argv) {
                   "fp32-recurrence, bf16, f16");
   eng->add_option("--format", eng_format, "safetensors or npy");
 
+  posenc::tools::OracleArgs oracle_args;
+  auto* orc = posenc::tools::add_oracle_command(app, &oracle_args);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -919,6 +923,7 @@ int main(int argc, char** argv) {
     }
     if (*dia) return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose);
     if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str);
+    if (*orc) return posenc::tools::run_oracle_command(oracle_args);
     if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format);
   } catch (const std::exception& e) {
     std::cerr << "posenc: error: " << e.what() << '\n';

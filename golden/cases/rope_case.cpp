@@ -687,6 +687,16 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   std::vector<double> q(static_cast<std::size_t>(tn * hq * h)), k(static_cast<std::size_t>(tn * hk * h));
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = input_value(t, def.seed, 1, i);
   for (std::size_t i = 0; i < k.size(); ++i) k[i] = input_value(t, def.seed, 2, i);
+  auto given = [&](const std::vector<double>& v, std::vector<double>* x, const char* name) {
+    if (v.empty()) return;
+    if (v.size() != x->size()) {
+      throw_invalid("rope_case_generate", std::string(name) + " must have tokens * heads * head_dim = " +
+                                              std::to_string(x->size()) + " entries", v.size());
+    }
+    *x = v;
+  };
+  given(def.q_values, &q, "q_values");
+  given(def.k_values, &k, "k_values");
 
   const auto o50 = rope_oracle<mp50>(p, es, pos, hq, hk, q, k, with_scores);
   const auto o100 = rope_oracle<mp100>(p, es, pos, hq, hk, q, k, with_scores);

@@ -42,6 +42,9 @@ struct RopeCaseDef {
   std::uint64_t seed = 0;
   int n_q_heads = 2, n_kv_heads = 1;  // n_kv_heads 0: q only (no k, no scores)
   std::vector<HardPosition> positions;
+  // Given q and k values ([tokens, heads, head_dim], representable in dtype) instead of the
+  // ones drawn from `seed`; empty = drawn (check/rope.hpp rotates a kernel's own output again).
+  std::vector<double> q_values, k_values;
   bool dense = false;          // positions 0..kRopeDenseLast, then hard positions above
   bool resolution = true;      // record the per-position resolution (plain cases)
   std::string call;            // what this call is (seq_len, which side of a boundary)

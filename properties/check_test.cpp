@@ -1,0 +1,139 @@
+// The public property API (check/rope.hpp) on posenc's own kernels (dogfooding) and on
+// deliberately broken kernels, each of which must be caught.
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "check/rope.hpp"
+#include "optimized/rope.hpp"
+#include "reference/common/mutant.hpp"
+
+namespace {
+
+namespace pc = posenc::check;
+using posenc::reference::RopeLayout;
+
+/// posenc's optimized float kernel (cos/sin from double angles, correctly rounded): strict.
+void optimized_rope(const pc::RopeCall& c) {
+  posenc::reference::RopeParams p;
+  p.head_dim = c.head_dim;
+  p.rotary_dim = c.rotary_dim;
+  p.base = c.base;
+  p.layout = c.layout;
+  const auto cache = posenc::optimized::rope_cache_init(p, c.positions);
+  const std::int64_t tn = static_cast<std::int64_t>(c.positions.size());
+  posenc::optimized::rope_apply_qk(p, cache, {tn, c.n_heads}, c.q, c.q_out, {tn, c.n_kv_heads},
+                                   c.k, c.k_out);
+}
+
+/// What a broken float32 kernel gets wrong.
+enum class Bug { kNone, kPairing, kOffByOne, kFloat16Angles, kSinSign };
+
+/// HF's float32 RoPE (1/powf(base, 2i/d), float32 angle, cosf/sinf), with an optional bug.
+template <Bug kBug>
+void hf_rope(const pc::RopeCall& c) {
+  const int d = c.rotary_dim, np = d / 2, h = c.head_dim;
+  bool interleaved = c.layout == RopeLayout::kInterleaved;
+  if (kBug == Bug::kPairing) interleaved = !interleaved;
+  auto rotate = [&](posenc::span<const float> x, posenc::span<float> y, int heads) {
+    for (std::size_t t = 0; t < c.positions.size(); ++t) {
+      const std::int64_t m = c.positions[t] + (kBug == Bug::kOffByOne ? 1 : 0);
+      for (int hh = 0; hh < heads; ++hh) {
+        const std::size_t o = (t * heads + hh) * h;
+        for (int ch = d; ch < h; ++ch) y[o + ch] = x[o + ch];
+        for (int i = 0; i < np; ++i) {
+          const float inv = 1.0f / std::pow(static_cast<float>(c.base),
+                                            static_cast<float>(2 * i) / static_cast<float>(d));
+          float angle = static_cast<float>(m) * inv;
+          if (kBug == Bug::kFloat16Angles) angle = static_cast<float>(static_cast<_Float16>(angle));
+          const float cs = std::cos(angle);
+          const float sn = kBug == Bug::kSinSign ? -std::sin(angle) : std::sin(angle);
+          const int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + np;
+          const float xa = x[o + a], xb = x[o + b];
+          y[o + a] = xa * cs - xb * sn;
+          y[o + b] = xa * sn + xb * cs;
+        }
+      }
+    }
+  };
+  rotate(c.q, c.q_out, c.n_heads);
+  rotate(c.k, c.k_out, c.n_kv_heads);
+}
+
+// Dogfooding: posenc's kernel under strict, HF's float32 pipeline under fp32, through the same
+// macro a user calls.
+// (10 draws per property instead of the default 25: the test binary stays under 15 s.)
+pc::RopeCheckOptions dogfood(const std::string& profile) {
+  pc::RopeCheckOptions o;
+  o.profile = profile;
+  o.max_success = 10;
+  return o;
+}
+POSENC_ROPE_PROPERTIES(CheckOptimizedRope, optimized_rope, dogfood("strict"));
+POSENC_ROPE_PROPERTIES(CheckHfFloat32Rope, hf_rope<Bug::kNone>, dogfood("fp32"));
+
+/// Small draws: a broken kernel is found at the first draws; shrinking does the rest.
+pc::RopeCheckOptions small(const std::string& profile) {
+  pc::RopeCheckOptions o;
+  o.profile = profile;
+  o.head_dims = {8, 16};
+  o.max_success = 15;
+  return o;
+}
+
+TEST(CheckRope, HfFloat32FailsStrictAndTheDiagnosisSaysClaimFp32) {
+  const auto r = pc::check_rope_property(pc::RopeProperty::kOracle, hf_rope<Bug::kNone>,
+                                         small("strict"));
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("Oracle fails at"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("claim --profile fp32"), std::string::npos) << r.message;
+}
+
+TEST(CheckRope, OtherPairingIsCaughtAndDiagnosed) {
+  for (auto p : {pc::RopeProperty::kOracle, pc::RopeProperty::kPairNorm}) {
+    const auto r = pc::check_rope_property(p, hf_rope<Bug::kPairing>, small("fp32"));
+    ASSERT_FALSE(r.passed) << pc::rope_property_name(p);
+    EXPECT_NE(r.message.find("`pairing`"), std::string::npos) << r.message;
+  }
+}
+
+TEST(CheckRope, PositionOffByOneIsCaughtAndDiagnosed) {
+  for (auto p : {pc::RopeProperty::kOracle, pc::RopeProperty::kComposition}) {
+    const auto r = pc::check_rope_property(p, hf_rope<Bug::kOffByOne>, small("fp32"));
+    ASSERT_FALSE(r.passed) << pc::rope_property_name(p);
+    EXPECT_NE(r.message.find("`offset`"), std::string::npos) << r.message;
+  }
+  // A constant offset keeps relative positions: the dot products agree, and only the oracle
+  // check every property makes at its inputs sees it.
+  const auto r = pc::check_rope_property(pc::RopeProperty::kRelative, hf_rope<Bug::kOffByOne>,
+                                         small("fp32"));
+  ASSERT_FALSE(r.passed);
+  EXPECT_EQ(r.message.find("q.k at positions"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("outputs vs the mp50 oracle"), std::string::npos) << r.message;
+  std::cout << r.message << "\n";
+}
+
+TEST(CheckRope, Float16AnglesAreCaught) {
+  for (auto p : {pc::RopeProperty::kOracle, pc::RopeProperty::kRelative}) {
+    const auto r = pc::check_rope_property(p, hf_rope<Bug::kFloat16Angles>, small("fp32"));
+    ASSERT_FALSE(r.passed) << pc::rope_property_name(p);
+    EXPECT_NE(r.message.find("budget"), std::string::npos) << r.message;
+  }
+}
+
+TEST(CheckRope, SinSignIsCaughtAndDiagnosed) {
+  const auto r = pc::check_rope_property(pc::RopeProperty::kOracle, hf_rope<Bug::kSinSign>,
+                                         small("fp32"));
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("`sin-sign`"), std::string::npos) << r.message;
+}
+
+TEST(CheckRope, RejectsA16BitProfile) {
+  EXPECT_THROW(pc::check_rope_property(pc::RopeProperty::kOracle, optimized_rope, small("bf16")),
+               posenc::InvalidArgument);
+}
+
+}  // namespace

@@ -1,0 +1,144 @@
+// `posenc oracle rope` (tools/posenc_oracle.hpp).
+//
+// Reads q (and k) as float32 .npy [tokens, heads, head_dim], builds the in-memory golden case of
+// that call (golden/cases/rope_call_case.hpp: mp50 oracle cross-checked with mp100, every
+// profile's budgets) and writes into --out:
+//   <t>.exact.npy   float64  the exact values (mp50, rounded to double)    t = q_rot, k_rot, scores
+//   <t>.f32.npy     float32  the exact values correctly rounded to float32
+//   <t>.budget.npy  float64  the profile's per-element budget (what verify allows |y - y*| to be)
+//   inv_freq.npy    float64  base^(-2i/rotary_dim) rounded to double
+// scores [heads, tokens, tokens] = q_rot . k_rot (unscaled; q head h uses kv head h / group).
+// Each file is written atomically (temporary file, then rename).
+#include "tools/posenc_oracle.hpp"
+
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+#include "golden/cases/rope_call_case.hpp"
+#include "golden/format/format.hpp"
+#include "golden/format/profiles.hpp"
+#include "golden/verify/element_budgets.hpp"
+#include "reference/common/errors.hpp"
+#include "reference/common/scalar.hpp"
+
+namespace posenc::tools {
+namespace fs = std::filesystem;
+using namespace posenc::golden;
+
+CLI::App* add_oracle_command(CLI::App& app, OracleArgs* a) {
+  auto* o = app.add_subcommand(
+      "oracle",
+      "Exact (mp50) outputs and a profile's per-element budgets for one call of your kernel, as "
+      ".npy files: <t>.exact.npy, <t>.f32.npy, <t>.budget.npy for t = q_rot, k_rot, scores, and "
+      "inv_freq.npy (python/posenc/properties.py uses it). Example: posenc oracle rope "
+      "--positions 0,7,65535 --head-dim 64 --heads 2 --kv-heads 1 --q q.npy --k k.npy --out DIR");
+  o->add_option("SCHEME", a->scheme, "rope")->required();
+  o->add_option("--positions", a->positions, "Token positions, comma separated (e.g. 0,7,65535)")
+      ->required();
+  o->add_option("--head-dim", a->head_dim, "Channels per head")->required();
+  o->add_option("--rotary-dim", a->rotary_dim, "Rotated leading channels (default: head_dim)");
+  o->add_option("--base", a->base, "RoPE base (default 10000)");
+  o->add_option("--layout", a->layout,
+                "Pairing: half_split ((i, i + d/2), NeoX / HF rotate_half, default) or "
+                "interleaved ((2i, 2i + 1), GPT-J / Meta)");
+  o->add_option("--heads", a->heads, "q heads")->required();
+  o->add_option("--kv-heads", a->kv_heads, "k heads (divides --heads; default 1)");
+  o->add_option("--q", a->q, "q as float32 .npy [tokens, heads, head_dim]")->required();
+  o->add_option("--k", a->k, "k as float32 .npy [tokens, kv_heads, head_dim]")->required();
+  o->add_option("--profile", a->profile,
+                "Budgets of this profile: strict, fp32 (default), fp32-recurrence");
+  o->add_option("--out", a->out, "Output directory (created)")->required();
+  return o;
+}
+
+namespace {
+
+std::vector<std::int64_t> parse_positions(const std::string& s) {
+  std::vector<std::int64_t> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    std::int64_t x = 0;
+    try {
+      x = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size()) {
+      throw_invalid("posenc oracle", "--positions must be integers separated by commas", s);
+    }
+    v.push_back(x);
+  }
+  if (v.empty()) throw_invalid("posenc oracle", "--positions must name at least one position", s);
+  return v;
+}
+
+std::vector<double> read_input(const std::string& path, const char* name, std::int64_t tokens,
+                               int heads, int head_dim) {
+  const Tensor t = npy_read(path, name);
+  if (t.dtype != DType::kF32) {
+    throw_invalid("posenc oracle", std::string("--") + name + " must be a float32 .npy", path);
+  }
+  if (t.shape != std::vector<std::int64_t>{tokens, heads, head_dim}) {
+    std::ostringstream os;
+    os << "--" << name << " must have shape [" << tokens << ", " << heads << ", " << head_dim
+       << "] (tokens, heads, head_dim)";
+    throw_invalid("posenc oracle", os.str(), path);
+  }
+  return tensor_to_f64(t);
+}
+
+}  // namespace
+
+int run_oracle_command(const OracleArgs& a) {
+  if (a.scheme != "rope") throw_invalid("posenc oracle", "SCHEME must be rope", a.scheme);
+  const std::string profile = canonical_profile(a.profile);
+  if (profile != "strict" && profile != "fp32" && profile != "fp32-recurrence") {
+    throw_invalid("posenc oracle", "--profile must be strict, fp32 or fp32-recurrence", a.profile);
+  }
+  reference::RopeParams p;
+  p.head_dim = a.head_dim;
+  p.rotary_dim = a.rotary_dim > 0 ? a.rotary_dim : a.head_dim;
+  p.base = a.base;
+  if (a.layout == "half_split") {
+    p.layout = reference::RopeLayout::kHalfSplit;
+  } else if (a.layout == "interleaved") {
+    p.layout = reference::RopeLayout::kInterleaved;
+  } else {
+    throw_invalid("posenc oracle", "--layout must be half_split or interleaved", a.layout);
+  }
+  reference::rope_check(p, "posenc oracle");
+  const int kv = a.kv_heads > 0 ? a.kv_heads : 1;
+  if (a.heads < 1 || a.heads % kv != 0) {
+    throw_invalid("posenc oracle", "--heads must be >= 1 and a multiple of --kv-heads", a.heads);
+  }
+  const auto pos = parse_positions(a.positions);
+  const std::int64_t tn = static_cast<std::int64_t>(pos.size());
+  const auto q = read_input(a.q, "q", tn, a.heads, a.head_dim);
+  const auto k = read_input(a.k, "k", tn, kv, a.head_dim);
+  const LoadedCase lc = rope_call_case(p, a.heads, kv, pos, 0, q, k);
+  const fs::path out(a.out);
+  for (const char* name : {"q_rot", "k_rot", "scores"}) {
+    const ElementBudgets b = element_budgets(lc.spec, lc.golden, name, profile);
+    const Tensor& rounded = lc.golden.at(name);
+    auto write = [&](const std::string& suffix, const Tensor& t) {
+      Tensor c = t;
+      c.name = std::string(name) + suffix;
+      write_file_atomic(out / (c.name + ".npy"), npy_encode(c));
+    };
+    write(".f32", rounded);
+    write(".exact", tensor_from_f64("", rounded.shape, b.exact));
+    write(".budget", tensor_from_f64("", rounded.shape, b.budget));
+  }
+  std::vector<double> inv;
+  for (int i = 0; i < p.rotary_dim / 2; ++i) {
+    inv.push_back(static_cast<double>(pow(mp50(p.base), -mp50(2 * i) / mp50(p.rotary_dim))));
+  }
+  write_file_atomic(out / "inv_freq.npy",
+                    npy_encode(tensor_from_f64("inv_freq", {p.rotary_dim / 2}, inv)));
+  return 0;
+}
+
+}  // namespace posenc::tools
