@@ -51,3 +51,23 @@ def test_bad_arguments():
         pp.check_rope(property_rope.make_rope(), profile="bf16")
     with pytest.raises(ValueError, match="unknown property"):
         pp.check_rope(property_rope.make_rope(), properties=("norm",))
+
+
+def test_oracle_subcommand_rejects_bad_input_with_exit_2(binary, tmp_path):
+    import subprocess
+    import numpy as np
+    np.save(tmp_path / "q.npy", np.zeros((2, 1, 8), np.float32))
+    np.save(tmp_path / "k.npy", np.zeros((2, 1, 8), np.float32))
+    base = [binary, "oracle", "rope", "--head-dim", "8", "--heads", "1", "--q",
+            str(tmp_path / "q.npy"), "--k", str(tmp_path / "k.npy"), "--out", str(tmp_path / "o")]
+    p = subprocess.run(base + ["--positions", "0,x"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--positions must be integers" in p.stderr
+    p = subprocess.run(base + ["--positions", "0"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--q must have shape [1, 1, 8]" in p.stderr
+    assert not (tmp_path / "o").exists()  # nothing written
+    p = subprocess.run(base + ["--positions", "0,3", "--layout", "neox"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--layout must be half_split or interleaved" in p.stderr
+    p = subprocess.run(base + ["--positions", "0,3"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    exact = np.load(tmp_path / "o" / "q_rot.exact.npy")
+    assert exact.shape == (2, 1, 8) and exact.dtype == np.float64
