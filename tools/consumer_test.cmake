@@ -30,6 +30,7 @@ step("install the build into ${PREFIX}" "${CMAKE_COMMAND}" --install "${BUILD}" 
 foreach(f lib/cmake/posenc/posencConfig.cmake lib/cmake/posenc/posencConfigVersion.cmake
           lib/cmake/posenc/posencTargets.cmake include/posenc/golden/verify/verify.hpp
           include/posenc/golden/gtest.hpp include/posenc/reference/rope.hpp
+          include/posenc/check/rope.hpp
           share/posenc/data/catalog.json share/posenc/presets)
   if(NOT EXISTS "${PREFIX}/${f}")
     message(FATAL_ERROR "consumer test: the install lacks ${PREFIX}/${f}")
@@ -52,7 +53,7 @@ step("build examples/consumer" "${CMAKE_COMMAND}" --build "${WORK}/build")
 # Run from the installed catalog (POSENC_DATA), not from the source tree.
 step("run the consumer test" "${CMAKE_COMMAND}" -E env "POSENC_DATA=${PREFIX}/share/posenc/data"
      "${WORK}/build/rope_consumer_test")
-if(NOT STEP_OUTPUT MATCHES "\\[  PASSED  \\] 3 tests")
-  message(FATAL_ERROR "consumer test: expected 3 passing tests\n${STEP_OUTPUT}")
+if(NOT STEP_OUTPUT MATCHES "\\[  PASSED  \\] 7 tests")
+  message(FATAL_ERROR "consumer test: expected 7 passing tests (3 golden, 4 properties)\n${STEP_OUTPUT}")
 endif()
 message(STATUS "consumer test passed")

@@ -1,16 +1,19 @@
 // A float32 RoPE kernel written the way a PyTorch user writes it, checked against the committed
 // golden case rope_half_d128_b1e4_llama2_7b_f32 with the GoogleTest helper of an installed posenc.
 // A second kernel pairs the channels the wrong way (interleaved instead of half-split) and must
-// fail: the check is shown able to fail.
+// fail: the check is shown able to fail. The same kernel also runs posenc's RoPE properties
+// (check/rope.hpp: oracle, relative position, pair norm, composition) under fp32.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "check/rope.hpp"
 #include "golden/gtest.hpp"
 
 namespace pg = posenc::golden;
@@ -109,5 +112,28 @@ TEST_F(RopeConsumer, UnknownProfileIsAFailure) {
   EXPECT_NE(std::string(r.message()).find("unknown tolerance profile"), std::string::npos)
       << r.message();
 }
+
+// posenc's properties at random calls: the kernel behind posenc::check's calling convention.
+void rope_kernel(const posenc::check::RopeCall& c) {
+  const Pairing pairing = c.layout == posenc::check::RopeLayout::kInterleaved
+                              ? Pairing::kInterleaved
+                              : Pairing::kHalfSplit;
+  const std::vector<std::int64_t> positions(c.positions.begin(), c.positions.end());
+  auto rotate = [&](posenc::span<const float> x, posenc::span<float> out, int heads) {
+    const auto y = rope_f32(std::vector<float>(x.begin(), x.end()), positions, heads, c.head_dim,
+                            c.rotary_dim, static_cast<float>(c.base), pairing);
+    std::copy(y.begin(), y.end(), out.begin());
+  };
+  rotate(c.q, c.q_out, c.n_heads);
+  rotate(c.k, c.k_out, c.n_kv_heads);
+}
+
+posenc::check::RopeCheckOptions fp32_options() {
+  posenc::check::RopeCheckOptions o;
+  o.profile = "fp32";
+  o.max_success = 10;  // per property; the default is 25
+  return o;
+}
+POSENC_ROPE_PROPERTIES(RopeConsumerProperties, rope_kernel, fp32_options());
 
 }  // namespace
