@@ -1,5 +1,6 @@
-// The public property API (check/rope.hpp) on posenc's own kernels (dogfooding) and on
+// The public property API (check/rope.hpp, check/alibi.hpp) on posenc's own kernels (dogfooding) and on
 // deliberately broken kernels, each of which must be caught.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -7,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include "check/alibi.hpp"
 #include "check/rope.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "optimized/alibi.hpp"
 #include "optimized/rope.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -65,11 +69,13 @@ void hf_rope(const pc::RopeCall& c) {
 
 // Dogfooding: posenc's kernel under strict, HF's float32 pipeline under fp32, through the same
 // macro a user calls.
-// (10 draws per property instead of the default 25: the test binary stays under 15 s.)
+// (10 draws per property instead of the default 25, head_dim up to 64: the test binary stays
+// under 15 s.)
 pc::RopeCheckOptions dogfood(const std::string& profile) {
   pc::RopeCheckOptions o;
   o.profile = profile;
   o.max_success = 10;
+  o.head_dims = {8, 64};
   return o;
 }
 POSENC_ROPE_PROPERTIES(CheckOptimizedRope, optimized_rope, dogfood("strict"));
@@ -134,6 +140,81 @@ TEST(CheckRope, SinSignIsCaughtAndDiagnosed) {
 TEST(CheckRope, RejectsA16BitProfile) {
   EXPECT_THROW(pc::check_rope_property(pc::RopeProperty::kOracle, optimized_rope, small("bf16")),
                posenc::InvalidArgument);
+}
+
+// ---- ALiBi ----------------------------------------------------------------------------------
+
+enum class AlibiBug { kNone, kNaiveSlopes, kReversed, kSignFlipped };
+
+/// Slopes from `slopes_of`, causal bias -m (i - j) as one float32 product, with an optional bug.
+template <AlibiBug kBug>
+void alibi_kernel(const pc::AlibiCall& c, std::vector<float> (*slopes_of)(int)) {
+  std::vector<float> m = slopes_of(c.n_heads);
+  if (kBug == AlibiBug::kNaiveSlopes) {
+    for (int h = 0; h < c.n_heads; ++h) m[h] = std::exp2(-8.0f * (h + 1) / c.n_heads);
+  }
+  if (kBug == AlibiBug::kReversed) std::reverse(m.begin(), m.end());
+  std::copy(m.begin(), m.end(), c.slopes.begin());
+  const std::size_t tq = c.q_positions.size(), tk = c.k_positions.size();
+  for (int h = 0; h < c.n_heads; ++h) {
+    for (std::size_t i = 0; i < tq; ++i) {
+      for (std::size_t j = 0; j < tk; ++j) {
+        const float d = static_cast<float>(c.q_positions[i] - c.k_positions[j]);
+        c.bias[(h * tq + i) * tk + j] = (kBug == AlibiBug::kSignFlipped ? 1.0f : -1.0f) * m[h] * d;
+      }
+    }
+  }
+}
+std::vector<float> exact_slopes(int n) {
+  return posenc::optimized::alibi_slopes(posenc::reference::AlibiParams{n});
+}
+void optimized_alibi(const pc::AlibiCall& c) { alibi_kernel<AlibiBug::kNone>(c, exact_slopes); }
+void bloom_alibi(const pc::AlibiCall& c) {
+  alibi_kernel<AlibiBug::kNone>(c, posenc::golden::pipelines::bloom_slopes);
+}
+
+pc::AlibiCheckOptions alibi_options(const std::string& profile) {
+  pc::AlibiCheckOptions o;
+  o.profile = profile;
+  o.max_success = 15;
+  return o;
+}
+POSENC_ALIBI_PROPERTIES(CheckOptimizedAlibi, optimized_alibi, alibi_options("strict"));
+POSENC_ALIBI_PROPERTIES(CheckBloomFloat32Alibi, bloom_alibi, alibi_options("fp32"));
+
+TEST(CheckAlibi, NaiveSlopesAreCaughtAndDiagnosed) {
+  const auto r = pc::check_alibi_property(
+      pc::AlibiProperty::kSlopes,
+      [](const pc::AlibiCall& c) { alibi_kernel<AlibiBug::kNaiveSlopes>(c, exact_slopes); },
+      alibi_options("fp32"));
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("diagnosis: naive slopes"), std::string::npos) << r.message;
+}
+
+TEST(CheckAlibi, ReversedSlopesAreCaughtAndDiagnosed) {
+  const auto r = pc::check_alibi_property(
+      pc::AlibiProperty::kSlopes,
+      [](const pc::AlibiCall& c) { alibi_kernel<AlibiBug::kReversed>(c, exact_slopes); },
+      alibi_options("fp32"));
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("reversed head order"), std::string::npos) << r.message;
+}
+
+TEST(CheckAlibi, FlippedBiasSignIsCaughtByTheRatios) {
+  auto flipped = [](const pc::AlibiCall& c) {
+    alibi_kernel<AlibiBug::kSignFlipped>(c, exact_slopes);
+  };
+  EXPECT_TRUE(pc::check_alibi_property(pc::AlibiProperty::kSlopes, flipped,
+                                       alibi_options("fp32")).passed);  // slopes are right
+  const auto r = pc::check_alibi_property(pc::AlibiProperty::kRatios, flipped,
+                                          alibi_options("fp32"));
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("diagnosis: the bias sign is flipped"), std::string::npos) << r.message;
+}
+
+TEST(CheckAlibi, Float32SlopesFailStrict) {
+  EXPECT_FALSE(pc::check_alibi_property(pc::AlibiProperty::kSlopes, bloom_alibi,
+                                        alibi_options("strict")).passed);
 }
 
 }  // namespace
