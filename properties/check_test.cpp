@@ -1,5 +1,5 @@
-// The public property API (check/rope.hpp, check/alibi.hpp) on posenc's own kernels (dogfooding) and on
-// deliberately broken kernels, each of which must be caught.
+// The public property API (check/rope.hpp, check/alibi.hpp) on posenc's own kernels
+// (dogfooding) and on deliberately broken kernels, each of which must be caught.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
