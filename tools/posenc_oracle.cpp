@@ -8,6 +8,8 @@
 //   <t>.budget.npy  float64  the profile's per-element budget (what verify allows |y - y*| to be)
 //   inv_freq.npy    float64  base^(-2i/rotary_dim) rounded to double
 // scores [heads, tokens, tokens] = q_rot . k_rot (unscaled; q head h uses kv head h / group).
+// `posenc oracle alibi --heads N` writes slopes.exact.npy and slopes.budget.npy [N]: the committed
+// case alibi_slopes_h1_to_256_f32 (every head count 1..256) restricted to N heads.
 // Each file is written atomically (temporary file, then rename).
 #include "tools/posenc_oracle.hpp"
 
@@ -15,6 +17,7 @@
 #include <sstream>
 #include <vector>
 
+#include "golden/cases/catalog.hpp"
 #include "golden/cases/rope_call_case.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/profiles.hpp"
@@ -33,19 +36,20 @@ CLI::App* add_oracle_command(CLI::App& app, OracleArgs* a) {
       ".npy files: <t>.exact.npy, <t>.f32.npy, <t>.budget.npy for t = q_rot, k_rot, scores, and "
       "inv_freq.npy (python/posenc/properties.py uses it). Example: posenc oracle rope "
       "--positions 0,7,65535 --head-dim 64 --heads 2 --kv-heads 1 --q q.npy --k k.npy --out DIR");
-  o->add_option("SCHEME", a->scheme, "rope")->required();
-  o->add_option("--positions", a->positions, "Token positions, comma separated (e.g. 0,7,65535)")
+  o->add_option("SCHEME", a->scheme,
+                "rope, or alibi (slopes.exact.npy and slopes.budget.npy for --heads N)")
       ->required();
-  o->add_option("--head-dim", a->head_dim, "Channels per head")->required();
+  o->add_option("--positions", a->positions, "rope: token positions, comma separated (e.g. 0,7)");
+  o->add_option("--head-dim", a->head_dim, "rope: channels per head");
   o->add_option("--rotary-dim", a->rotary_dim, "Rotated leading channels (default: head_dim)");
   o->add_option("--base", a->base, "RoPE base (default 10000)");
   o->add_option("--layout", a->layout,
                 "Pairing: half_split ((i, i + d/2), NeoX / HF rotate_half, default) or "
                 "interleaved ((2i, 2i + 1), GPT-J / Meta)");
-  o->add_option("--heads", a->heads, "q heads")->required();
+  o->add_option("--heads", a->heads, "q heads (alibi: the head count, 1..256)")->required();
   o->add_option("--kv-heads", a->kv_heads, "k heads (divides --heads; default 1)");
-  o->add_option("--q", a->q, "q as float32 .npy [tokens, heads, head_dim]")->required();
-  o->add_option("--k", a->k, "k as float32 .npy [tokens, kv_heads, head_dim]")->required();
+  o->add_option("--q", a->q, "rope: q as float32 .npy [tokens, heads, head_dim]");
+  o->add_option("--k", a->k, "rope: k as float32 .npy [tokens, kv_heads, head_dim]");
   o->add_option("--profile", a->profile,
                 "Budgets of this profile: strict, fp32 (default), fp32-recurrence");
   o->add_option("--out", a->out, "Output directory (created)")->required();
@@ -92,11 +96,39 @@ std::vector<double> read_input(const std::string& path, const char* name, std::i
 
 }  // namespace
 
+namespace {
+
+int run_alibi_oracle(const OracleArgs& a, const std::string& profile) {
+  if (a.heads < 1 || a.heads > 256) throw_invalid("posenc oracle alibi", "--heads must be in 1..256", a.heads);
+  const LoadedCase c =
+      load_case(default_data_dir() / "alibi" / "alibi_slopes_h1_to_256_f32.json");
+  const ElementBudgets b = element_budgets(c.spec, c.golden, "slopes", profile);
+  const Tensor& nh = c.golden.at("n_heads");
+  std::vector<double> exact, budget;
+  for (std::int64_t e = 0; e < nh.numel(); ++e) {
+    if (nh.get_i64(e) != a.heads) continue;
+    exact.push_back(b.exact[e]);
+    budget.push_back(b.budget[e]);
+  }
+  const fs::path out(a.out);
+  write_file_atomic(out / "slopes.exact.npy", npy_encode(tensor_from_f64("slopes.exact", {a.heads}, exact)));
+  write_file_atomic(out / "slopes.budget.npy", npy_encode(tensor_from_f64("slopes.budget", {a.heads}, budget)));
+  return 0;
+}
+
+}  // namespace
+
 int run_oracle_command(const OracleArgs& a) {
-  if (a.scheme != "rope") throw_invalid("posenc oracle", "SCHEME must be rope", a.scheme);
+  if (a.scheme != "rope" && a.scheme != "alibi") {
+    throw_invalid("posenc oracle", "SCHEME must be rope or alibi", a.scheme);
+  }
   const std::string profile = canonical_profile(a.profile);
   if (profile != "strict" && profile != "fp32" && profile != "fp32-recurrence") {
     throw_invalid("posenc oracle", "--profile must be strict, fp32 or fp32-recurrence", a.profile);
+  }
+  if (a.scheme == "alibi") return run_alibi_oracle(a, profile);
+  if (a.positions.empty() || a.q.empty() || a.k.empty() || a.head_dim <= 0) {
+    throw_invalid("posenc oracle rope", "needs --positions, --head-dim, --q and --k", a.head_dim);
   }
   reference::RopeParams p;
   p.head_dim = a.head_dim;

@@ -1,4 +1,5 @@
-"""posenc's RoPE properties on your own Python kernel (numpy; torch tensors are accepted).
+"""posenc's RoPE (and ALiBi: check_alibi) properties on your own Python kernel (numpy; torch
+tensors are accepted).
 
     import posenc.properties as pp
 
@@ -373,4 +374,136 @@ def check_rope(fn, profile="fp32", *, examples=8, seed=None, layouts=LAYOUTS, he
             if raise_on_failure:
                 raise AssertionError(msg)
             return r
+    return CheckResult(seed, examples)
+
+
+# ---- ALiBi ---------------------------------------------------------------------------------------
+
+ALIBI_PROPERTIES = ("slopes", "ratios")
+
+
+def _alibi_oracle(binary, n, profile, cache):
+    key = (n, profile)
+    if key not in cache:
+        d = tempfile.mkdtemp(prefix="posenc_oracle_")
+        try:
+            p = subprocess.run([binary, "oracle", "alibi", "--heads", str(n), "--profile", profile,
+                                "--out", d], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise PosencError(f"posenc oracle failed (exit {p.returncode}): {p.stderr.strip()}")
+            cache[key] = (np.load(os.path.join(d, "slopes.exact.npy")),
+                          np.load(os.path.join(d, "slopes.budget.npy")))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return cache[key]
+
+
+def _alibi_slope_diagnosis(s, exact, budget):
+    n = len(s)
+    h = np.arange(n)
+    tol = 2 * budget + 4 * np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    for name, v in (("naive slopes: 2^(-8(h+1)/n) for a head count that is not a power of two",
+                     np.exp2(-8.0 * (h + 1) / n)),
+                    ("the slopes in reversed head order", exact[::-1]),
+                    ("the slopes with the sign flipped", -exact)):
+        if np.all(np.abs(s - v) <= tol):
+            return f"\ndiagnosis: {name}"
+    return ""
+
+
+def _alibi_evaluate(fn, binary, profile, cache, c, prop):
+    n, qp, kp = c["heads"], np.asarray(c["q"], np.int64), np.asarray(c["k"], np.int64)
+    exact, budget = _alibi_oracle(binary, n, profile, cache)
+    slopes, bias = fn(n, qp, kp)
+    slopes = _to_numpy(slopes, "slopes").astype(np.float64)
+    bias = _to_numpy(bias, "bias").astype(np.float64)
+    if slopes.shape != (n,) or bias.shape != (n, len(qp), len(kp)):
+        raise ValueError(f"check_alibi: the producer returned shapes {slopes.shape}, {bias.shape}; "
+                         f"expected ({n},), ({n}, {len(qp)}, {len(kp)})")
+    err = np.abs(slopes - exact)
+    bad = ~(err <= budget)
+    if bad.any():
+        h = int(np.argmax(bad))
+        return (f"slopes: head {h} of {n} = {slopes[h]!r}, exact {exact[h]!r}, |error| "
+                f"{err[h]:.3g} > the {profile} budget {budget[h]:.3g}"
+                + _alibi_slope_diagnosis(slopes, exact, budget))
+    if prop == "slopes":
+        return ""
+    ulp = lambda x: np.spacing(np.abs(x).astype(np.float32)).astype(np.float64)
+    for h in range(n):
+        for i, q in enumerate(qp):
+            for j, a in enumerate(kp):
+                for j2, b in enumerate(kp):
+                    if a > q or b > q:
+                        continue
+                    diff = bias[h, i, j] - bias[h, i, j2]
+                    want = exact[h] * float(a - b)
+                    tol = budget[h] * abs(float(a - b)) + 0.5 * ulp(bias[h, i, j]) + 0.5 * ulp(bias[h, i, j2])
+                    if abs(diff - want) <= tol:
+                        continue
+                    dg = "\ndiagnosis: the bias sign is flipped" if abs(diff + want) <= tol else ""
+                    return (f"ratios: head {h} of {n}, query {i} (position {int(q)}): bias[key {j} "
+                            f"(position {int(a)})] - bias[key {j2} (position {int(b)})] = {diff:.9g}, "
+                            f"exact m (j - j') = {want:.9g} (probability ratio exp({diff:.6g}) instead "
+                            f"of exp({want:.6g})); |error| {abs(diff - want):.3g} > the {profile} "
+                            f"budget {tol:.3g}" + dg)
+    return ""
+
+
+def check_alibi(fn, profile="fp32", *, examples=10, seed=None, max_heads=64, max_position=4096,
+                max_keys=6, properties=ALIBI_PROPERTIES, max_shrinks=20, posenc="posenc",
+                raise_on_failure=True):
+    """ALiBi properties on fn(n_heads, q_positions, k_positions) -> (slopes [n_heads], bias
+    [n_heads, len(q_positions), len(k_positions)]), float32, causal (only keys at positions <= the
+    query's are read; any bias form that adds m (j - i) up to a per-row constant passes).
+
+    slopes: every slope within the profile's budget of the exact one (the committed case
+            alibi_slopes_h1_to_256_f32, via `posenc oracle alibi`)
+    ratios: p_ij / p_ij' = exp(m (j - j')): bias differences within the slope's budget times the
+            distance plus half an ulp of each bias value
+    Seeded and shrinking as check_rope; raises AssertionError on a failure.
+    """
+    if profile == "fp32-angles":
+        profile = "fp32"
+    if profile not in ("strict", "fp32", "fp32-recurrence"):
+        raise ValueError(f"check_alibi: profile must be strict, fp32 or fp32-recurrence (got {profile!r})")
+    if not 1 <= max_heads <= 256:
+        raise ValueError(f"check_alibi: max_heads must be in 1..256 (got {max_heads})")
+    for p in properties:
+        if p not in ALIBI_PROPERTIES:
+            raise ValueError(f"check_alibi: unknown property {p!r} (known: {', '.join(ALIBI_PROPERTIES)})")
+    if seed is None:
+        seed = int(os.environ.get("POSENC_CHECK_SEED", time.time_ns() % (2 ** 31)))
+    print(f"posenc.properties.check_alibi: seed={seed} profile={profile} (replay: seed={seed})")
+    binary, cache = find_binary(posenc), {}
+    for e in range(examples):
+        rng = np.random.default_rng([seed, e])
+        q = int(rng.integers(0, max_position + 1))
+        c = {"heads": int(rng.integers(1, max_heads + 1)), "q": [q],
+             "k": [int(x) for x in rng.integers(0, q + 1, int(rng.integers(2, max_keys + 1)))]}
+        for prop in properties:
+            f = _alibi_evaluate(fn, binary, profile, cache, c, prop)
+            if not f:
+                continue
+            shrinks, improved = 0, True
+            while improved and shrinks < max_shrinks:
+                improved = False
+                cands = [dict(c, heads=m) for m in sorted({1, 2, 3, c["heads"] // 2, c["heads"] - 1})
+                         if 1 <= m < c["heads"]]
+                if prop == "ratios" and len(c["k"]) > 2:
+                    cands += [dict(c, k=c["k"][:i] + c["k"][i + 1:]) for i in range(len(c["k"]))]
+                if prop == "ratios" and c["q"][0] > 1:
+                    cands.append(dict(c, q=[c["q"][0] // 2], k=[x // 2 for x in c["k"]]))
+                for cand in cands:
+                    shrinks += 1
+                    g = _alibi_evaluate(fn, binary, profile, cache, cand, prop)
+                    if g:
+                        c, f, improved = cand, g, True
+                        break
+            msg = (f"posenc.properties.check_alibi: property {prop} fails (profile {profile}, seed "
+                   f"{seed}, example {e}, shrunk in {shrinks} steps)\ncall: n_heads {c['heads']}, "
+                   f"q_positions {c['q']}, k_positions {c['k']}\n{f}")
+            if raise_on_failure:
+                raise AssertionError(msg)
+            return CheckResult(seed, e + 1, msg)
     return CheckResult(seed, examples)

@@ -31,12 +31,8 @@ def test_broken_ropes_are_caught_and_diagnosed(binary, bug, words):
     msg = str(e.value)
     assert "property oracle fails" in msg and f"seed {SEED}" in msg
     assert f"diagnosis: the output is {words}" in msg, msg
-
-
-def test_offset_shrinks_to_one_token_at_position_0(binary):
-    with pytest.raises(AssertionError) as e:
-        pp.check_rope(property_rope.make_rope("offset"), profile="fp32", seed=SEED, posenc=binary)
-    assert "positions [0]" in str(e.value) and "heads 1" in str(e.value), str(e.value)
+    if bug == "offset":  # shrunk to one token and one head at position 0
+        assert "positions [0]" in msg and "heads 1" in msg, msg
 
 
 def test_pair_norm_catches_the_other_pairing_by_itself(binary):
@@ -71,3 +67,45 @@ def test_oracle_subcommand_rejects_bad_input_with_exit_2(binary, tmp_path):
     assert p.returncode == 0, p.stderr
     exact = np.load(tmp_path / "o" / "q_rot.exact.npy")
     assert exact.shape == (2, 1, 8) and exact.dtype == np.float64
+
+
+# ---- ALiBi ----------------------------------------------------------------------------------------
+
+def _paper_slopes(n):
+    import numpy as np
+    c = 1 << (n.bit_length() - 1)
+    s = [2.0 ** (-8.0 * (h + 1) / c) for h in range(c)]
+    s += [2.0 ** (-4.0 * (2 * k + 1) / c) for k in range(n - c)]
+    return np.array(s, dtype=np.float32)
+
+
+def make_alibi(bug=None):
+    import numpy as np
+
+    def alibi(n, qp, kp):
+        m = _paper_slopes(n)
+        if bug == "naive":
+            m = np.exp2(-8.0 * np.arange(1, n + 1) / n).astype(np.float32)
+        if bug == "reversed":
+            m = m[::-1].copy()
+        d = (qp[:, None] - kp[None, :]).astype(np.float32)
+        sign = np.float32(1 if bug == "sign" else -1)
+        return m, (sign * m[:, None, None] * d[None]).astype(np.float32)
+    return alibi
+
+
+def test_alibi_correct_passes_strict_and_fp32(binary):
+    for profile in ("strict", "fp32"):
+        assert pp.check_alibi(make_alibi(), profile=profile, seed=SEED, posenc=binary,
+                              examples=5).passed
+
+
+@pytest.mark.parametrize("bug, prop, words", [
+    ("naive", "slopes", "naive slopes"),
+    ("reversed", "slopes", "the slopes in reversed head order"),
+    ("sign", "ratios", "the bias sign is flipped"),
+])
+def test_alibi_broken_are_caught_and_diagnosed(binary, bug, prop, words):
+    with pytest.raises(AssertionError) as e:
+        pp.check_alibi(make_alibi(bug), profile="fp32", seed=SEED, posenc=binary)
+    assert f"property {prop} fails" in str(e.value) and f"diagnosis: {words}" in str(e.value), str(e.value)
