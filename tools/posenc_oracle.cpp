@@ -99,7 +99,9 @@ std::vector<double> read_input(const std::string& path, const char* name, std::i
 namespace {
 
 int run_alibi_oracle(const OracleArgs& a, const std::string& profile) {
-  if (a.heads < 1 || a.heads > 256) throw_invalid("posenc oracle alibi", "--heads must be in 1..256", a.heads);
+  if (a.heads < 1 || a.heads > 256) {
+    throw_invalid("posenc oracle alibi", "--heads must be in 1..256", a.heads);
+  }
   const LoadedCase c =
       load_case(default_data_dir() / "alibi" / "alibi_slopes_h1_to_256_f32.json");
   const ElementBudgets b = element_budgets(c.spec, c.golden, "slopes", profile);
@@ -111,8 +113,10 @@ int run_alibi_oracle(const OracleArgs& a, const std::string& profile) {
     budget.push_back(b.budget[e]);
   }
   const fs::path out(a.out);
-  write_file_atomic(out / "slopes.exact.npy", npy_encode(tensor_from_f64("slopes.exact", {a.heads}, exact)));
-  write_file_atomic(out / "slopes.budget.npy", npy_encode(tensor_from_f64("slopes.budget", {a.heads}, budget)));
+  write_file_atomic(out / "slopes.exact.npy",
+                    npy_encode(tensor_from_f64("slopes.exact", {a.heads}, exact)));
+  write_file_atomic(out / "slopes.budget.npy",
+                    npy_encode(tensor_from_f64("slopes.budget", {a.heads}, budget)));
   return 0;
 }
 
