@@ -1,4 +1,4 @@
-// The public property API (check/rope.hpp, check/alibi.hpp) on posenc's own kernels
+// The public property API (check/rope.hpp, alibi.hpp, t5_bias.hpp) on posenc's own kernels
 // (dogfooding) and on deliberately broken kernels, each of which must be caught.
 #include <algorithm>
 #include <cmath>
@@ -10,6 +10,7 @@
 
 #include "check/alibi.hpp"
 #include "check/rope.hpp"
+#include "check/t5_bias.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "optimized/alibi.hpp"
 #include "optimized/rope.hpp"
@@ -215,6 +216,38 @@ TEST(CheckAlibi, FlippedBiasSignIsCaughtByTheRatios) {
 TEST(CheckAlibi, Float32SlopesFailStrict) {
   EXPECT_FALSE(pc::check_alibi_property(pc::AlibiProperty::kSlopes, bloom_alibi,
                                         alibi_options("strict")).passed);
+}
+
+// ---- T5 buckets -----------------------------------------------------------------------------
+
+enum class T5Bug { kNone, kDirectionFlipped, kAlwaysBidirectional };
+
+template <T5Bug kBug>
+void t5_buckets(const pc::T5BucketCall& c) {
+  posenc::reference::T5BiasParams p;
+  p.num_buckets = c.num_buckets;
+  p.max_distance = c.max_distance;
+  p.bidirectional = kBug == T5Bug::kAlwaysBidirectional ? true : c.bidirectional;
+  for (std::size_t i = 0; i < c.relative_positions.size(); ++i) {
+    const std::int64_t r = c.relative_positions[i];
+    c.buckets[i] = posenc::reference::t5_bias_bucket(p, kBug == T5Bug::kDirectionFlipped ? -r : r);
+  }
+}
+POSENC_T5_BIAS_PROPERTIES(CheckReferenceT5Buckets, t5_buckets<T5Bug::kNone>);
+
+TEST(CheckT5Bias, FlippedDirectionIsCaughtAndDiagnosed) {
+  const auto r = pc::check_t5_bucket_property(pc::T5BucketProperty::kBuckets,
+                                              t5_buckets<T5Bug::kDirectionFlipped>, {});
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("diagnosis: the direction is flipped"), std::string::npos) << r.message;
+}
+
+TEST(CheckT5Bias, CausalCallWithBidirectionalBucketsIsCaught) {
+  const auto r = pc::check_t5_bucket_property(pc::T5BucketProperty::kMonotonic,
+                                              t5_buckets<T5Bug::kAlwaysBidirectional>, {});
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("bidirectional buckets for a causal call"), std::string::npos)
+      << r.message;
 }
 
 }  // namespace
