@@ -94,17 +94,21 @@ inline std::string t5_diagnosis(const T5Draw& d, const std::vector<std::int32_t>
     }
     return true;
   };
+  std::vector<std::string> fits;  // every known mistake the buckets are (a call may not tell)
   if (all([&](std::int64_t r) { return reference::t5_bias_bucket(d.p, -r); })) {
-    return "\ndiagnosis: the direction is flipped (relative position taken as query - key "
-           "instead of key - query)";
+    fits.push_back("the direction is flipped (relative position taken as query - key instead of "
+                   "key - query)");
   }
   reference::T5BiasParams other = d.p;
   other.bidirectional = !d.p.bidirectional;
   if (all([&](std::int64_t r) { return reference::t5_bias_bucket(other, r); })) {
-    return std::string("\ndiagnosis: ") + (d.p.bidirectional ? "causal" : "bidirectional") +
-           " buckets for a " + (d.p.bidirectional ? "bidirectional" : "causal") + " call";
+    fits.push_back(std::string(d.p.bidirectional ? "causal" : "bidirectional") +
+                   " buckets for a " + (d.p.bidirectional ? "bidirectional" : "causal") + " call");
   }
-  return "";
+  if (fits.empty()) return "";
+  std::string s = "\ndiagnosis: " + fits[0];
+  for (std::size_t i = 1; i < fits.size(); ++i) s += "; or " + fits[i];
+  return fits.size() > 1 ? s + " (this call cannot tell them apart)" : s;
 }
 
 inline std::string t5_property_at(T5BucketProperty which, const T5BucketKernel& kernel,
