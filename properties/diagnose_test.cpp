@@ -177,6 +177,7 @@ TEST(DiagnoseFit, BaseIsFitted) {
   const auto lc = rope_case(kLlama3F32);
   const auto d = golden::diagnose_case(lc, engine_with_param(lc, "base", 10000.0), "strict");
   expect_top_fit(d, "base", "10000");
+  ASSERT_TRUE(!d.ranked.empty() && d.ranked.front().fit.has_value());
   EXPECT_EQ(d.ranked.front().fit->case_value, "500000");
   EXPECT_NE(d.summary.find("base fitted as 10000; the case says 500000"), std::string::npos)
       << d.summary;
@@ -246,6 +247,7 @@ TEST(DiagnoseFit, Float16AnglesAreFitted) {
   out.erase("scores");
   const auto d = golden::diagnose_case(lc, out, "fp32");
   expect_top_fit(d, "angle-precision", "float16");
+  ASSERT_TRUE(!d.ranked.empty() && d.ranked.front().fit.has_value());
   EXPECT_NE(d.ranked.front().fit->words.find("overflow"), std::string::npos)
       << d.ranked.front().fit->words;
 }
