@@ -79,8 +79,9 @@ std::string colour(double r, double lo, double hi) {
   };
   static const int kLow[3] = {0xf1, 0xf6, 0xfb}, kBudget[3] = {0x21, 0x66, 0xac};
   static const int kOver[3] = {0xfd, 0xae, 0x61}, kWorst[3] = {0x67, 0x00, 0x0d};
-  if (r <= 1) return mix(kLow, kBudget, lo < 0 ? (l - lo) / (0 - lo) : 1);
-  return mix(kOver, kWorst, hi > 0 ? l / hi : 1);
+  auto step = [](double t) { return std::round(std::clamp(t, 0.0, 1.0) * 24) / 24; };
+  if (r <= 1) return mix(kLow, kBudget, step(lo < 0 ? (l - lo) / (0 - lo) : 1));
+  return mix(kOver, kWorst, step(hi > 0 ? l / hi : 1));
 }
 
 /// The decades a tensor's plots span: [lo, hi], lo <= -1 < 0 < 1 <= hi.
@@ -174,20 +175,23 @@ std::string heat_map(const HtmlReport::TensorView& t) {
   const int nc = static_cast<int>(t.col_labels.size()), nr = static_cast<int>(t.row_labels.size());
   if (nc == 0 || nr == 0) return "";
   const auto [lo, hi] = decades(t);
-  const double cw = std::clamp(640.0 / nc, 2.0, 28.0), ch = std::clamp(300.0 / nr, 2.0, 14.0);
-  const double L = 64, T = 8, B = 58, gw = cw * nc, gh = ch * nr;
-  const double W = L + gw + 110, H = T + gh + B;
+  // Whole-pixel cells; a row's run of cells of one colour is one rect (the page stays small).
+  const int cw = std::clamp(640 / nc, 2, 28), ch = std::clamp(300 / nr, 2, 14);
+  const int L = 64, T = 8, B = 58, gw = cw * nc, gh = ch * nr;
+  const int W = L + gw + 110, H = T + gh + B;
   std::ostringstream o;
   o << "<svg class=\"heat\" role=\"img\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 "
     << W << ' ' << H << "\" xmlns=\"http://www.w3.org/2000/svg\"><title>" << esc(t.name)
-    << ": error / budget by position and " << esc(t.row_axis) << "</title>";
+    << ": error / budget by position and " << esc(t.row_axis) << " (worst "
+    << ratio_text(t.ratio) << ")</title>";
   for (int r = 0; r < nr; ++r) {
-    for (int c = 0; c < nc; ++c) {
-      const double v = t.grid[static_cast<std::size_t>(r * nc + c)];
-      o << "<rect x=\"" << L + c * cw << "\" y=\"" << T + r * ch << "\" width=\"" << cw + 0.02
-        << "\" height=\"" << ch + 0.02 << "\" fill=\"" << colour(v, lo, hi) << "\"><title>position "
-        << t.col_labels[c] << ", " << esc(t.row_axis) << ' ' << t.row_labels[r] << ": "
-        << (std::isnan(v) ? "not judged" : ratio_text(v)) << "</title></rect>";
+    for (int c = 0; c < nc;) {
+      const std::string fill = colour(t.grid[static_cast<std::size_t>(r * nc + c)], lo, hi);
+      int e = c + 1;
+      while (e < nc && colour(t.grid[static_cast<std::size_t>(r * nc + e)], lo, hi) == fill) ++e;
+      o << "<rect x=\"" << L + c * cw << "\" y=\"" << T + r * ch << "\" width=\"" << (e - c) * cw
+        << "\" height=\"" << ch << "\" fill=\"" << fill << "\"/>";
+      c = e;
     }
   }
   o << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << gw << "\" height=\"" << gh
@@ -208,7 +212,7 @@ std::string heat_map(const HtmlReport::TensorView& t) {
     << ") rotate(-90)\" text-anchor=\"middle\">" << esc(t.row_axis)
     << (t.merged_rows ? " (bins)" : "") << "</text>";
   // Legend: a column of swatches from hi (top) to lo, ticked at each decade.
-  const double lx = L + gw + 22, lh = std::max(120.0, std::min(gh, 260.0));
+  const double lx = L + gw + 22, lh = std::max(120.0, std::min<double>(gh, 260.0));
   const int steps = 48;
   for (int i = 0; i < steps; ++i) {
     const double d = hi - (hi - lo) * (i + 0.5) / steps;

@@ -26,9 +26,9 @@
 
 namespace posenc::golden {
 
-inline constexpr int kHtmlMaxColumns = 240;
-inline constexpr int kHtmlMaxRows = 128;
-inline constexpr int kHtmlMaxPlotted = 40;
+inline constexpr int kHtmlMaxColumns = 200;
+inline constexpr int kHtmlMaxRows = 64;
+inline constexpr int kHtmlMaxPlotted = 24;
 inline constexpr int kHtmlWorstElements = 8;
 
 class HtmlReport {
