@@ -259,7 +259,19 @@ std::vector<RopeFitCandidate> rope_fit_candidates(const LoadedCase& lc, const Te
                      fmt("%.6g", est);
         c.run = run_of(r, angles(r, st.tables.inv_freq, 0), st.tables.attention_factor,
                        &st.tables.inv_freq);
+        // The same base through float32 angles (HF's inv_freq and fl(fl(p) w)), for an engine
+        // that computes the way the fp32 profile models: its budget is the case base's.
+        const std::vector<float> w32 = r.is_scaled ? pipelines::hf_scaled_inv_freq<float>(pb, r.s)
+                                                   : pipelines::hf_inv_freq(b, r.p.rotary_dim);
+        std::vector<double> phi32;
+        for (auto m : r.pos) {
+          for (int i = 0; i < r.np; ++i) phi32.push_back(static_cast<float>(m) * w32[i]);
+        }
+        const std::vector<double> w64(w32.begin(), w32.end());
+        RopeFitCandidate c32 = c;
+        c32.run = run_of(r, phi32, st.tables.attention_factor, &w64);
         out.push_back(std::move(c));
+        out.push_back(std::move(c32));
       } catch (const std::exception&) {
         continue;  // the rule refuses this base
       }
