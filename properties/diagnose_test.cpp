@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -13,6 +14,7 @@
 #include "golden/cases/catalog.hpp"
 #include "golden/cases/diagnose.hpp"
 #include "golden/cases/registry.hpp"
+#include "golden/cases/rope_fit.hpp"
 #include "golden/verify/verify.hpp"
 #include "reference/common/errors.hpp"
 
@@ -33,6 +35,149 @@ std::vector<fs::path> valid_cases_smallest_first(const std::string& slug) {
   std::vector<fs::path> out;
   for (const auto& p : v) out.push_back(p.second);
   return out;
+}
+
+// ---- fitted parameters (golden/cases/rope_fit.hpp): the fitted value is the planted one -----
+
+constexpr const char* kLlama3F32 = "rope_half_d128_b5e5_llama3_8b_f32";
+
+golden::LoadedCase rope_case(const std::string& id) {
+  return golden::load_case(golden::default_data_dir() / "rope" / (id + ".json"));
+}
+
+/// posenc's exact engine on the case with every position moved by d.
+golden::TensorMap engine_with_offset(const golden::LoadedCase& lc, std::int64_t d) {
+  golden::TensorMap g = lc.golden;
+  const golden::Tensor& tp = g.at("positions");
+  std::vector<std::int64_t> pos;
+  for (std::int64_t i = 0; i < tp.numel(); ++i) pos.push_back(tp.get_i64(i) + d);
+  g["positions"] = golden::tensor_from_i64("positions", tp.shape, pos);
+  return golden::scheme_by_slug(lc.spec.scheme).run_engine(lc.spec, g, {});
+}
+
+/// posenc's exact engine on the case with one parameter of the manifest changed.
+golden::TensorMap engine_with_param(const golden::LoadedCase& lc, const std::string& key,
+                                    double value) {
+  golden::CaseSpec spec = lc.spec;
+  spec.manifest["params"][key] = value;
+  return golden::scheme_by_slug(lc.spec.scheme).run_engine(spec, lc.golden, {});
+}
+
+/// The top hypothesis must carry a fit of `parameter` with `value`.
+void expect_top_fit(const golden::Diagnosis& d, const std::string& parameter,
+                    const std::string& value) {
+  const std::string text = golden::diagnosis_text(d, true);
+  EXPECT_EQ(d.verdict, "explained") << text;
+  ASSERT_FALSE(d.ranked.empty()) << text;
+  const auto& h = d.ranked.front();
+  EXPECT_EQ(h.mistake, parameter) << text;
+  ASSERT_TRUE(h.fit.has_value()) << text;
+  EXPECT_EQ(h.fit->parameter, parameter) << text;
+  EXPECT_EQ(h.fit->value, value) << text;
+  EXPECT_NE(d.summary.find(h.fit->value), std::string::npos) << d.summary;
+  const auto j = golden::diagnosis_json(d);
+  EXPECT_EQ(j["hypotheses"][0]["fit"]["value"], value) << j.dump(1);
+  std::printf("[ fit ] %s\n", h.fit->words.c_str());
+}
+
+TEST(DiagnoseFit, PositionOffsetIsFitted) {
+  const auto lc = rope_case(kLlama3F32);
+  for (std::int64_t d : {1, -2, 3}) {  // the engine takes negative positions (|m| <= 2^28)
+    const auto dg = golden::diagnose_case(lc, engine_with_offset(lc, d), "strict");
+    expect_top_fit(dg, "offset", (d > 0 ? "+" : "") + std::to_string(d));
+  }
+}
+
+TEST(DiagnoseFit, BaseIsFitted) {
+  // An engine that uses Llama 2's base 10000 on Llama 3's case (base 500000).
+  const auto lc = rope_case(kLlama3F32);
+  const auto d = golden::diagnose_case(lc, engine_with_param(lc, "base", 10000.0), "strict");
+  expect_top_fit(d, "base", "10000");
+  ASSERT_TRUE(!d.ranked.empty() && d.ranked.front().fit.has_value());
+  EXPECT_EQ(d.ranked.front().fit->case_value, "500000");
+  EXPECT_NE(d.summary.find("base fitted as 10000; the case says 500000"), std::string::npos)
+      << d.summary;
+}
+
+TEST(DiagnoseFit, AttentionFactorIsFitted) {
+  const auto lc = rope_case(kLlama3F32);
+  const auto d = golden::diagnose_case(lc, engine_with_param(lc, "attention_factor", 1.1),
+                                       "strict");
+  expect_top_fit(d, "attention-factor", "1.1");
+}
+
+TEST(DiagnoseFit, AttentionFactorIsFittedFromQRotAlone) {
+  // An engine that gives only q_rot and k_rot: the magnitude is read from |q_rot| / |q|.
+  const auto lc = rope_case(kLlama3F32);
+  auto out = engine_with_param(lc, "attention_factor", 1.1);
+  out.erase("cos");
+  out.erase("sin");
+  const auto d = golden::diagnose_case(lc, out, "strict");
+  expect_top_fit(d, "attention-factor", "1.1");
+}
+
+TEST(DiagnoseFit, Float16AnglesAreFitted) {
+  // HF's float32 inv_freq, the angle p * w computed in float16 (an autocast region around the
+  // rotary code), cos and sin in float32: written here with the compiler's _Float16, apart
+  // from the fit's own emulation.
+  const auto lc = rope_case(kLlama3F32);
+  auto out = golden::scheme_by_slug("rope").run_engine(lc.spec, lc.golden, {});
+  const auto& pj = lc.spec.manifest.at("params");
+  const int h = pj.at("head_dim").get<int>(), np = pj.at("rotary_dim").get<int>() / 2;
+  const float base = pj.at("base").get<float>();
+  const golden::Tensor& tp = lc.golden.at("positions");
+  const std::int64_t tn = tp.numel();
+  std::vector<float> c(static_cast<std::size_t>(tn * np)), s(c.size());
+  for (std::int64_t t = 0; t < tn; ++t) {
+    const _Float16 p16 = static_cast<_Float16>(static_cast<float>(tp.get_i64(t)));
+    for (int i = 0; i < np; ++i) {
+      const float w = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(2 * np));
+      const float phi = static_cast<float>(static_cast<_Float16>(p16 * static_cast<_Float16>(w)));
+      c[t * np + i] = std::cos(phi);
+      s[t * np + i] = std::sin(phi);
+    }
+  }
+  auto rotate = [&](const std::string& in, const std::string& name) {
+    const auto x = golden::tensor_to_f32(lc.golden.at(in));
+    std::vector<float> y(x.size());
+    const std::int64_t heads = lc.golden.at(in).shape[1];
+    for (std::int64_t t = 0; t < tn; ++t) {
+      for (std::int64_t hh = 0; hh < heads; ++hh) {
+        const std::size_t off = static_cast<std::size_t>((t * heads + hh) * h);
+        for (int i = 0; i < np; ++i) {  // half-split pairs (i, i + np)
+          const float xa = x[off + i], xb = x[off + i + np];
+          const float cs = c[t * np + i], sn = s[t * np + i];
+          y[off + i] = xa * cs - xb * sn;
+          y[off + i + np] = xb * cs + xa * sn;
+        }
+      }
+    }
+    out[name] = golden::tensor_from_f32(name, lc.golden.at(in).shape, y);
+  };
+  ASSERT_EQ(pj.at("layout").get<std::string>(), "half_split");
+  ASSERT_EQ(pj.at("rotary_dim").get<int>(), h);
+  rotate("q", "q_rot");
+  rotate("k", "k_rot");
+  out["cos"] = golden::tensor_from_f32("cos", {tn, np}, c);
+  out["sin"] = golden::tensor_from_f32("sin", {tn, np}, s);
+  out.erase("scores");
+  const auto d = golden::diagnose_case(lc, out, "fp32");
+  expect_top_fit(d, "angle-precision", "float16");
+  ASSERT_TRUE(!d.ranked.empty() && d.ranked.front().fit.has_value());
+  EXPECT_NE(d.ranked.front().fit->words.find("overflow"), std::string::npos)
+      << d.ranked.front().fit->words;
+}
+
+TEST(DiagnoseFit, ACorrectOrFloat32EngineGetsNoFittedAnswer) {
+  // Passing output: no fit at all; the fp32 pipeline: the pipeline, not a fitted mistake.
+  const auto lc = rope_case(kLlama3F32);
+  const auto& s = golden::scheme_by_slug("rope");
+  const auto ok = golden::diagnose_case(lc, s.run_engine(lc.spec, lc.golden, {}), "strict");
+  for (const auto& h : ok.ranked) EXPECT_FALSE(h.fit.has_value()) << h.words;
+  const auto f32 = golden::diagnose_case(lc, s.run_engine(lc.spec, lc.golden, {"", "fp32"}),
+                                         "strict");
+  EXPECT_FALSE(f32.ranked.front().fit.has_value()) << golden::diagnosis_text(f32, true);
+  EXPECT_NE(f32.summary.find("claim --profile fp32"), std::string::npos) << f32.summary;
 }
 
 TEST(DiagnoseGolden, EveryMistakeIsTheTopHypothesisWhereACaseSeesIt) {

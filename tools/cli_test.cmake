@@ -43,6 +43,17 @@ expect(0 "" engine ${CASE} --data "${DATA}" --pipeline fp32 --out "${WORK}/fp32.
 expect(1 "fp32 pipeline.*claim --profile fp32" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors")
 expect(0 "\"verdict\": \"correct\"" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors" --profile fp32 --format json)
 expect(2 "profile" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors" --profile fp64)
+# --report: the HTML page of diagnose and check (tools/browser_test.sh renders verify's in a
+# browser); a page that cannot be written is exit 2 naming the path.
+expect(1 "explained" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/offset.safetensors" --report "${WORK}/diagnose.html")
+expect(1 "check: 0 passed, 1 failed" check --data "${DATA}" --case "^${CASE}$" --pipeline fp32 --profile strict --report "${WORK}/check.html")
+foreach(page diagnose check)
+  file(READ "${WORK}/${page}.html" html)
+  if(NOT html MATCHES "<svg class=\"heat\"" OR NOT html MATCHES "diagnosis: explained")
+    message(SEND_ERROR "${page} --report: the page has no heat map or no diagnosis")
+  endif()
+endforeach()
+expect(2 "cannot create directory" verify "${DATA}/rope/${CASE}.json" --actual "${WORK}/good.safetensors" --report "${WORK}/check.html/x.html")
 # KV-cache traces: a scheduler mistake fails at its step, named with position and slot (text
 # and JSON); the correct engine passes the trace and its negative control.
 set(KV kv_cache_rope_window8_ring_wrap_f32)

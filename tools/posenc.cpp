@@ -26,6 +26,7 @@
 #include "golden/format/format.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/verify/verify.hpp"
+#include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
 #include "tools/posenc_oracle.hpp"
 
@@ -522,8 +523,10 @@ class Progress {
 };
 
 int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actual,
-               const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position) {
+               const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position,
+               ReportFile* html = nullptr) {
   check_format(format);
+  int diagnoses_left = kReportDiagnoses;
   const auto cases = expand_golden(golden_args);
   std::vector<CaseReport> reports;
   std::set<std::string> mapped_names;  // golden names --map renames that some case expects
@@ -556,7 +559,14 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
                            lc.spec.id + " has no tensor \"" + engine_name + "\"");
         }
       }
-      r = verify_case(lc.spec, lc.golden, *act, opt);
+      ElementRatios ratios;
+      r = html ? verify_case_with_ratios(lc.spec, lc.golden, *act, opt, ratios)
+               : verify_case(lc.spec, lc.golden, *act, opt);
+      if (html) {
+        report_add_case(html->page, lc, &*act, r, ratios, opt.profile, &diagnoses_left,
+                        "posenc diagnose " + ga.manifest.string() + " --actual " +
+                            actual.string() + " --profile " + opt.profile);
+      }
     } catch (const std::exception& e) {
       if (r.id.empty()) r.id = ga.manifest.stem().string();
       r.status = "ERROR";
@@ -572,6 +582,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     }
   }
   print_reports(reports, format, verbose, by_position, opt.profile);
+  if (html) html->write();
   const bool failed = std::any_of(reports.begin(), reports.end(), [](const CaseReport& r) {
     return r.status == "FAIL" && r.result != "invalid";
   });
@@ -584,7 +595,8 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
 }
 
 int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& actual,
-                 const std::string& profile, const std::string& format, bool verbose) {
+                 const std::string& profile, const std::string& format, bool verbose,
+                 ReportFile* html = nullptr) {
   check_format(format);
   const auto cases = expand_golden(golden_args);
   nlohmann::json all = nlohmann::json::array();
@@ -598,6 +610,13 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
     const auto act = actual_for(actual, lc.spec.id, cases.size());
     if (!act) continue;
     const Diagnosis d = diagnose_case(lc, *act, profile);
+    if (html) {
+      VerifyOptions vo;
+      vo.profile = profile;
+      ElementRatios ratios;
+      const CaseReport r = verify_case_with_ratios(lc.spec, lc.golden, *act, vo, ratios);
+      html->page.add_case(lc.spec, lc.golden, &*act, r, &ratios, diagnosis_json(d), "");
+    }
     ++n;
     unexplained += d.verdict == "unexplained";
     wrong += d.verdict != "correct";
@@ -617,6 +636,7 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
     std::printf("diagnose: %d case(s), %d correct, %d explained, %d unexplained\n", n, n - wrong,
                 wrong - unexplained, unexplained);
   }
+  if (html) html->write();
   return wrong ? kExitMismatch : kExitPass;
 }
 
@@ -627,7 +647,9 @@ bool profile_applies(const CaseSpec& spec, const std::string& profile) {
 }
 
 int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string& pipeline,
-              const std::string& profile_arg, const std::string& format, const fs::path& keep) {
+              const std::string& profile_arg, const std::string& format, const fs::path& keep,
+              ReportFile* html = nullptr) {
+  int diagnoses_left = kReportDiagnoses;
   check_format(format);
   pipelines::profile_of(pipeline);  // validates the name
   const std::string profile =
@@ -686,7 +708,17 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
       VerifyOptions vo;
       vo.profile = profile;
       vo.require_all = true;
-      r = verify_case(lc.spec, lc.golden, tensor_map(safetensors_read(f)), vo);
+      const TensorMap back = tensor_map(safetensors_read(f));
+      ElementRatios ratios;
+      r = html ? verify_case_with_ratios(lc.spec, lc.golden, back, vo, ratios)
+               : verify_case(lc.spec, lc.golden, back, vo);
+      if (html) {
+        report_add_case(html->page, lc, &back, r, ratios, profile, &diagnoses_left,
+                        "posenc engine " + e.id + " --pipeline " + pipeline +
+                            " --out out.safetensors && posenc diagnose " +
+                            (data / e.manifest).string() + " --actual out.safetensors --profile " +
+                            profile);
+      }
     } catch (const std::exception& ex) {
       r.status = "ERROR";
       r.message = ex.what();
@@ -696,6 +728,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
   progress.done();
   if (remove_work) fs::remove_all(work);
   if (reports.empty()) throw UsageError("no catalog case matches the selection");
+  if (html) html->write();
   if (format == "json") {
     print_reports(reports, format, false, false, profile);
     return exit_code_of(reports);
@@ -841,6 +874,13 @@ int main(int argc, char** argv) {
                   "Judge only elements at positions <= N (a model's context window)");
   ver->add_flag("-v,--verbose", verbose, "Print the worst element of passing tensors and cases "
                                          "without output too");
+  std::string report_str;
+  const std::string report_help =
+      "Also write one self-contained HTML page (inline SVG, no script): the case table, and per "
+      "failing tensor the error against position, a position x channel heat map, the worst "
+      "elements and the diagnosis";
+  ver->add_option("--report", report_str, report_help + " (failing cases: the first " +
+                                              std::to_string(kReportDiagnoses) + " diagnosed)");
 
   auto* dia = app.add_subcommand(
       "diagnose",
@@ -853,6 +893,7 @@ int main(int argc, char** argv) {
   dia->add_option("--profile", profile, "The profile the engine claims (default strict)");
   dia->add_option("--format", format, "text or json");
   dia->add_flag("-v,--verbose", verbose, "List every hypothesis, not only the best five");
+  dia->add_option("--report", report_str, report_help);
 
   auto* chk = app.add_subcommand(
       "check", "Run posenc's own kernels (or an emulated engine pipeline) on the catalog through "
@@ -866,6 +907,8 @@ int main(int argc, char** argv) {
   chk->add_option("--profile", check_profile, "Profile to judge by (default: the pipeline's own)");
   chk->add_option("--format", format, "text or json");
   chk->add_option("--keep", keep_str, "Keep the engine output files in this directory");
+  chk->add_option("--report", report_str, report_help + " (failing cases: the first " +
+                                              std::to_string(kReportDiagnoses) + " diagnosed)");
 
   auto* eng = app.add_subcommand(
       "engine", "Run posenc's optimized kernel on one case as an engine would; write its outputs");
@@ -891,6 +934,17 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitPass : kExitUsage;
   }
   try {
+    std::optional<ReportFile> report;
+    if (!report_str.empty()) {
+      const std::string sub = *ver ? "verify" : *dia ? "diagnose" : "check";
+      report.emplace(ReportFile{report_str, HtmlReport("posenc " + sub,
+                                                       report_command_line(argc, argv),
+                                                       *chk ? (check_profile.empty()
+                                                                   ? pipelines::profile_of(pipeline)
+                                                                   : canonical_or_usage(check_profile))
+                                                            : canonical_or_usage(profile))});
+    }
+    ReportFile* rep = report ? &*report : nullptr;
     if (!shard.empty()) parse_shard(shard, &sel.shard_index, &sel.shard_count);
     const fs::path data(data_str);
     if (*list) return cmd_list(sel, format);
@@ -919,10 +973,10 @@ int main(int argc, char** argv) {
       opt.rename = parse_maps(maps);
       opt.require_all = require_all;
       if (max_position >= 0) opt.max_position = max_position;
-      return cmd_verify(golden_args, actual_str, opt, format, verbose, by_position);
+      return cmd_verify(golden_args, actual_str, opt, format, verbose, by_position, rep);
     }
-    if (*dia) return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose);
-    if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str);
+    if (*dia) return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose, rep);
+    if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str, rep);
     if (*orc) return posenc::tools::run_oracle_command(oracle_args);
     if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format);
   } catch (const std::exception& e) {

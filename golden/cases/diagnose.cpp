@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "golden/cases/registry.hpp"
+#include "golden/cases/rope_fit.hpp"
 #include "golden/format/profiles.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
@@ -26,9 +27,11 @@ const ProfileInfo* profile_of_pipeline(const std::string& pipeline) {
 /// the budgets of `profile`. Declared alternatives are dropped: the hypothesis is the
 /// convention. Tensors the run does not produce are not judged.
 CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const TensorMap& actual,
-                         const std::string& profile) {
+                         const std::string& profile,
+                         std::optional<std::int64_t> max_position = std::nullopt) {
   VerifyOptions o;
   o.profile = profile;
+  o.max_position = max_position;
   if (POSENC_MUTANT("diagnose_judges_against_oracle")) return verify_case(lc.spec, lc.golden, actual, o);
   CaseSpec spec = lc.spec;
   TensorMap g = lc.golden;
@@ -79,6 +82,50 @@ std::string fmt_ratio(double r) {
   if (std::isinf(r)) return "inf";
   std::snprintf(buf, sizeof buf, r < 1e4 ? "%.3g" : "%.2e", r);
   return buf;
+}
+
+/// The worst judged tensor of a report and its ratio.
+std::pair<std::string, double> worst_of(const CaseReport& r) {
+  std::pair<std::string, double> w{"", -1};
+  for (const auto& t : r.tensors) {
+    if ((t.status == "PASS" || t.status == "FAIL") && t.max_ratio > w.second) {
+      w = {t.name, t.max_ratio};
+    }
+  }
+  return w;
+}
+
+/// The fitted hypotheses of a RoPE-family output (golden/cases/rope_fit.hpp): per parameter the
+/// candidate value and judging profile with the lowest residual. The best offset of +1 is the
+/// `offset` mistake already: it is returned too, and the caller attaches it as evidence.
+std::vector<Hypothesis> fitted_hypotheses(const LoadedCase& lc, const TensorMap& actual,
+                                          const std::vector<std::string>& judge_by,
+                                          bool offset_plus_one_only) {
+  std::vector<Hypothesis> best;
+  for (const auto& c : rope_fit_candidates(lc, actual, offset_plus_one_only)) {
+    for (const auto& prof : judge_by) {
+      const CaseReport r = judge_against(lc, c.run, actual, prof, c.max_position);
+      if (r.status != "PASS" && r.status != "FAIL") continue;
+      Hypothesis h = make_hypothesis("exact", prof, c.parameter);
+      h.status = r.status;
+      h.residual = r.worst_ratio();
+      h.limit = prof == "strict" ? 1 : 2;
+      h.worst_tensor = worst_of(r).first;
+      h.fit = Hypothesis::Fit{c.parameter, c.value, c.case_value,
+                              rope_fit_words(c, fmt_ratio(h.residual) + " of the " + prof +
+                                                    " budget")};
+      h.words = "has the " + lc.spec.scheme + " mistake `" + c.parameter + "`: " +
+                rope_fit_words(c, "");
+      auto it = std::find_if(best.begin(), best.end(),
+                             [&](const Hypothesis& b) { return b.mistake == c.parameter; });
+      if (it == best.end()) {
+        best.push_back(std::move(h));
+      } else if (h.residual < it->residual) {
+        *it = std::move(h);
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace
@@ -149,6 +196,44 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
     if (a.residual != b.residual) return a.residual < b.residual;
     return a.mistake.empty() && !b.mistake.empty();
   });
+  if (base.status == "FAIL" && !POSENC_MUTANT("diagnose_fits_nothing")) {
+    // Fitted hypotheses rank after every confirmed fixed one, and among the rest by residual.
+    // When a fixed hypothesis is confirmed, only a confirmed `offset` asks for its fit (d = +1,
+    // the evidence): fitting the rest would not change the answer.
+    const bool fixed_confirmed = !d.ranked.empty() && d.ranked.front().confirmed();
+    const bool offset_confirmed =
+        std::any_of(d.ranked.begin(), d.ranked.end(),
+                    [](const Hypothesis& h) { return h.mistake == "offset" && h.confirmed(); });
+    std::vector<Hypothesis> fitted;
+    if (!fixed_confirmed || offset_confirmed) {
+      fitted = fitted_hypotheses(lc, actual, judge_by, fixed_confirmed);
+    }
+    for (auto& f : fitted) {
+      if (f.mistake == "offset" && f.fit->value == "+1") {
+        bool attached = false;
+        for (auto& h : d.ranked) {
+          if (h.mistake == "offset" && h.pipeline == "exact") {
+            RopeFitCandidate c;
+            c.parameter = "offset";
+            c.value = "+1";
+            h.fit = f.fit;
+            h.fit->words = rope_fit_words(c, fmt_ratio(h.residual) + " of the " + h.profile +
+                                                 " budget");
+            h.words = f.words;
+            attached = true;
+          }
+        }
+        if (attached) continue;
+      }
+      auto at = d.ranked.begin();
+      while (at != d.ranked.end() &&
+             ((!at->fit && at->confirmed()) ||
+              (at->residual <= f.residual && (at->confirmed() || !f.confirmed())))) {
+        ++at;
+      }
+      d.ranked.insert(at, std::move(f));
+    }
+  }
   if (POSENC_MUTANT("diagnose_ranks_reversed")) std::reverse(d.ranked.begin(), d.ranked.end());
 
   std::ostringstream sum;
@@ -210,6 +295,7 @@ std::string diagnosis_text(const Diagnosis& d, bool verbose) {
                   h.mistake.empty() ? "(no mistake)" : h.mistake.c_str());
     os << buf << (h.confirmed() ? "confirmed" : "no") << (h.limit != 1 ? " (limit 2)" : "")
        << "\n";
+    if (h.fit) os << "      fitted: " << h.fit->words << "\n";
   }
   return os.str();
 }
@@ -217,10 +303,15 @@ std::string diagnosis_text(const Diagnosis& d, bool verbose) {
 nlohmann::json diagnosis_json(const Diagnosis& d) {
   nlohmann::json hs = nlohmann::json::array();
   for (const auto& h : d.ranked) {
-    hs.push_back({{"pipeline", h.pipeline}, {"profile", h.profile}, {"mistake", h.mistake},
+    nlohmann::json j = {{"pipeline", h.pipeline}, {"profile", h.profile}, {"mistake", h.mistake},
                   {"confirmed", h.confirmed()}, {"limit", h.limit},
                   {"residual", std::isinf(h.residual) ? nlohmann::json("inf") : nlohmann::json(h.residual)},
-                  {"worst_tensor", h.worst_tensor}, {"words", h.words}});
+                  {"worst_tensor", h.worst_tensor}, {"words", h.words}};
+    if (h.fit) {
+      j["fit"] = {{"parameter", h.fit->parameter}, {"value", h.fit->value},
+                  {"case_value", h.fit->case_value}, {"words", h.fit->words}};
+    }
+    hs.push_back(std::move(j));
   }
   return {{"id", d.id},
           {"scheme", d.scheme},

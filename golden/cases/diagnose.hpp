@@ -12,7 +12,14 @@
 // ties (mistakes a case cannot tell apart) are reported together. A correct engine (its output
 // passes the claimed profile) gets no diagnosis; an output no hypothesis explains is reported
 // as unexplained, with the best partial fit.
+//
+// RoPE-family cases (rope, rope_scaling) also get fitted hypotheses (golden/cases/rope_fit.hpp):
+// the position offset d, the base, a constant magnitude ratio (attention factor) and the angle
+// precision, each confirmed by judging the output against the run its fitted value gives. A
+// fitted hypothesis ranks after every confirmed fixed one (a named mistake or pipeline is the
+// better answer when both fit); the `offset` mistake carries the fitted d as its evidence.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +44,11 @@ struct Hypothesis {
   bool confirmed() const { return residual <= limit; }
   std::string worst_tensor;
   std::string words;  // one sentence
+  /// A fitted parameter (golden/cases/rope_fit.hpp): its value, the case's, the fit in words.
+  struct Fit {
+    std::string parameter, value, case_value, words;
+  };
+  std::optional<Fit> fit;
 };
 
 struct Diagnosis {

@@ -1,4 +1,5 @@
 #include "golden/verify/verify.hpp"
+#include "golden/verify/element_ratios.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -178,7 +179,7 @@ Judged judge(const TensorSpec& spec, const Tensor& act, const Tensor& want, cons
 }
 
 TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const Tensor& act,
-                          const VerifyOptions& opt) {
+                          const VerifyOptions& opt, std::vector<double>* keep_ratios = nullptr) {
   TensorReport r;
   r.name = spec.name;
   r.stage = spec.stage;
@@ -246,6 +247,14 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
       ps.n_over += over;
     }
   }
+  if (keep_ratios) {
+    *keep_ratios = best.ratio;
+    if (r.has_positions && opt.max_position) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        if (pos[j] > *opt.max_position) (*keep_ratios)[j] = std::nan("");
+      }
+    }
+  }
   r.n_nan = best.n_nan;
   r.max_ratio = worst_ratio < 0 ? 0 : worst_ratio;
   r.status = r.n_over == 0 ? "PASS" : "FAIL";
@@ -290,6 +299,10 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
 }
 
 }  // namespace
+
+std::string describe_element(const TensorSpec& spec, const TensorMap& golden, std::int64_t index) {
+  return describe(spec, golden, coords_of(spec.shape, index));
+}
 
 void check_golden_tensors(const CaseSpec& spec, const TensorMap& golden,
                           const std::string& source) {
@@ -378,10 +391,28 @@ TraceStepReport trace_step_report(const CaseSpec& spec, const TensorMap& golden,
   return tr;
 }
 
+/// verify_case, also keeping every judged element's ratio per tensor when `ratios` is given.
+CaseReport verify_case_impl(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
+                            const VerifyOptions& opt, ElementRatios* ratios);
+
 }  // namespace
 
 CaseReport verify_case(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
                        const VerifyOptions& opt) {
+  return verify_case_impl(spec, golden, actual, opt, nullptr);
+}
+
+CaseReport verify_case_with_ratios(const CaseSpec& spec, const TensorMap& golden,
+                                   const TensorMap& actual, const VerifyOptions& opt,
+                                   ElementRatios& ratios) {
+  ratios.clear();
+  return verify_case_impl(spec, golden, actual, opt, &ratios);
+}
+
+namespace {
+
+CaseReport verify_case_impl(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
+                            const VerifyOptions& opt, ElementRatios* ratios) {
   CaseReport rep;
   rep.id = spec.id;
   rep.scheme = spec.scheme;
@@ -404,7 +435,8 @@ CaseReport verify_case(const CaseSpec& spec, const TensorMap& golden, const Tens
       rep.tensors.push_back(t);
       continue;
     }
-    TensorReport t = check_tensor(spec_t, golden, it->second, opt);
+    TensorReport t = check_tensor(spec_t, golden, it->second, opt,
+                                  ratios ? &(*ratios)[spec_t.name] : nullptr);
     any_error |= t.status == "ERROR";
     any_fail |= t.status == "FAIL";
     any_nan |= t.n_nan > 0;
@@ -461,8 +493,6 @@ CaseReport verify_case(const CaseSpec& spec, const TensorMap& golden, const Tens
   }
   return rep;
 }
-
-namespace {
 
 std::string pos_text(const std::optional<std::int64_t>& p) {
   return p ? std::to_string(*p) : std::string("-");

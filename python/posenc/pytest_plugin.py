@@ -10,7 +10,8 @@ Each matching catalog case becomes a test (its id is the case id). The test retu
 ({expected name: array}) or writes them itself with case.write_outputs(posenc_out, ...) when it
 takes the `posenc_out` fixture (a fresh folder) and returns None. The outputs are checked by
 `posenc verify --format json`; a failure shows verify's worst element, its position and the
-profile. Cases whose tensors the profile does not apply to are skipped.
+profile, then `posenc diagnose`'s answer in words (which known mistake or pipeline explains the
+output, with the fitted value: "positions offset by +1"). Cases whose tensors the profile does not apply to are skipped.
 
 Enable it with the `pytest11` entry point (pip install), `-p posenc.pytest_plugin`, or
 `pytest_plugins = ["posenc.pytest_plugin"]` in a conftest. Options: --posenc-bin (else
@@ -26,7 +27,7 @@ import shutil
 import pytest
 
 from .case import find_cases, default_data_dir
-from .verify import verify, PosencError
+from .verify import verify, diagnose, PosencError
 
 _MARK = "posenc_cases"
 _settings = {"bin": None, "data": None, "profile": None}
@@ -69,6 +70,27 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("case", found, ids=[c.id for c in found])
 
 
+def _diagnosis_text(case, out, profile, binary):
+    """`posenc diagnose` of a failing case in words: the verdict, the answer, the best
+    hypotheses (with a fitted value where there is one). Never raises: a diagnosis that cannot
+    run says why."""
+    try:
+        found = [d for d in diagnose(case, out, profile=profile, posenc=binary)
+                 if d.get("id") == case.id]
+    except (PosencError, ValueError, OSError) as e:
+        return f"posenc diagnose could not run: {e}"
+    if not found:
+        return "posenc diagnose: no diagnosis for this case"
+    d = found[0]
+    lines = [f"posenc diagnose: {d['verdict']}: {d['summary']}"]
+    for i, h in enumerate(d.get("hypotheses", [])[:3]):
+        res = h["residual"]
+        res = f"{res:.3g}" if isinstance(res, (int, float)) else res
+        what = h.get("fit", {}).get("words") or h["words"]
+        lines.append(f"  {i + 1}. residual {res} ({'confirmed' if h['confirmed'] else 'no'}): {what}")
+    return "\n".join(lines)
+
+
 def cases(pattern="*", profile="strict", data_dir=None, scheme=None, result=None, posenc=None):
     """Decorator: parametrize a test over the catalog cases matching the glob `pattern` and
     verify what it returns (or writes into `posenc_out`) under `profile`."""
@@ -107,7 +129,8 @@ def cases(pattern="*", profile="strict", data_dir=None, scheme=None, result=None
                                 pytrace=False)
                 cr = res.case(case.id)
                 if not res.passed:
-                    pytest.fail(f"posenc verify --profile {prof}:\n{cr.describe()}", pytrace=False)
+                    pytest.fail(f"posenc verify --profile {prof}:\n{cr.describe()}\n"
+                                f"{_diagnosis_text(case, out, prof, binary)}", pytrace=False)
                 return None
             finally:
                 if not wants_out:

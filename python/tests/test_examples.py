@@ -46,3 +46,30 @@ def test_diagnose_names_the_off_by_one_and_the_float32_pipeline(binary, tmp_path
     d = posenc.diagnose(case, str(right), profile="strict", posenc=binary)
     assert d[0]["verdict"] == "explained" and "claim --profile fp32" in d[0]["summary"], d
     assert posenc.diagnose(case, str(right), profile="fp32", posenc=binary)[0]["verdict"] == "correct"
+
+
+def test_first_verdict_fails_strict_passes_fp32_and_fp16_angles_are_fitted(binary, tmp_path):
+    # README "First verdict in five minutes": the 25-line numpy RoPE fails strict (worst at
+    # position 16777217, where a float32 angle can be anywhere), passes fp32, and diagnose tells
+    # it to claim fp32. The float16-angle variant of wrong_ropes is fitted as float16 angles.
+    import os
+    import subprocess
+    import sys
+    import posenc
+    from conftest import HERE
+    script = os.path.join(HERE, "..", "examples", "first_verdict.py")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, script, str(out)], check=True, timeout=120)
+    case = posenc.load_case("rope_half_d128_b5e5_llama3_8b_f32")
+    strict = posenc.verify(case, str(out), profile="strict", posenc=binary)
+    assert strict.returncode == 1
+    assert "(position 16777217)" in strict.case(case.id).tensor("q_rot").worst["where"]
+    assert posenc.verify(case, str(out), profile="fp32", posenc=binary).passed
+    d = posenc.diagnose(case, str(out), profile="strict", posenc=binary)[0]
+    assert "claim --profile fp32" in d["summary"], d
+    f16 = tmp_path / "f16"
+    case.write_outputs(str(f16), numpy_rope.outputs_for(case, wrong_ropes.WRONG["fp16_angles"]))
+    d = posenc.diagnose(case, str(f16), profile="fp32", posenc=binary)[0]
+    fits = [h["fit"] for h in d["hypotheses"] if "fit" in h]
+    assert d["verdict"] == "explained" and d["hypotheses"][0].get("fit", {}).get("value") == \
+        "float16", (d["summary"], fits)

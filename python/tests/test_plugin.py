@@ -47,6 +47,8 @@ def test_plugin_in_process(pytester, binary, monkeypatch):
         "*posenc verify --profile fp32:*",
         "*rope_half_d96_r24_b1e4_neox_20b_f32: FAIL (profile fp32)*",
         "*q_rot: FAIL worst * of budget * first_fail_position=0 worst=?token 0 (position 0)*",
+        "*posenc diagnose: explained: fails fp32; the output has the rope mistake `offset`*",
+        "*positions offset by +1 (fitted d = +1 of -4..+4, residual *",
     ])
     res.stdout.fnmatch_lines(["*profile 'bf16' does not apply*"])
 

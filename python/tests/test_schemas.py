@@ -81,6 +81,9 @@ def test_diagnose_reports_follow_the_schema(binary, outputs):
                      profile)
         jsonschema.validate(r, s)
         assert r["cases"] and r["cases"][0]["verdict"] in ("correct", "explained"), r
+        if name == "offset":  # the fitted offset rides on the `offset` hypothesis
+            fits = [h["fit"] for h in r["cases"][0]["hypotheses"] if "fit" in h]
+            assert any(f["parameter"] == "offset" and f["value"] == "+1" for f in fits), r
 
 
 def test_the_schemas_reject_broken_reports(binary, outputs):
@@ -101,6 +104,15 @@ def test_the_schemas_reject_broken_reports(binary, outputs):
             jsonschema.validate(bad, s)
     d = schema("diagnose-report.schema.json")
     r = run_json(binary, "diagnose", manifest(F32), "--actual", outputs["offset"])
+    fitted = copy.deepcopy(r)
     r["cases"][0]["verdict"] = "probably fine"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(r, d)
+    for h in fitted["cases"][0]["hypotheses"]:
+        if "fit" in h:
+            h["fit"]["value"] = 1  # a number where the schema says a string
+            break
+    else:
+        pytest.fail("no fitted hypothesis in the offset diagnosis")
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(fitted, d)
