@@ -1,5 +1,5 @@
 // posenc: the command-line program. Subcommands list, show, generate, catalog, verify, check,
-// engine. Exit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.
+// engine, bench. Exit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.
 // No scheme-specific code here: schemes are reached through golden/registry.hpp.
 #include <chrono>
 #include <cstdio>
@@ -27,6 +27,7 @@
 #include "golden/cases/registry.hpp"
 #include "golden/verify/verify.hpp"
 #include "reference/common/errors.hpp"
+#include "tools/bench.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -880,6 +881,9 @@ int main(int argc, char** argv) {
                   "fp32-recurrence, bf16, f16");
   eng->add_option("--format", eng_format, "safetensors or npy");
 
+  tools::BenchOptions bench_opt;
+  auto* bench = tools::add_bench_subcommand(app, &bench_opt);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -919,6 +923,7 @@ int main(int argc, char** argv) {
     }
     if (*dia) return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose);
     if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str);
+    if (*bench) return tools::cmd_bench(bench_opt);
     if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format);
   } catch (const std::exception& e) {
     std::cerr << "posenc: error: " << e.what() << '\n';
