@@ -37,9 +37,9 @@ inline constexpr double kSinCosMaxAngle = 8.0e8;
 
 inline float exp_f32(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kC1 = 0.693359375f;        // ln 2 rounded to 9 bits: n * kC1 is exact
-  constexpr float kC2 = -2.12194440e-4f;     // ln 2 - kC1
-  constexpr float kRound = 12582912.0f;      // 1.5 * 2^23
+  constexpr float kC1 = 0.693359375f;     // ln 2 rounded to 9 bits: n * kC1 is exact
+  constexpr float kC2 = -2.12194440e-4f;  // ln 2 - kC1
+  constexpr float kRound = 12582912.0f;   // 1.5 * 2^23
   const float xc = std::min(std::max(x, -87.0f), 88.0f);
   const float n = (xc * kLog2e + kRound) - kRound;
   const float r = (xc - n * kC1) - n * kC2;

@@ -18,6 +18,7 @@
 #define EIGEN_DONT_PARALLELIZE  // threads over heads, as the attention kernel (one OpenMP level)
 #include "tools/bench.hpp"
 
+#include <omp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,14 +36,11 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <omp.h>
-
-#include <nlohmann/json.hpp>
 
 #include "optimized/alibi.hpp"
 #include "optimized/attention.hpp"
@@ -79,8 +77,8 @@ class Buffer {
     const std::int64_t m = static_cast<std::int64_t>(n);
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < m; ++i) {
-      p_[i] = static_cast<float>((static_cast<std::uint64_t>(i) * 2654435761u) % 2001) / 1000.0f -
-              1.0f;
+      p_[i] =
+          static_cast<float>((static_cast<std::uint64_t>(i) * 2654435761u) % 2001) / 1000.0f - 1.0f;
     }
   }
   ~Buffer() { std::free(p_); }
@@ -180,8 +178,8 @@ struct Context {
   const BenchOptions& o;
   int reps = 5;
   std::vector<Row> rows;
-  std::vector<PlotPoint> plot;                 // RoPE GB/s against size
-  std::map<int, double> copy_ceiling;          // GB/s per thread count (for the plot)
+  std::vector<PlotPoint> plot;         // RoPE GB/s against size
+  std::map<int, double> copy_ceiling;  // GB/s per thread count (for the plot)
   bool wants(const std::string& g) const {
     return o.kernels.empty() || std::find(o.kernels.begin(), o.kernels.end(), g) != o.kernels.end();
   }
@@ -260,8 +258,8 @@ void bench_rope(Context& cx, int threads, Stream& st) {
     int heads;
   };
   const int dim = 128;
-  const std::vector<Shape> shapes = cx.o.smoke ? std::vector<Shape>{{256, 4}}
-                                               : std::vector<Shape>{{4096, 32}, {32768, 8}};
+  const std::vector<Shape> shapes =
+      cx.o.smoke ? std::vector<Shape>{{256, 4}} : std::vector<Shape>{{4096, 32}, {32768, 8}};
   const reference::RopeParams p{dim, dim, 500000.0, reference::RopeLayout::kHalfSplit, 1.0};
   for (const Shape& sh : shapes) {
     std::vector<std::int64_t> pos(static_cast<std::size_t>(sh.tokens));
@@ -275,10 +273,9 @@ void bench_rope(Context& cx, int threads, Stream& st) {
     for (auto layout : {optimized::RopeTensorLayout::kTokensHeadsDim,
                         optimized::RopeTensorLayout::kHeadsTokensDim}) {
       const optimized::RopeShape s{sh.tokens, sh.heads, layout};
-      const std::string shape = "[" + std::to_string(sh.tokens) + "," + std::to_string(sh.heads) +
-                                ",128] " +
-                                (layout == optimized::RopeTensorLayout::kTokensHeadsDim ? "THD"
-                                                                                        : "HTD");
+      const std::string shape =
+          "[" + std::to_string(sh.tokens) + "," + std::to_string(sh.heads) + ",128] " +
+          (layout == optimized::RopeTensorLayout::kTokensHeadsDim ? "THD" : "HTD");
       for (bool in_place : {false, true}) {
         for (bool in_call : {false, true}) {
           float* qd = in_place ? q.data() : qo.data();
@@ -295,9 +292,11 @@ void bench_rope(Context& cx, int threads, Stream& st) {
             };
           }
           const double bytes = moved + (in_call ? positions : table);
-          const Measured m =
-              in_place ? interleaved(cx.reps, kernel, bytes, [&] { st.update(); }, st.bytes(8))
-                       : interleaved(cx.reps, kernel, bytes, [&] { st.copy(); }, st.bytes(8));
+          const Measured m = in_place
+                                 ? interleaved(
+                                       cx.reps, kernel, bytes, [&] { st.update(); }, st.bytes(8))
+                                 : interleaved(
+                                       cx.reps, kernel, bytes, [&] { st.copy(); }, st.bytes(8));
           Row r;
           r.group = "rope";
           r.name = "rope q+k " + shape + (in_place ? " in place" : " out of place") +
@@ -334,7 +333,8 @@ void bench_rope_sizes(Context& cx, int threads) {
     const std::size_t n = static_cast<std::size_t>(t) * 8 * 128;
     Buffer q(n), k(n), qo(n), ko(n);
     const optimized::RopeShape s{t, 8, optimized::RopeTensorLayout::kTokensHeadsDim};
-    const double bytes = 4.0 * static_cast<double>(n) * sizeof(float) + 8.0 * static_cast<double>(t);
+    const double bytes =
+        4.0 * static_cast<double>(n) * sizeof(float) + 8.0 * static_cast<double>(t);
     // Enough calls per timing to last about 20 ms at 30 GB/s.
     const int calls = static_cast<int>(std::max(1.0, 6e8 / bytes));
     auto kernel = [&] {
@@ -363,12 +363,13 @@ void bench_attention(Context& cx, int threads) {
     k.data()[i] *= 0.5f;
   }
   Gemm gemm(heads, t, d);
-  const reference::AttentionParams ap{heads, heads, d, d,
-                                      reference::AttentionScale::kInvSqrtHeadDim, 1.0, false, 0, 0};
+  const reference::AttentionParams ap{
+      heads, heads, d, d, reference::AttentionScale::kInvSqrtHeadDim, 1.0, false, 0, 0};
   const double full = 4.0 * heads * static_cast<double>(t) * t * d;
 
   std::vector<float> t5_table(32 * static_cast<std::size_t>(heads));
-  for (std::size_t i = 0; i < t5_table.size(); ++i) t5_table[i] = 0.01f * static_cast<float>(i % 17);
+  for (std::size_t i = 0; i < t5_table.size(); ++i)
+    t5_table[i] = 0.01f * static_cast<float>(i % 17);
   const reference::ShawParams shaw{16};
   std::vector<float> rel_k(static_cast<std::size_t>(2 * 16 + 1) * d, 0.01f), rel_v = rel_k;
   reference::TransformerXlParams txl;
@@ -410,28 +411,36 @@ void bench_attention(Context& cx, int threads) {
     std::int64_t t;
   };
   const std::vector<Kernel> kernels = {
-      {"attention plain (NoPE)", [&] { optimized::attention_forward(ap, {}, t, t, q.cs(), k.cs(), v.cs(), out.s()); }, full, t},
-      {"attention + ALiBi", [&] {
+      {"attention plain (NoPE)",
+       [&] { optimized::attention_forward(ap, {}, t, t, q.cs(), k.cs(), v.cs(), out.s()); }, full,
+       t},
+      {"attention + ALiBi",
+       [&] {
          optimized::alibi_attention_forward({heads, reference::AlibiForm::kPaper}, ap, {}, t, t,
                                             q.cs(), k.cs(), v.cs(), out.s());
-       }, full, t},
-      {"attention + T5 bias", [&] {
+       },
+       full, t},
+      {"attention + T5 bias",
+       [&] {
          optimized::t5_bias_forward({32, 128, true, heads}, ap, t, t, t5_table, q.cs(), k.cs(),
                                     v.cs(), out.s());
-       }, full, t},
-      {"attention + Shaw (K 16)", [&] {
+       },
+       full, t},
+      {"attention + Shaw (K 16)",
+       [&] {
          optimized::shaw_forward(shaw, ap, {}, t, t, rel_k, rel_v, q.cs(), k.cs(), v.cs(), out.s());
-       }, full, t},
-      {"attention + Transformer-XL (causal)", [&] {
-         optimized::transformer_xl_forward(txl, th, th, qh, kh, vh, rwb, rrb, r_net, oh);
-       }, causal_h, th},
-      {"attention + DeBERTa (c2p+p2c)", [&] {
-         optimized::deberta_forward(db, ap, {}, th, th, w, qh, kh, vh, oh);
-       }, full_h, th},
+       },
+       full, t},
+      {"attention + Transformer-XL (causal)",
+       [&] { optimized::transformer_xl_forward(txl, th, th, qh, kh, vh, rwb, rrb, r_net, oh); },
+       causal_h, th},
+      {"attention + DeBERTa (c2p+p2c)",
+       [&] { optimized::deberta_forward(db, ap, {}, th, th, w, qh, kh, vh, oh); }, full_h, th},
   };
   for (const Kernel& kr : kernels) {
     Gemm& g = kr.t == t ? gemm : gemm_h;
-    const Measured m = interleaved(cx.reps, kr.fn, kr.flops, [&] { g.run(); }, g.flops());
+    const Measured m = interleaved(
+        cx.reps, kr.fn, kr.flops, [&] { g.run(); }, g.flops());
     Row r;
     r.group = "attention";
     r.name = kr.name + " T=" + std::to_string(kr.t) + " H=" + std::to_string(heads) + " d=128";
@@ -443,7 +452,7 @@ void bench_attention(Context& cx, int threads) {
     r.ratio = m.ratio;
     r.has_ratio = true;
     r.counts = kr.flops == causal_h ? "4 H T(T+1)/2 d (causal half of QK^T and PV)"
-                                  : "4 H T^2 d (QK^T and PV)";
+                                    : "4 H T^2 d (QK^T and PV)";
     r.target = ">= 0.6";
     r.target_value = 0.6;
     cx.rows.push_back(r);
@@ -576,7 +585,8 @@ void bench_verify(Context& cx) {
     actual_bytes += fs::file_size(actual / (id + ".safetensors"));
   }
   const ChildRun ver = run_self({"verify", data.string(), "--actual", actual.string()});
-  if (ver.status != 0) throw std::runtime_error("bench: verify exited with " + std::to_string(ver.status));
+  if (ver.status != 0)
+    throw std::runtime_error("bench: verify exited with " + std::to_string(ver.status));
   Row r;
   r.group = "verify";
   r.name = "verify " + std::to_string(manifests.size()) + " case(s), " +
@@ -600,8 +610,8 @@ std::vector<int> parse_threads(const std::string& s) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < 1 || v > 256) {
-      throw std::invalid_argument("bench: --threads must be a comma list of counts in 1..256 (got \"" +
-                                  s + "\")");
+      throw std::invalid_argument(
+          "bench: --threads must be a comma list of counts in 1..256 (got \"" + s + "\")");
     }
     out.push_back(static_cast<int>(v));
   }
@@ -611,20 +621,23 @@ std::vector<int> parse_threads(const std::string& s) {
 
 void print_text(const Context& cx, const std::vector<int>& threads, const std::string& load0,
                 const std::string& load1, double total) {
-  std::printf("posenc bench: median of %d interleaved repetitions (kernel, ceiling, kernel, ...)%s\n",
-              cx.reps, cx.o.smoke ? ", SMOKE sizes (not representative)" : "");
+  std::printf(
+      "posenc bench: median of %d interleaved repetitions (kernel, ceiling, kernel, ...)%s\n",
+      cx.reps, cx.o.smoke ? ", SMOKE sizes (not representative)" : "");
   std::printf("load average (/proc/loadavg) at start: %s, at end: %s; %d cores\n", load0.c_str(),
               load1.c_str(), omp_get_num_procs());
-  std::printf("ceilings: copy b=a 8 B/elem, triad a=b+s*c 12 B/elem, update a=s*a 8 B/elem "
-              "(%zu MiB float arrays, aligned, pre-faulted; write-allocate not counted); "
-              "gemm = Eigen fp32 S=QK^T, O=SV per head\n",
-              (cx.o.smoke ? kSmokeStreamBytes : kStreamBytes) >> 20);
+  std::printf(
+      "ceilings: copy b=a 8 B/elem, triad a=b+s*c 12 B/elem, update a=s*a 8 B/elem "
+      "(%zu MiB float arrays, aligned, pre-faulted; write-allocate not counted); "
+      "gemm = Eigen fp32 S=QK^T, O=SV per head\n",
+      (cx.o.smoke ? kSmokeStreamBytes : kStreamBytes) >> 20);
   std::printf("\n%-62s %3s %10s %-8s %9s %14s %7s\n", "kernel", "thr", "rate", "unit", "ceiling",
               "ratio", "target");
   for (const Row& r : cx.rows) {
     const std::string ceil = r.has_ratio ? r.ceiling + " " + num(r.ceiling_value) : "";
-    std::printf("%-62s %3d %10s %-8s %9s %14s %7s\n", r.name.c_str(), r.threads, num(r.value).c_str(),
-                r.unit.c_str(), ceil.c_str(), ratio_text(r).c_str(), r.target.c_str());
+    std::printf("%-62s %3d %10s %-8s %9s %14s %7s\n", r.name.c_str(), r.threads,
+                num(r.value).c_str(), r.unit.c_str(), ceil.c_str(), ratio_text(r).c_str(),
+                r.target.c_str());
   }
   std::printf("\nbytes/FLOPs counted:\n");
   std::map<std::string, std::string> seen;
@@ -653,10 +666,12 @@ json to_json(const Context& cx, const std::string& load0, const std::string& loa
     rows.push_back(j);
   }
   json plot = json::array();
-  for (const auto& p : cx.plot) plot.push_back({{"threads", p.threads}, {"bytes", p.bytes}, {"gbs", p.gbs}});
-  return {{"repetitions", cx.reps}, {"smoke", cx.o.smoke}, {"load_average_start", load0},
-          {"load_average_end", load1}, {"cores", omp_get_num_procs()}, {"rows", rows},
-          {"rope_sizes", plot}, {"total_seconds", total}};
+  for (const auto& p : cx.plot)
+    plot.push_back({{"threads", p.threads}, {"bytes", p.bytes}, {"gbs", p.gbs}});
+  return {{"repetitions", cx.reps},       {"smoke", cx.o.smoke},
+          {"load_average_start", load0},  {"load_average_end", load1},
+          {"cores", omp_get_num_procs()}, {"rows", rows},
+          {"rope_sizes", plot},           {"total_seconds", total}};
 }
 
 /// Hand-written SVG: RoPE GB/s against bytes moved (log2 axis), one line per thread count,
@@ -673,14 +688,17 @@ void write_plot(const Context& cx, const fs::path& file) {
   for (const auto& [th, c] : cx.copy_ceiling) ymax = std::max(ymax, c);
   ymax = std::ceil(ymax / 10.0) * 10.0;
   if (bmin >= bmax) bmax = bmin * 2;
-  const double lx0 = std::log2(static_cast<double>(bmin)), lx1 = std::log2(static_cast<double>(bmax));
+  const double lx0 = std::log2(static_cast<double>(bmin)),
+               lx1 = std::log2(static_cast<double>(bmax));
   auto X = [&](double bytes) { return l + (std::log2(bytes) - lx0) / (lx1 - lx0) * (w - l - r); };
   auto Y = [&](double g) { return h - b - g / ymax * (h - t - b); };
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
   std::ostringstream s;
   s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h
-    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  s << "<text x='" << l << "' y='22' font-size='14'>RoPE q+k, table in call, [T, 8, 128] out of "
+    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
+       "fill='white'/>\n";
+  s << "<text x='" << l
+    << "' y='22' font-size='14'>RoPE q+k, table in call, [T, 8, 128] out of "
        "place: GB/s against bytes moved per call</text>\n";
   s << "<line x1='" << l << "' y1='" << h - b << "' x2='" << w - r << "' y2='" << h - b
     << "' stroke='black'/>\n<line x1='" << l << "' y1='" << t << "' x2='" << l << "' y2='" << h - b
@@ -695,8 +713,8 @@ void write_plot(const Context& cx, const fs::path& file) {
     const double mib = by / (1 << 20);
     std::string label = mib >= 1 ? num(mib) + " MiB" : num(by / 1024) + " KiB";
     s << "<line x1='" << X(by) << "' y1='" << h - b << "' x2='" << X(by) << "' y2='" << h - b + 4
-      << "' stroke='black'/><text x='" << X(by) << "' y='" << h - b + 18 << "' text-anchor='middle'>"
-      << label << "</text>\n";
+      << "' stroke='black'/><text x='" << X(by) << "' y='" << h - b + 18
+      << "' text-anchor='middle'>" << label << "</text>\n";
   }
   s << "<text x='" << (l + w - r) / 2 << "' y='" << h - 20
     << "' text-anchor='middle'>bytes counted per call (q, k read and written; log scale)</text>\n";
@@ -790,10 +808,10 @@ int cmd_bench(const BenchOptions& o) {
       Eigen::setNbThreads(1);  // GEMMs run one per thread (threads over heads)
       progress("ceilings, " + std::to_string(th) + " thread(s)");
       Stream st(stream_n);
-      const Measured copy = interleaved(cx.reps, [&] { st.copy(); }, st.bytes(8),
-                                        [&] { st.update(); }, st.bytes(8));
-      const Measured triad = interleaved(cx.reps, [&] { st.triad(); }, st.bytes(12),
-                                         [&] { st.copy(); }, st.bytes(8));
+      const Measured copy = interleaved(
+          cx.reps, [&] { st.copy(); }, st.bytes(8), [&] { st.update(); }, st.bytes(8));
+      const Measured triad = interleaved(
+          cx.reps, [&] { st.triad(); }, st.bytes(12), [&] { st.copy(); }, st.bytes(8));
       cx.copy_ceiling[th] = copy.rate / 1e9;
       for (const auto& [name, rate, counts] :
            {std::tuple{"ceiling copy b=a", copy.rate, "8 B/element"},

@@ -1,20 +1,19 @@
 // `posenc bench`: the optimized kernels' speed as ratios to ceilings measured in the same run
 // (README "Performance"). Not a test: nothing here passes or fails on a number.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace posenc::tools {
 
 struct BenchOptions {
-  std::string threads = "1,2";  // comma list of OpenMP thread counts
-  std::string format = "text";  // text or json
-  bool smoke = false;           // tiny sizes, one repetition, no catalog or 1 GB runs
+  std::string threads = "1,2";       // comma list of OpenMP thread counts
+  std::string format = "text";       // text or json
+  bool smoke = false;                // tiny sizes, one repetition, no catalog or 1 GB runs
   std::vector<std::string> kernels;  // groups to run (empty: all)
-  std::string plot;             // SVG file to write (empty: none)
-  int repeat = 0;               // repetitions per row (0: 5, or 1 with --smoke)
+  std::string plot;                  // SVG file to write (empty: none)
+  int repeat = 0;                    // repetitions per row (0: 5, or 1 with --smoke)
 };
 
 /// Registers the `bench` subcommand and its options on `app`.
