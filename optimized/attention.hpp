@@ -8,7 +8,11 @@
 //                   |o - o*| <= kAttentionMaxError * eps_f32 * (A_ic + B_ic)
 //                 the bound is empirical (measured with margin over random shapes up to
 //                 Tq, Tk <= 300, d <= 128; see README), not a worst-case proof: a float dot
-//                 product of d terms can in the worst case err by d/2 eps
+//                 product of d terms can in the worst case err by d/2 eps. The weights come
+//                 from exp_f32 (relative error <= kExpF32MaxError = 2 eps_f32 per weight,
+//                 optimized/fast_math.hpp): weights off by relative delta move o_ic by at
+//                 most delta * sum_j p_ij |v_jc - o_ic| <= 2 delta A_ic = 4 eps * A_ic over a
+//                 correctly rounded exp, inside the 16 (the properties pass with it)
 //   valid range:  any Tq, Tk >= 0; scores must stay finite in float
 //   layout:       q [Tq, H, d], k [Tk, Hkv, d], v [Tk, Hkv, dv], out [Tq, H, dv], row-major;
 //                 out must not alias the inputs

@@ -6,6 +6,7 @@
 // and the rotation adds two products and a sum: the 2 eps_f32 bound of the contract.
 #include "optimized/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <string>
 
+#include "optimized/fast_math.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -26,15 +28,26 @@ struct Mutants {  // resolved once per call; all false outside the mutant test b
 };
 
 template <class T>
+void check_shape(const char* fn, const char* name, const RopeParams& p, const char* owner,
+                 std::size_t n_positions, RopeShape s, span<const T> x, span<T> y);
+
+template <class T>
 void check_tensor(const char* fn, const char* name, const RopeParams& p, const RopeCache& cache,
                   RopeShape s, span<const T> x, span<T> y) {
   if (cache.n_pairs != p.rotary_dim / 2) {
     throw_invalid(fn, "cache built for rotary_dim/2 = " + std::to_string(p.rotary_dim / 2) +
                           " pairs has n_pairs", cache.n_pairs);
   }
-  if (s.n_tokens != static_cast<std::int64_t>(cache.positions.size())) {
-    throw_invalid(fn, std::string(name) + ".n_tokens must equal the cache's " +
-                          std::to_string(cache.positions.size()) + " positions", s.n_tokens);
+  check_shape<T>(fn, name, p, "the cache's", cache.positions.size(), s, x, y);
+}
+
+/// Shape, size and aliasing of one tensor and its output; `owner` names whose positions.
+template <class T>
+void check_shape(const char* fn, const char* name, const RopeParams& p, const char* owner,
+                 std::size_t n_positions, RopeShape s, span<const T> x, span<T> y) {
+  if (s.n_tokens != static_cast<std::int64_t>(n_positions)) {
+    throw_invalid(fn, std::string(name) + ".n_tokens must equal " + owner + " " +
+                          std::to_string(n_positions) + " positions", s.n_tokens);
   }
   if (s.n_heads <= 0) throw_invalid(fn, std::string(name) + ".n_heads must be positive", s.n_heads);
   const std::size_t n = static_cast<std::size_t>(s.n_tokens) * s.n_heads * p.head_dim;
@@ -141,7 +154,107 @@ void apply_impl(const char* fn, const RopeParams& p, const RopeCache& cache, Rop
   }
 }
 
+/// theta_i = base^(-2i/d) in long double, rounded once to double (see rope_cache_init).
+void default_inv_freq(const RopeParams& p, double* out) {
+  const long double base = p.base;
+  for (int i = 0; i < p.rotary_dim / 2; ++i) {
+    out[i] = static_cast<double>(std::pow(base, -static_cast<long double>(2 * i) / p.rotary_dim));
+  }
+}
+
+/// cos and sin (times `factor`, rounded to float) of positions[t0 .. t0 + nt) for all pairs,
+/// into c and s as [nt, np].
+void block_table(const std::int64_t* positions, int nt, int np, const double* inv_freq,
+                 double factor, float* c, float* s) {
+  for (int t = 0; t < nt; ++t) {
+    const double m = static_cast<double>(positions[t]);
+    float* ct = c + static_cast<std::size_t>(t) * np;
+    float* st = s + static_cast<std::size_t>(t) * np;
+#pragma omp simd
+    for (int i = 0; i < np; ++i) {
+      double sv, cv;
+      sincos_f64(m * inv_freq[i], &sv, &cv);
+      ct[i] = static_cast<float>(factor * cv);
+      st[i] = static_cast<float>(factor * sv);
+    }
+  }
+}
+
 }  // namespace
+
+void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> positions,
+                             span<const double> inv_freq, double attention_factor,
+                             RopeShape qs, span<const float> q, span<float> q_out,
+                             RopeShape ks, span<const float> k, span<float> k_out) {
+  constexpr const char* fn = "rope_apply_qk_positions";
+  reference::rope_check(p, fn);
+  const int np = p.rotary_dim / 2;
+  check_shape<float>(fn, "q", p, "the", positions.size(), qs, q, q_out);
+  const bool has_k = ks.n_heads != 0 || !k.empty();
+  if (has_k) check_shape<float>(fn, "k", p, "the", positions.size(), ks, k, k_out);
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    if (positions[t] > kRopeMaxPosition || positions[t] < -kRopeMaxPosition) {
+      throw_invalid(fn, "positions[" + std::to_string(t) + "] must satisfy |m| <= 2^28",
+                    positions[t]);
+    }
+  }
+  std::vector<double> freq(static_cast<std::size_t>(np));
+  if (inv_freq.empty()) {
+    default_inv_freq(p, freq.data());
+  } else {
+    if (inv_freq.size() != freq.size()) {
+      throw_invalid(fn, "inv_freq must have rotary_dim/2 = " + std::to_string(np) + " entries",
+                    inv_freq.size());
+    }
+    for (std::size_t i = 0; i < freq.size(); ++i) {
+      // <= 2 keeps |phi| <= 2^29 < kSinCosMaxAngle, where sincos_f64 keeps its bound.
+      if (!(inv_freq[i] > 0.0 && inv_freq[i] <= 2.0)) {
+        throw_invalid(fn, "inv_freq[" + std::to_string(i) + "] must be in (0, 2]", inv_freq[i]);
+      }
+      freq[i] = inv_freq[i];
+    }
+  }
+  if (attention_factor <= 0.0) attention_factor = p.attention_factor;
+  if (!std::isfinite(attention_factor)) {
+    throw_invalid(fn, "attention_factor must be finite", attention_factor);
+  }
+  const std::int64_t n_tok = static_cast<std::int64_t>(positions.size());
+  const std::int64_t n_blocks = (n_tok + kRopeTokenBlock - 1) / kRopeTokenBlock;
+  const int h = p.head_dim;
+  const int d = p.rotary_dim;
+  const bool interleaved = p.layout == RopeLayout::kInterleaved;
+  const Mutants mut;
+#pragma omp parallel
+  {
+    std::vector<float> ct(static_cast<std::size_t>(kRopeTokenBlock) * np);
+    std::vector<float> st(ct.size());
+#pragma omp for schedule(static)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      const std::int64_t t0 = b * kRopeTokenBlock;
+      const int nt = static_cast<int>(std::min<std::int64_t>(kRopeTokenBlock, n_tok - t0));
+      block_table(positions.data() + t0, nt, np, freq.data(), attention_factor, ct.data(),
+                  st.data());
+      for (int which = 0; which < (has_k ? 2 : 1); ++which) {
+        const RopeShape& s = which == 0 ? qs : ks;
+        const float* x = which == 0 ? q.data() : k.data();
+        float* y = which == 0 ? q_out.data() : k_out.data();
+        // Rows in memory order: token-major rows of a block are contiguous; head-major rows
+        // are a contiguous run of nt rows per head.
+        const bool thd = s.layout == RopeTensorLayout::kTokensHeadsDim;
+        for (int outer = 0; outer < (thd ? nt : s.n_heads); ++outer) {
+          for (int inner = 0; inner < (thd ? s.n_heads : nt); ++inner) {
+            const int t = thd ? outer : inner;
+            const int hh = thd ? inner : outer;
+            const std::int64_t row = thd ? (t0 + t) * s.n_heads + hh : hh * n_tok + t0 + t;
+            rotate_row<float>(h, d, interleaved, mut, ct.data() + static_cast<std::size_t>(t) * np,
+                              st.data() + static_cast<std::size_t>(t) * np, x + row * h,
+                              y + row * h);
+          }
+        }
+      }
+    }
+  }
+}
 
 RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> positions,
                           span<const double> inv_freq, double attention_factor) {

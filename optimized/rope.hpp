@@ -74,4 +74,28 @@ void rope_apply_qk(const RopeParams& p, const RopeCache& cache, RopeShape q_shap
                    span<const double> q, span<double> q_out, RopeShape k_shape,
                    span<const double> k, span<double> k_out);
 
+/// Tokens per block of rope_apply_qk_positions: the cos/sin of a block are built, then used by
+/// every head of q and k while they are in L1 (16 tokens x 64 pairs x 2 x 4 bytes = 8 KiB).
+inline constexpr int kRopeTokenBlock = 16;
+
+/// q and k rotated with the cos/sin table built inside the call from the positions, a token
+/// block at a time (what engines do: no table in memory between calls).
+///   positions:  n_tokens values, |m| <= kRopeMaxPosition
+///   inv_freq:   empty = the default base^(-2i/d) (long double pow, rounded once); else
+///               rotary_dim/2 finite values in (0, 2] (the scaling schemes' hook)
+///   attention_factor <= 0 means p.attention_factor
+/// Numerics: phi = m * theta_i in double (as rope_cache_init), sin and cos by sincos_f64
+/// (optimized/fast_math.hpp: absolute error <= 2^-50, vectorised by `omp simd`, where
+/// rope_cache_init calls glibc), times the factor, rounded once to float. The table entries are
+/// then within 0.5 ulp + 2^-50 of the exact values, as the cache's are, so the float contract
+/// above holds unchanged: |y - y*| <= kRopeMaxError * eps_f32 * a * (|x_a| + |x_b|). The bits
+/// can differ from rope_apply_qk with a cache in the rare element whose cos or sin lies within
+/// 2^-50 of a rounding boundary of float.
+/// Threading: OpenMP over token blocks (schedule static); each token's table and rows are
+/// computed by the same instructions whatever the thread count (identical bits).
+void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> positions,
+                             span<const double> inv_freq, double attention_factor,
+                             RopeShape q_shape, span<const float> q, span<float> q_out,
+                             RopeShape k_shape, span<const float> k, span<float> k_out);
+
 }  // namespace posenc::optimized

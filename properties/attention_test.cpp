@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "optimized/attention.hpp"
+#include "optimized/fast_math.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
 #include "properties/golden_checks.hpp"
@@ -279,6 +281,32 @@ RC_GTEST_PROP(AttentionOptimized, ProbabilitiesMatchOracle, ()) {
 // ---- golden --------------------------------------------------------------------------------------
 
 // First: it stops at the first stale case, which also ends a generator mutant run quickly.
+// exp_f32 (optimized/fast_math.hpp), the kernel's exponential: relative error against exp in
+// double over 2^22 evenly spaced points of [-87, 88] and the powers of two, and 0 below -87.
+TEST(AttentionOptimized, FastExpWithinItsBound) {
+  double worst = 0, worst_x = 0;
+  auto check = [&](float x) {
+    const double want = std::exp(static_cast<double>(x));
+    const double err = std::fabs(static_cast<double>(optimized::exp_f32(x)) - want) / want / 0x1p-23;
+    if (err > worst) {
+      worst = err;
+      worst_x = x;
+    }
+  };
+  constexpr int kN = 1 << 22;
+  for (int i = 0; i <= kN; ++i) check(-87.0f + 175.0f * static_cast<float>(i) / kN);
+  for (int e = -30; e <= 6; ++e) {
+    check(std::ldexp(1.0f, e));
+    check(-std::ldexp(1.0f, e));
+  }
+  std::printf("exp_f32 max relative error %.3f eps_f32 (at x = %.6g), bound %.1f\n", worst, worst_x,
+              optimized::kExpF32MaxError);
+  EXPECT_LE(worst, optimized::kExpF32MaxError) << "at x = " << worst_x;
+  EXPECT_EQ(optimized::exp_f32(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(optimized::exp_f32(-87.5f), 0.0f);
+  EXPECT_EQ(optimized::exp_f32(0.0f), 1.0f);
+}
+
 TEST(AttentionGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("attention", 8); }
 TEST(AttentionGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("attention"); }
 TEST(AttentionGolden, EngineMistakesAreCaught) {

@@ -1,5 +1,5 @@
 // posenc: the command-line program. Subcommands list, show, generate, catalog, verify, check,
-// engine. Exit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.
+// engine, bench. Exit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.
 // No scheme-specific code here: schemes are reached through golden/registry.hpp.
 #include <chrono>
 #include <cstdio>
@@ -29,6 +29,7 @@
 #include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
 #include "tools/posenc_oracle.hpp"
+#include "tools/bench.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -926,6 +927,8 @@ int main(int argc, char** argv) {
 
   posenc::tools::OracleArgs oracle_args;
   auto* orc = posenc::tools::add_oracle_command(app, &oracle_args);
+  tools::BenchOptions bench_opt;
+  auto* bench = tools::add_bench_subcommand(app, &bench_opt);
 
   try {
     app.parse(argc, argv);
@@ -978,6 +981,7 @@ int main(int argc, char** argv) {
     if (*dia) return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose, rep);
     if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str, rep);
     if (*orc) return posenc::tools::run_oracle_command(oracle_args);
+    if (*bench) return tools::cmd_bench(bench_opt);
     if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format);
   } catch (const std::exception& e) {
     std::cerr << "posenc: error: " << e.what() << '\n';
