@@ -457,7 +457,7 @@ TEST(RopeOptimizedPositions, MatchesOracleWithinBound) {
 // The hard positions of the golden cases (bf16 / f16 / f32 representability edges, 2^k - 1,
 // angles near a multiple of pi/2) up to 2^24, and 2^24 itself, at llama-3 (half split, base
 // 5e5) and interleaved base 1e4 parameters, through the vectorised sin/cos of the kernel.
-TEST(RopeOptimizedPositions, HardPositionsWithinBound) {
+TEST(RopeOptimizedPositions, HardPositionsWithinOracleBound) {
   std::vector<std::int64_t> pos = golden::near_half_pi_positions(std::int64_t{1} << 24, 24);
   for (const auto& h : golden::hard_positions()) {
     if (h.m <= (std::int64_t{1} << 24)) pos.push_back(h.m);
