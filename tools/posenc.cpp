@@ -109,7 +109,9 @@ std::vector<GoldenArg> expand_golden(const std::vector<std::string>& args) {
     } else if (fs::is_regular_file(p)) {
       out.push_back({p, std::nullopt, {}});
     } else {
-      require_regular_file(p);  // "is a FIFO, not a regular file" rather than "no such"
+      if (const std::string kind = special_file_kind(p); !kind.empty()) {
+        throw UsageError(a + ": is " + kind + ", not a regular file");  // not "no such"
+      }
       throw UsageError(a + ": no such golden manifest or directory");
     }
   }
@@ -153,7 +155,9 @@ std::optional<TensorMap> actual_for(const fs::path& actual, const std::string& i
     return read_actual_file(actual);
   }
   if (!fs::is_directory(actual)) {
-    require_regular_file(actual);  // a FIFO or a device is named as such
+    if (const std::string kind = special_file_kind(actual); !kind.empty()) {
+      throw UsageError("--actual " + actual.string() + ": is " + kind + ", not a regular file");
+    }
     throw UsageError("--actual " + actual.string() + ": no such file or directory");
   }
   if (fs::exists(actual / (id + ".safetensors"))) {
