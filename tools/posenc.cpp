@@ -23,7 +23,9 @@
 #include "golden/cases/diagnose.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/format/profiles.hpp"
+#include "golden/format/dir_lock.hpp"
 #include "golden/format/format.hpp"
+#include "golden/format/limits.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/verify/verify.hpp"
 #include "tools/posenc_report.hpp"
@@ -63,6 +65,9 @@ std::string canonical_or_usage(const std::string& p) {
 /// Resolves a case argument: a manifest path, or a case id looked up in the data directory.
 fs::path manifest_for(const std::string& arg, const fs::path& data) {
   if (fs::is_regular_file(arg)) return arg;
+  if (const std::string kind = special_file_kind(arg); !kind.empty() && kind != "a directory") {
+    throw UsageError(arg + ": is " + kind + ", not a regular file");
+  }
   for (const auto& e : catalog_read(data)) {
     if (e.id == arg) return data / e.manifest;
   }
@@ -107,6 +112,9 @@ std::vector<GoldenArg> expand_golden(const std::vector<std::string>& args) {
     } else if (fs::is_regular_file(p)) {
       out.push_back({p, std::nullopt, {}});
     } else {
+      if (const std::string kind = special_file_kind(p); !kind.empty()) {
+        throw UsageError(a + ": is " + kind + ", not a regular file");  // not "no such"
+      }
       throw UsageError(a + ": no such golden manifest or directory");
     }
   }
@@ -126,7 +134,8 @@ TensorMap read_actual_dir(const fs::path& d) {
   TensorMap m;
   std::vector<fs::path> files;
   for (const auto& f : fs::directory_iterator(d)) {
-    if (f.is_regular_file() && (f.path().extension() == ".npy" || f.path().extension() == ".safetensors")) {
+    // Not only regular files: a FIFO or device named like an output is refused by the reader.
+    if (!f.is_directory() && (f.path().extension() == ".npy" || f.path().extension() == ".safetensors")) {
       files.push_back(f.path());
     }
   }
@@ -148,8 +157,13 @@ std::optional<TensorMap> actual_for(const fs::path& actual, const std::string& i
     }
     return read_actual_file(actual);
   }
-  if (!fs::is_directory(actual)) throw UsageError("--actual " + actual.string() + ": no such file or directory");
-  if (fs::is_regular_file(actual / (id + ".safetensors"))) {
+  if (!fs::is_directory(actual)) {
+    if (const std::string kind = special_file_kind(actual); !kind.empty()) {
+      throw UsageError("--actual " + actual.string() + ": is " + kind + ", not a regular file");
+    }
+    throw UsageError("--actual " + actual.string() + ": no such file or directory");
+  }
+  if (fs::exists(actual / (id + ".safetensors"))) {
     return read_actual_file(actual / (id + ".safetensors"));
   }
   if (fs::is_directory(actual / id)) return read_actual_dir(actual / id);
@@ -381,10 +395,10 @@ void write_catalog_from_files(const fs::path& out) {
     e.manifest = scheme + "/" + id + ".json";
     e.tensors = scheme + "/" + id + ".safetensors";
     if (!fs::is_regular_file(out / e.manifest) || !fs::is_regular_file(out / e.tensors)) return;
-    const auto mb = read_file(out / e.manifest);
-    e.manifest_sha256 = sha256_hex(mb);
-    e.tensors_sha256 = sha256_hex(read_file(out / e.tensors));
-    e.result = json::parse(mb.begin(), mb.end()).value("result", std::string("valid"));
+    e.manifest_sha256 = sha256_file(out / e.manifest);
+    e.tensors_sha256 = sha256_file(out / e.tensors);
+    const json m = read_json_file(out / e.manifest);
+    e.result = m.is_object() ? m.value("result", std::string("valid")) : "valid";
     listed.insert(e.manifest);
     entries.push_back(e);
   };
@@ -408,6 +422,11 @@ void write_catalog_from_files(const fs::path& out) {
 int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog) {
   const auto cases = select_cases(sel);
   if (cases.empty()) throw UsageError("no case matches the selection (try `posenc list`)");
+  // Shards that only add files share the folder; a run that sweeps stale files or writes the
+  // catalog has it alone (golden/format/dir_lock.hpp).
+  const bool sweeps = sel.case_regex.empty() && sel.shard_count == 1;
+  const DirectoryLock lock(out, no_catalog && !sweeps ? DirectoryLock::Mode::kShared
+                                                      : DirectoryLock::Mode::kExclusive);
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -445,6 +464,12 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog)
 std::vector<std::int64_t> parse_positions(const std::string& text) {
   std::vector<std::int64_t> v;
   auto number = [&](const std::string& tok, const std::string& entry) {
+    if (!entry.empty() && entry[0] == '-') {
+      throw UsageError("--positions: \"" + entry + "\" is negative (positions are >= 0)");
+    }
+    if (tok.size() > 12 && tok.find_first_not_of("0123456789") == std::string::npos) {
+      throw UsageError("--positions: position " + tok + " is out of range (at most 2^28 = 268435456)");
+    }
     if (tok.empty() || tok.size() > 12 || tok.find_first_not_of("0123456789") != std::string::npos) {
       throw UsageError("--positions: bad entry \"" + entry +
                        "\" (want N or A-B with 0 <= A <= B, comma-separated)");
@@ -481,6 +506,7 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   const ConfigCases cc = cases_for_config(config, pos, t);
   std::fprintf(stderr, "config %s\n  %s\n", config.c_str(), cc.model.c_str());
   for (const auto& n : cc.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
+  const DirectoryLock lock(out, DirectoryLock::Mode::kExclusive);
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < cc.cases.size(); ++i) {
@@ -804,6 +830,7 @@ int main(int argc, char** argv) {
       "  posenc verify golden/data --actual OUT_DIR   check an engine's outputs\n"
       "  posenc generate --config config.json --out DIR   golden cases for your own model"};
   app.require_subcommand(1);
+  app.footer(input_limits_help());
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
 
   std::string data_str = default_data_dir().string();
@@ -967,6 +994,8 @@ int main(int argc, char** argv) {
     }
     if (*gen) return cmd_generate(sel, out_str, no_catalog);
     if (*cat) {
+      if (!fs::is_directory(data)) throw UsageError("catalog --data " + data.string() + ": no such directory");
+      const DirectoryLock lock(data, DirectoryLock::Mode::kExclusive);
       write_catalog_from_files(data);
       return kExitPass;
     }

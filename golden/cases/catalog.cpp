@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -64,13 +65,7 @@ std::string catalog_text(const std::vector<CatalogEntry>& entries) {
 
 std::vector<CatalogEntry> catalog_read(const fs::path& dir) {
   const fs::path path = dir / "catalog.json";
-  const auto bytes = read_file(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw GoldenFileError(path.string() + ": invalid JSON: " + e.what());
-  }
+  const nlohmann::json j = read_json_file(path);
   if (!j.is_object() || j.value("schema", "") != "posenc-catalog") {
     throw GoldenFileError(path.string() + ": not a posenc catalog (schema != posenc-catalog)");
   }
@@ -110,8 +105,7 @@ std::vector<CatalogEntry> catalog_read(const fs::path& dir) {
 
 void check_catalog_entry(const fs::path& data, const CatalogEntry& e) {
   for (auto [rel, sha] : {std::pair{e.manifest, e.manifest_sha256}, std::pair{e.tensors, e.tensors_sha256}}) {
-    const auto bytes = read_file(data / rel);
-    if (sha256_hex(bytes) != sha && !POSENC_MUTANT("golden_catalog_hash_unchecked")) {
+    if (sha256_file(data / rel) != sha && !POSENC_MUTANT("golden_catalog_hash_unchecked")) {
       throw GoldenFileError((data / rel).string() +
                             ": SHA-256 differs from catalog.json (modified or corrupted file; "
                             "regenerate with `posenc generate`)");

@@ -17,12 +17,12 @@
 #include <sstream>
 #include <utility>
 
+#include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
 namespace {
 
-constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MiB, as the safetensors crate
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr unsigned char kNpyMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 constexpr std::size_t kNpyAlign = 64;
@@ -164,8 +164,11 @@ std::optional<std::int64_t> json_non_negative(const nlohmann::json& j) {
   return std::nullopt;
 }
 
-// Parses the header, rejecting invalid JSON and duplicate keys in any object.
-nlohmann::json parse_header(std::string_view text, const std::string& source) {
+// Parses the header, rejecting invalid JSON, nesting beyond the limit and duplicate keys in
+// any object.
+nlohmann::json parse_header(std::string_view text, const std::string& source,
+                            const InputLimits& limits) {
+  check_json_depth(text, source, limits.json_depth);
   std::vector<std::set<std::string>> keys;  // one set per open object
   std::string duplicate;
   bool has_duplicate = false;
@@ -204,7 +207,8 @@ struct Entry {
   std::uint64_t end;
 };
 
-Entry parse_entry(const std::string& name, const nlohmann::json& j, const std::string& source) {
+Entry parse_entry(const std::string& name, const nlohmann::json& j, const std::string& source,
+                  const InputLimits& limits) {
   const std::string who = "tensor " + json_quote(name);
   if (!j.is_object()) fail(source, who + ": header entry is not an object");
   for (const auto& [key, value] : j.items()) {
@@ -232,6 +236,9 @@ Entry parse_entry(const std::string& name, const nlohmann::json& j, const std::s
   }
   const std::optional<std::uint64_t> nbytes = checked_nbytes(e.shape, e.dtype);
   if (!nbytes) fail(source, who + ": shape " + shape_string(e.shape) + " overflows");
+  check_limit(source, who + " (" + std::string(dtype_name(e.dtype)) + " " +
+                          shape_string(e.shape) + ")",
+              *nbytes, limits.tensor_bytes, "POSENC_MAX_TENSOR_BYTES");
 
   const nlohmann::json& offsets = j.at("data_offsets");
   if (!offsets.is_array() || offsets.size() != 2) {
@@ -677,28 +684,39 @@ std::vector<std::uint8_t> safetensors_encode(const std::vector<Tensor>& tensors,
   return out;
 }
 
-std::vector<Tensor> safetensors_decode(std::span<const std::uint8_t> bytes,
-                                       const std::string& source,
-                                       std::map<std::string, std::string>* metadata) {
-  if (bytes.size() < 8) {
-    fail(source, "truncated: file has " + std::to_string(bytes.size()) +
+namespace {
+
+// The validated layout of a safetensors file: its entries and metadata, checked against the
+// size of the data section before any tensor data is touched.
+struct SafetensorsLayout {
+  std::uint64_t header_len = 0;
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> metadata;
+};
+
+// Checks the 8-byte length field against the limit and the file size (`size`, the whole file).
+std::uint64_t checked_header_length(const std::uint8_t* field, std::uint64_t size,
+                                    const std::string& source, const InputLimits& limits) {
+  if (size < 8) {
+    fail(source, "truncated: file has " + std::to_string(size) +
                      " bytes, less than the 8-byte header length");
   }
-  const std::uint64_t header_len = load_le(bytes.data(), 8);
-  if (header_len > kMaxHeaderBytes) {
-    fail(source, "header length " + std::to_string(header_len) + " exceeds the limit of " +
-                     std::to_string(kMaxHeaderBytes) + " bytes");
-  }
-  if (header_len > bytes.size() - 8) {
+  const std::uint64_t header_len = load_le(field, 8);
+  check_limit(source, "header length", header_len, limits.header_bytes,
+              "POSENC_MAX_HEADER_BYTES");
+  if (header_len > size - 8) {
     fail(source, "truncated: header length says " + std::to_string(header_len) +
-                     " bytes, file has " + std::to_string(bytes.size() - 8) +
-                     " after the length field");
+                     " bytes, file has " + std::to_string(size - 8) + " after the length field");
   }
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
-  const nlohmann::json header = parse_header(text, source);
+  return header_len;
+}
 
-  std::map<std::string, std::string> meta;
-  std::vector<Entry> entries;
+// Parses the header text and checks every entry against the data section's size.
+SafetensorsLayout safetensors_layout(std::string_view text, std::uint64_t data_size,
+                                     const std::string& source, const InputLimits& limits) {
+  SafetensorsLayout layout;
+  layout.header_len = text.size();
+  const nlohmann::json header = parse_header(text, source, limits);
   for (const auto& [name, value] : header.items()) {
     if (name == kMetadataKey) {
       if (!value.is_object()) fail(source, "__metadata__ is not an object");
@@ -706,22 +724,21 @@ std::vector<Tensor> safetensors_decode(std::span<const std::uint8_t> bytes,
         if (!item.is_string()) {
           fail(source, "__metadata__ value of " + json_quote(key) + " is not a string");
         }
-        meta.emplace(key, item.get<std::string>());
+        layout.metadata.emplace(key, item.get<std::string>());
       }
       continue;
     }
-    entries.push_back(parse_entry(name, value, source));
+    layout.entries.push_back(parse_entry(name, value, source, limits));
   }
 
-  const std::uint64_t data_size = bytes.size() - 8 - header_len;
   std::uint64_t max_end = 0;
-  for (const Entry& e : entries) max_end = std::max(max_end, e.end);
+  for (const Entry& e : layout.entries) max_end = std::max(max_end, e.end);
   if (max_end > data_size) {
     fail(source, "truncated: header says " + std::to_string(max_end) + " bytes of data, file has " +
                      std::to_string(data_size));
   }
   std::vector<const Entry*> by_offset;
-  for (const Entry& e : entries) by_offset.push_back(&e);
+  for (const Entry& e : layout.entries) by_offset.push_back(&e);
   std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
     return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
   });
@@ -742,65 +759,119 @@ std::vector<Tensor> safetensors_decode(std::span<const std::uint8_t> bytes,
   if (covered != data_size) {
     fail(source, std::to_string(data_size - covered) + " trailing bytes after the last tensor");
   }
+  return layout;
+}
 
-  const std::uint8_t* data = bytes.data() + 8 + header_len;
+// Tensor of an entry whose data `fill` writes into a buffer of the entry's size.
+template <class Fill>
+std::vector<Tensor> safetensors_tensors(SafetensorsLayout& layout, Fill fill) {
   std::vector<Tensor> out;
-  out.reserve(entries.size());
-  for (Entry& e : entries) {
+  out.reserve(layout.entries.size());
+  for (Entry& e : layout.entries) {
     Tensor t;
-    t.name = std::move(e.name);
     t.dtype = e.dtype;
     t.shape = std::move(e.shape);
-    t.data.assign(data + e.begin, data + e.end);
+    t.data.resize(e.end - e.begin);
+    fill(e, std::span<std::uint8_t>(t.data));
+    t.name = std::move(e.name);
     out.push_back(std::move(t));
   }
-  if (metadata != nullptr) *metadata = std::move(meta);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> safetensors_decode(std::span<const std::uint8_t> bytes,
+                                       const std::string& source,
+                                       std::map<std::string, std::string>* metadata) {
+  const InputLimits limits = input_limits();
+  const std::uint64_t header_len =
+      checked_header_length(bytes.data(), bytes.size(), source, limits);
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
+  SafetensorsLayout layout =
+      safetensors_layout(text, bytes.size() - 8 - header_len, source, limits);
+  const std::uint8_t* data = bytes.data() + 8 + header_len;
+  std::vector<Tensor> out = safetensors_tensors(layout, [&](const Entry& e, auto buffer) {
+    std::copy(data + e.begin, data + e.end, buffer.begin());
+  });
+  if (metadata != nullptr) *metadata = std::move(layout.metadata);
   return out;
 }
 
 std::vector<Tensor> safetensors_read(const std::filesystem::path& path,
                                      std::map<std::string, std::string>* metadata) {
-  const std::vector<std::uint8_t> bytes = read_file(path);
-  return safetensors_decode(bytes, path.string(), metadata);
+  const InputLimits limits = input_limits();
+  const InputFile f(path);
+  const std::string source = path.string();
+  check_limit(source, "the tensor file", f.size(), limits.file_bytes, "POSENC_MAX_FILE_BYTES");
+  std::array<std::uint8_t, 8> field{};
+  f.read_at(0, std::span(field.data(), std::min<std::uint64_t>(f.size(), 8)));
+  const std::uint64_t header_len = checked_header_length(field.data(), f.size(), source, limits);
+  std::string text(header_len, '\0');
+  f.read_at(8, std::span(reinterpret_cast<std::uint8_t*>(text.data()), text.size()));
+  SafetensorsLayout layout = safetensors_layout(text, f.size() - 8 - header_len, source, limits);
+  const std::uint64_t data_start = 8 + header_len;
+  std::vector<Tensor> out = safetensors_tensors(layout, [&](const Entry& e, auto buffer) {
+    f.read_at(data_start + e.begin, buffer);
+  });
+  if (metadata != nullptr) *metadata = std::move(layout.metadata);
+  return out;
 }
 
 // -----------------------------------------------------------------------------------------------
 // .npy.
 
-Tensor npy_decode(std::span<const std::uint8_t> bytes, const std::string& name,
-                  const std::string& source) {
-  const std::size_t magic_seen = std::min(bytes.size(), sizeof kNpyMagic);
-  if (!std::equal(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(magic_seen),
+namespace {
+
+// Where a .npy header lies, from the file's first min(size, 12) bytes (preamble and length).
+struct NpyExtent {
+  std::size_t header_start = 0;
+  std::uint64_t header_len = 0;
+};
+
+NpyExtent npy_extent(std::span<const std::uint8_t> prefix, std::uint64_t size,
+                     const std::string& source, const InputLimits& limits) {
+  const std::size_t magic_seen = std::min(prefix.size(), sizeof kNpyMagic);
+  if (!std::equal(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(magic_seen),
                   std::begin(kNpyMagic))) {
     fail(source, "not a .npy file (bad magic)");
   }
-  if (bytes.size() < 8) {
-    fail(source, "truncated: " + std::to_string(bytes.size()) + " bytes, no .npy preamble");
+  if (size < 8) {
+    fail(source, "truncated: " + std::to_string(size) + " bytes, no .npy preamble");
   }
-  const int major = bytes[6];
-  const int minor = bytes[7];
+  const int major = prefix[6];
+  const int minor = prefix[7];
   if (minor != 0 || major < 1 || major > 3) {
     fail(source, "unsupported .npy version " + std::to_string(major) + "." +
                      std::to_string(minor));
   }
   const std::size_t len_size = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + len_size) {
-    fail(source, "truncated: " + std::to_string(bytes.size()) + " bytes, no header length");
+  if (size < 8 + len_size) {
+    fail(source, "truncated: " + std::to_string(size) + " bytes, no header length");
   }
-  const std::uint64_t header_len = load_le(bytes.data() + 8, static_cast<int>(len_size));
-  const std::size_t header_start = 8 + len_size;
-  if (header_len > bytes.size() - header_start) {
-    fail(source, "truncated: header length says " + std::to_string(header_len) +
-                     " bytes, file has " + std::to_string(bytes.size() - header_start) +
+  NpyExtent x;
+  x.header_len = load_le(prefix.data() + 8, static_cast<int>(len_size));
+  x.header_start = 8 + len_size;
+  check_limit(source, "header length", x.header_len, limits.header_bytes,
+              "POSENC_MAX_HEADER_BYTES");
+  if (x.header_len > size - x.header_start) {
+    fail(source, "truncated: header length says " + std::to_string(x.header_len) +
+                     " bytes, file has " + std::to_string(size - x.header_start) +
                      " after the preamble");
   }
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + header_start),
-                              header_len);
+  return x;
+}
+
+// The parsed header and the data size it implies, checked against the file's size.
+NpyHeader npy_header(std::string_view text, std::uint64_t data_start, std::uint64_t size,
+                     const std::string& source, const InputLimits& limits) {
   NpyHeader h = NpyHeaderParser(text, source).parse();
   const std::optional<std::uint64_t> need = checked_nbytes(h.shape, h.dtype);
   if (!need) fail(source, "shape " + shape_string(h.shape) + " overflows");
-  const std::size_t data_start = header_start + header_len;
-  const std::uint64_t have = bytes.size() - data_start;
+  check_limit(source, "the array (" + std::string(dtype_name(h.dtype)) + " " +
+                          shape_string(h.shape) + ")",
+              *need, limits.tensor_bytes, "POSENC_MAX_TENSOR_BYTES");
+  const std::uint64_t have = size - data_start;
   if (have < *need) {
     fail(source, "truncated: header says " + std::to_string(*need) + " bytes of data, file has " +
                      std::to_string(have));
@@ -808,6 +879,21 @@ Tensor npy_decode(std::span<const std::uint8_t> bytes, const std::string& name,
   if (have > *need) {
     fail(source, std::to_string(have - *need) + " trailing bytes after the array data");
   }
+  return h;
+}
+
+}  // namespace
+
+Tensor npy_decode(std::span<const std::uint8_t> bytes, const std::string& name,
+                  const std::string& source) {
+  const InputLimits limits = input_limits();
+  const NpyExtent x =
+      npy_extent(bytes.first(std::min<std::size_t>(bytes.size(), 12)), bytes.size(), source,
+                 limits);
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + x.header_start),
+                              x.header_len);
+  const std::size_t data_start = x.header_start + x.header_len;
+  NpyHeader h = npy_header(text, data_start, bytes.size(), source, limits);
   Tensor t;
   t.name = name;
   t.dtype = h.dtype;
@@ -817,8 +903,25 @@ Tensor npy_decode(std::span<const std::uint8_t> bytes, const std::string& name,
 }
 
 Tensor npy_read(const std::filesystem::path& path, const std::string& name) {
-  const std::vector<std::uint8_t> bytes = read_file(path);
-  return npy_decode(bytes, name, path.string());
+  const InputLimits limits = input_limits();
+  const InputFile f(path);
+  const std::string source = path.string();
+  check_limit(source, "the .npy file", f.size(), limits.file_bytes, "POSENC_MAX_FILE_BYTES");
+  std::array<std::uint8_t, 12> prefix{};
+  const std::size_t seen = static_cast<std::size_t>(std::min<std::uint64_t>(f.size(), 12));
+  f.read_at(0, std::span(prefix.data(), seen));
+  const NpyExtent x = npy_extent(std::span(prefix.data(), seen), f.size(), source, limits);
+  std::string text(x.header_len, '\0');
+  f.read_at(x.header_start, std::span(reinterpret_cast<std::uint8_t*>(text.data()), text.size()));
+  const std::uint64_t data_start = x.header_start + x.header_len;
+  NpyHeader h = npy_header(text, data_start, f.size(), source, limits);
+  Tensor t;
+  t.name = name;
+  t.dtype = h.dtype;
+  t.shape = std::move(h.shape);
+  t.data.resize(f.size() - data_start);
+  f.read_at(data_start, t.data);
+  return t;
 }
 
 std::vector<std::uint8_t> npy_encode(const Tensor& t) {
@@ -858,47 +961,63 @@ std::vector<std::uint8_t> npy_encode(const Tensor& t) {
 // -----------------------------------------------------------------------------------------------
 // SHA-256.
 
-std::string sha256_hex(std::span<const std::uint8_t> bytes) {
-  std::array<std::uint32_t, 8> h = kSha256H0;
-  const std::size_t full = bytes.size() / 64;
-  for (std::size_t k = 0; k < full; ++k) sha256_block(h, bytes.data() + 64 * k);
+Sha256::Sha256() : h_(kSha256H0) {}
+
+void Sha256::update(std::span<const std::uint8_t> bytes) {
+  length_ += bytes.size();
+  std::size_t k = 0;
+  if (buffered_ > 0) {
+    const std::size_t take = std::min(bytes.size(), block_.size() - buffered_);
+    std::memcpy(block_.data() + buffered_, bytes.data(), take);
+    buffered_ += take;
+    k = take;
+    if (buffered_ < block_.size()) return;
+    sha256_block(h_, block_.data());
+    buffered_ = 0;
+  }
+  for (; k + 64 <= bytes.size(); k += 64) sha256_block(h_, bytes.data() + k);
+  if (k < bytes.size()) {
+    std::memcpy(block_.data(), bytes.data() + k, bytes.size() - k);
+    buffered_ = bytes.size() - k;
+  }
+}
+
+std::string Sha256::hex() {
   // Final padding: 0x80, zeros, 64-bit big-endian bit length; one or two blocks.
   std::array<std::uint8_t, 128> tail{};
-  const std::size_t rest = bytes.size() - 64 * full;
-  if (rest > 0) std::memcpy(tail.data(), bytes.data() + 64 * full, rest);
-  tail[rest] = 0x80;
-  const std::size_t tail_len = rest + 1 + 8 <= 64 ? 64 : 128;
-  const std::uint64_t bit_len = static_cast<std::uint64_t>(bytes.size()) * 8;
+  if (buffered_ > 0) std::memcpy(tail.data(), block_.data(), buffered_);
+  tail[buffered_] = 0x80;
+  const std::size_t tail_len = buffered_ + 1 + 8 <= 64 ? 64 : 128;
+  const std::uint64_t bit_len = length_ * 8;
   for (int k = 0; k < 8; ++k) {
     tail[tail_len - 1 - k] = static_cast<std::uint8_t>(bit_len >> (8 * k));
   }
-  for (std::size_t k = 0; k < tail_len; k += 64) sha256_block(h, tail.data() + k);
+  for (std::size_t k = 0; k < tail_len; k += 64) sha256_block(h_, tail.data() + k);
 
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(64);
-  for (const std::uint32_t word : h) {
+  for (const std::uint32_t word : h_) {
     for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(word >> shift) & 0xf];
   }
   return out;
+}
+
+std::string sha256_hex(std::span<const std::uint8_t> bytes) {
+  Sha256 h;
+  h.update(bytes);
+  return h.hex();
 }
 
 // -----------------------------------------------------------------------------------------------
 // Files.
 
 std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail(path.string(), "cannot open: is a directory");
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  if (!f) fail(path.string(), std::string("cannot open: ") + std::strerror(errno));
-  std::vector<std::uint8_t> out;
-  std::array<std::uint8_t, 1 << 16> buffer;
-  while (true) {
-    const std::size_t got = std::fread(buffer.data(), 1, buffer.size(), f.get());
-    out.insert(out.end(), buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(got));
-    if (got < buffer.size()) break;
-  }
-  if (std::ferror(f.get())) fail(path.string(), std::string("read error: ") + std::strerror(errno));
+  const InputLimits limits = input_limits();
+  const InputFile f(path);
+  check_limit(path.string(), "the file", f.size(), limits.file_bytes, "POSENC_MAX_FILE_BYTES");
+  std::vector<std::uint8_t> out(f.size());
+  f.read_at(0, out);
   return out;
 }
 

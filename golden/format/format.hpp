@@ -17,6 +17,7 @@
 // message starts with the file's path. A well-formed file whose numbers disagree with the
 // reference is not an error here: that mismatch is data, reported by the verifier.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -79,15 +80,20 @@ std::vector<std::uint8_t> safetensors_encode(
 
 /// Strict safetensors decoding; every problem is a GoldenFileError starting with `source`.
 ///
-/// Checks: at least 8 bytes; header length at most 100 MiB and within the file; the header is
-/// a JSON object without duplicate keys; every entry has exactly dtype (F64, F32, BF16, F16, I64,
-/// I32), shape (non-negative ints) and data_offsets [begin, end] with end - begin equal to
-/// numel * dtype size; the ranges lie in the data section, do not overlap and cover it without
-/// gaps. Returns the tensors sorted by name and fills *metadata when given.
+/// Checks: at least 8 bytes; header length at most POSENC_MAX_HEADER_BYTES (100 MiB) and within
+/// the file; the header is a JSON object without duplicate keys, nested at most
+/// POSENC_MAX_JSON_DEPTH deep; every entry has exactly dtype (F64, F32, BF16, F16, I64, I32),
+/// shape (non-negative ints) and data_offsets [begin, end] with end - begin equal to
+/// numel * dtype size (multiplied with overflow checks, at most POSENC_MAX_TENSOR_BYTES); the
+/// ranges lie in the data section, do not overlap and cover it without gaps. Returns the
+/// tensors sorted by name and fills *metadata when given.
 std::vector<Tensor> safetensors_decode(std::span<const std::uint8_t> bytes,
                                        const std::string& source,
                                        std::map<std::string, std::string>* metadata = nullptr);
-/// Reads and decodes a safetensors file; errors name the path.
+/// Reads and decodes a safetensors file; errors name the path. The same checks as
+/// safetensors_decode, made on the header before any tensor is read, then each tensor read
+/// straight into its own buffer (memory: the tensors, not the file twice); a file over
+/// POSENC_MAX_FILE_BYTES or a path that is not a regular file is refused first.
 std::vector<Tensor> safetensors_read(const std::filesystem::path& path,
                                      std::map<std::string, std::string>* metadata = nullptr);
 
@@ -107,7 +113,24 @@ std::vector<std::uint8_t> npy_encode(const Tensor& t);
 /// SHA-256 (FIPS 180-4) of the bytes as 64 lower-case hex digits.
 std::string sha256_hex(std::span<const std::uint8_t> bytes);
 
-/// Whole file as bytes; GoldenFileError "<path>: cannot open ..." or "<path>: read error ...".
+/// Incremental SHA-256: update() with consecutive pieces of a message, then hex() once.
+class Sha256 {
+ public:
+  Sha256();
+  void update(std::span<const std::uint8_t> bytes);
+  /// 64 lower-case hex digits of the whole message; call once, after the last update.
+  std::string hex();
+
+ private:
+  std::array<std::uint32_t, 8> h_;
+  std::array<std::uint8_t, 64> block_{};
+  std::size_t buffered_ = 0;
+  std::uint64_t length_ = 0;
+};
+
+/// Whole file as bytes; GoldenFileError "<path>: cannot open ...", "<path>: read error ...",
+/// "<path>: is a FIFO, not a regular file" (limits.hpp) or, over POSENC_MAX_FILE_BYTES, the
+/// limit, before anything is allocated.
 std::vector<std::uint8_t> read_file(const std::filesystem::path& path);
 
 /// Writes "<path>.tmp.<pid>", flushes it, then renames it over path: never a partial file.

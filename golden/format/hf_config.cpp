@@ -4,6 +4,7 @@
 #include <set>
 
 #include "golden/format/format.hpp"
+#include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -305,14 +306,7 @@ RopeModelConfig rope_config_from_json(const Json& j, const std::string& source) 
 }
 
 RopeModelConfig rope_config_read(const fs::path& path) {
-  const auto bytes = read_file(path);
-  Json j;
-  try {
-    j = Json::parse(bytes.begin(), bytes.end());
-  } catch (const Json::parse_error& e) {
-    bad(path.string(), std::string("invalid JSON: ") + e.what());
-  }
-  return rope_config_from_json(j, path.string());
+  return rope_config_from_json(read_json_file(path), path.string());
 }
 
 Json rope_config_to_json(const RopeModelConfig& m) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "golden/format/limits.hpp"
 #include "golden/format/profiles.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
@@ -311,14 +312,7 @@ CaseSpec case_spec_from_json(const Json& m, const std::string& source) {
 }
 
 CaseSpec case_spec_read(const std::filesystem::path& manifest_path) {
-  const auto bytes = read_file(manifest_path);
-  Json m;
-  try {
-    m = Json::parse(bytes.begin(), bytes.end());
-  } catch (const Json::parse_error& e) {
-    bad(manifest_path.string(), std::string("invalid JSON: ") + e.what());
-  }
-  return case_spec_from_json(m, manifest_path.string());
+  return case_spec_from_json(read_json_file(manifest_path), manifest_path.string());
 }
 
 Json tensor_spec_to_json(const TensorSpec& t, bool expected) {

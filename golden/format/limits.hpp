@@ -1,0 +1,95 @@
+// Input limits and safe opening of the files posenc reads from other people (engine outputs,
+// golden files, catalogs, HF configs). Every reader of golden/ goes through here:
+//
+// - A path must be a regular file (after symbolic links). A FIFO would block the reader, a
+//   device (/dev/zero) never ends, a directory cannot be read: each is refused by what it is,
+//   "<path>: is a FIFO, not a regular file", before anything is opened for reading (the open
+//   itself is non-blocking and re-checked with fstat, so a swap after the check cannot hang).
+// - A reader refuses before it allocates: a file, one tensor, a header or the nesting of a
+//   JSON document larger than its limit is a GoldenFileError naming the file, the size and the
+//   limit with the variable that raises it. Shapes are multiplied with overflow checks.
+//
+// Limits (the defaults below; each is changed by its environment variable: a byte count with
+// an optional K, M, G or T suffix, powers of 1024, e.g. POSENC_MAX_TENSOR_BYTES=32G):
+//   POSENC_MAX_FILE_BYTES     16 GiB   a safetensors or .npy file, engine output or golden
+//   POSENC_MAX_TENSOR_BYTES    8 GiB   the data of one tensor
+//   POSENC_MAX_HEADER_BYTES  100 MiB   a safetensors header (the safetensors crate's limit) or
+//                                      a .npy header
+//   POSENC_MAX_JSON_BYTES     64 MiB   a manifest, a catalog.json or an HF config.json
+//   POSENC_MAX_JSON_DEPTH         64   nesting of arrays and objects in any JSON posenc reads
+//                                      (a safetensors header included)
+// The largest committed manifest is 0.25 MB and nests 7 deep; the catalog is 60 kB.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace posenc::golden {
+
+struct InputLimits {
+  std::uint64_t file_bytes = 16ull << 30;
+  std::uint64_t tensor_bytes = 8ull << 30;
+  std::uint64_t header_bytes = 100ull << 20;
+  std::uint64_t json_bytes = 64ull << 20;
+  std::uint64_t json_depth = 64;
+};
+
+/// The limits in force: the defaults of InputLimits, each overridden by its environment
+/// variable when set; InvalidArgument naming the variable and its value when it is not a
+/// positive count.
+InputLimits input_limits();
+
+/// Help text listing every limit, its variable, default and the value in force.
+std::string input_limits_help();
+
+/// Throws GoldenFileError "<source>: <what> of <size> bytes exceeds the limit of <limit> bytes
+/// (<limit in units>; <variable> raises it)" when size > limit.
+void check_limit(const std::string& source, const std::string& what, std::uint64_t size,
+                 std::uint64_t limit, const char* variable);
+
+/// "" for a regular file (after symbolic links) or a path that does not exist; otherwise what
+/// it is: "a directory", "a FIFO", "a character device", "a block device", "a socket".
+std::string special_file_kind(const std::filesystem::path& path);
+
+/// GoldenFileError "<path>: is a FIFO, not a regular file" (and the like) for anything but a
+/// regular file; "<path>: cannot open: <reason>" when it cannot be found.
+void require_regular_file(const std::filesystem::path& path);
+
+/// A regular file open for reading, with its size; closed on destruction.
+class InputFile {
+ public:
+  /// require_regular_file, then a non-blocking read-only open re-checked with fstat.
+  explicit InputFile(const std::filesystem::path& path);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  std::uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  /// Reads exactly out.size() bytes at offset; GoldenFileError naming the file on a read
+  /// error or when the file ends early (it shrank while being read).
+  void read_at(std::uint64_t offset, std::span<std::uint8_t> out) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
+/// GoldenFileError "<source>: JSON nests deeper than the limit of N (POSENC_MAX_JSON_DEPTH)"
+/// when arrays and objects nest more than `limit` deep; a scan of the text, before parsing.
+void check_json_depth(std::string_view text, const std::string& source, std::uint64_t limit);
+
+/// Reads and parses a JSON file (manifest, catalog, config) within the JSON limits; errors
+/// name the path ("<path>: invalid JSON: ...").
+nlohmann::json read_json_file(const std::filesystem::path& path);
+
+/// SHA-256 of a file's bytes, read in chunks (memory independent of the file's size).
+std::string sha256_file(const std::filesystem::path& path);
+
+}  // namespace posenc::golden

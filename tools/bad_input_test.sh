@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The bad-input table (README "Bad input"): every row run through the posenc program, checking
+# its exit code and message. Each command runs under `timeout`, so a hang (a FIFO read, a
+# device that never ends) fails the row instead of the suite. Run by ctest as
+#   tools/bad_input_test.sh <posenc> <source dir> <scratch dir>
+# Prints one line per row: "ok: <row> -> exit <code>: <the line of output that matched>".
+set -u
+export LC_ALL=C
+POSENC=$1
+SRC=$2
+WORK=$3
+DATA="$SRC/golden/data"
+CASE=rope_half_d96_r24_b1e4_neox_20b_f32
+OTHER=rope_half_d128_b5e5_llama3_8b_f32
+MAN="$DATA/rope/$CASE.json"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+cd "$WORK" || exit 2
+failures=0
+rows=0
+
+# expect CODE REGEX ROW ARGS...: posenc ARGS exits CODE and its output matches REGEX.
+expect() {
+  local code=$1 regex=$2 row=$3 out rc
+  shift 3
+  rows=$((rows + 1))
+  out=$(timeout 30 "$POSENC" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" != "$code" ]; then
+    echo "FAIL: $row: exit $rc, expected $code: posenc $*"
+    printf '%s\n' "$out" | head -20
+    failures=$((failures + 1))
+  elif ! grep -Eq -- "$regex" <<<"$out"; then
+    echo "FAIL: $row: output does not match '$regex': posenc $*"
+    printf '%s\n' "$out" | head -20
+    failures=$((failures + 1))
+  else
+    echo "ok: $row -> exit $rc: $(grep -E -m1 -- "$regex" <<<"$out" | sed "s|$WORK/||g; s|$SRC/||g")"
+  fi
+}
+
+# le64 V: V as 8 little-endian bytes.
+le64() {
+  local i
+  for ((i = 0; i < 8; i++)); do
+    # shellcheck disable=SC2059
+    printf "\\x$(printf %02x $((($1 >> (8 * i)) & 255)))"
+  done
+}
+# st FILE HEADER N: a safetensors file with this header and N zero bytes of data.
+st() {
+  { le64 ${#2}; printf '%s' "$2"; head -c "$3" /dev/zero; } >"$1"
+}
+
+"$POSENC" engine "$CASE" --data "$DATA" --out good.safetensors 2>/dev/null || exit 2
+"$POSENC" engine "$OTHER" --data "$DATA" --out other.safetensors 2>/dev/null || exit 2
+
+# ---- engine output files (--actual) ---------------------------------------------------------
+head -c 300 good.safetensors >truncated.safetensors
+expect 2 "truncated.safetensors: truncated" "truncated safetensors" verify "$MAN" --actual truncated.safetensors
+printf 'this is not a safetensors file at all' >garbage.safetensors
+expect 2 "garbage.safetensors: header length of [0-9]+ bytes exceeds the limit" "garbage safetensors" verify "$MAN" --actual garbage.safetensors
+{ le64 4096; printf '{}'; } >beyond.safetensors
+expect 2 "beyond.safetensors: truncated: header length says 4096 bytes, file has 2" "header length beyond the file" verify "$MAN" --actual beyond.safetensors
+printf '\xff\xff\xff\xff\xff\xff\xff\xff{}' >absurd.safetensors
+expect 2 "absurd.safetensors: header length of 18446744073709551615 bytes exceeds the limit of 104857600 bytes" "absurd header length" verify "$MAN" --actual absurd.safetensors
+st badjson.safetensors '{"q_rot":{"dtype":' 0
+expect 2 "badjson.safetensors: header is not valid JSON" "invalid header JSON" verify "$MAN" --actual badjson.safetensors
+st overlap.safetensors '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}' 12
+expect 2 "overlap.safetensors: tensors \"a\" and \"b\" have overlapping data_offsets" "overlapping offsets" verify "$MAN" --actual overlap.safetensors
+st outside.safetensors '{"q_rot":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}' 8
+expect 2 "outside.safetensors: truncated: header says 16 bytes of data, file has 8" "out-of-bounds offsets" verify "$MAN" --actual outside.safetensors
+st dtype.safetensors '{"q_rot":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}' 2
+expect 2 "dtype.safetensors: tensor \"q_rot\": unsupported dtype \"U8\"" "unknown dtype" verify "$MAN" --actual dtype.safetensors
+st size.safetensors '{"q_rot":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}' 8
+expect 2 "size.safetensors: tensor \"q_rot\": data_offsets \[0, 8\] hold 8 bytes, but dtype F32 and shape \[3\] need 12" "shape and size disagreeing" verify "$MAN" --actual size.safetensors
+st overflow.safetensors '{"q_rot":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}' 4
+expect 2 "overflow.safetensors: tensor \"q_rot\": shape \[4294967296, 4294967296\] overflows" "shape whose element count overflows" verify "$MAN" --actual overflow.safetensors
+st huge.safetensors '{"q_rot":{"dtype":"F32","shape":[1048576,1048576],"data_offsets":[0,4398046511104]}}' 0
+expect 2 "huge.safetensors: tensor \"q_rot\" \(F32 \[1048576, 1048576\]\) of 4398046511104 bytes exceeds the limit of 8589934592 bytes \(8 GiB; POSENC_MAX_TENSOR_BYTES raises it\)" "tensor larger than the limit" verify "$MAN" --actual huge.safetensors
+POSENC_MAX_FILE_BYTES=1K expect 2 "safetensors: the tensor file of [0-9]+ bytes exceeds the limit of 1024 bytes \(1 KiB; POSENC_MAX_FILE_BYTES" "file larger than POSENC_MAX_FILE_BYTES" verify "$MAN" --actual good.safetensors
+POSENC_MAX_FILE_BYTES=lots expect 2 "POSENC_MAX_FILE_BYTES must be a positive count" "a limit variable that is not a count" verify "$MAN" --actual good.safetensors
+st empty.safetensors '{}' 0
+expect 2 "nothing|no stage|MISSING" "no tensors at all" verify "$MAN" --actual empty.safetensors
+st zero.safetensors '{"q_rot":{"dtype":"F32","shape":[0,2,96],"data_offsets":[0,0]}}' 0
+expect 2 "q_rot.*shape" "an empty tensor where data is expected" verify "$MAN" --actual zero.safetensors
+expect 2 "shape" "the output of another case" verify "$MAN" --actual other.safetensors
+# NaN and Inf in outputs: FAIL (exit 1) with the count. The first tensor of the data section
+# (sorted by name: cos, f32) gets a NaN and an Inf.
+cp good.safetensors nan.safetensors
+hlen=$(od -An -tu8 -N8 nan.safetensors | tr -d ' ')
+printf '\x00\x00\xc0\x7f\x00\x00\x80\x7f' | dd of=nan.safetensors bs=1 seek=$((8 + hlen)) conv=notrunc status=none
+expect 1 "cos .*over=2/228 .*FAIL \(1 NaN element\(s\): NaN never passes\)" "NaN and Inf in outputs" verify "$MAN" --actual nan.safetensors
+
+# ---- .npy outputs ---------------------------------------------------------------------------
+mkdir -p npy
+"$POSENC" engine "$CASE" --data "$DATA" --format npy --out "npy/$CASE" 2>/dev/null || exit 2
+head -c 100 "npy/$CASE/q_rot.npy" >q_rot.npy && mv q_rot.npy "npy/$CASE/q_rot.npy"
+expect 2 "q_rot.npy: truncated" "truncated .npy" verify "$MAN" --actual npy
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "{'descr': '<f4', 'fortran_order': False, 'shape': (1048576, 1048576), }%*s\n" 46 ''; } >"npy/$CASE/q_rot.npy"
+expect 2 "q_rot.npy: the array \(F32 \[1048576, 1048576\]\) of 4398046511104 bytes exceeds the limit" ".npy array larger than the limit" verify "$MAN" --actual npy
+
+# ---- golden files: manifests and catalogs ---------------------------------------------------
+mkdir -p case
+cp "$MAN" "$DATA/rope/$CASE.safetensors" case/
+sed 's/^ "version": 2$/ "version": 99/' "$MAN" >case/v99.json
+expect 2 "v99.json: unsupported schema version 99 \(this posenc reads version 2; regenerate" "unknown schema version" verify case/v99.json --actual good.safetensors
+{ printf '{"schema": '; head -c 100000 /dev/zero | tr '\0' '['; } >case/deep.json
+expect 2 "deep.json: JSON nests deeper than the limit of 64 arrays and objects \(POSENC_MAX_JSON_DEPTH" "JSON nested too deep" verify case/deep.json --actual good.safetensors
+POSENC_MAX_JSON_BYTES=4K expect 2 "$CASE.json: the JSON file of [0-9]+ bytes exceeds the limit of 4096 bytes" "manifest larger than POSENC_MAX_JSON_BYTES" verify "case/$CASE.json" --actual good.safetensors
+printf '{ "schema": "posenc-golden", ' >case/bad.json
+expect 2 "bad.json: invalid JSON" "invalid manifest JSON" verify case/bad.json --actual good.safetensors
+sed "s|\"tensors_file\": \"$CASE.safetensors\"|\"tensors_file\": \"../../etc/passwd\"|" "$MAN" >case/escape.json
+expect 2 "escape.json: manifest: \"tensors_file\" must be a plain file name in the manifest's folder \(no path separators, not . or ..; got \"../../etc/passwd\"\)" "path traversal in tensors_file" verify case/escape.json --actual good.safetensors
+mkdir -p link
+sed "s|\"tensors_file\": \"$CASE.safetensors\"|\"tensors_file\": \"t.safetensors\"|" "$MAN" >link/link.json
+ln -s "$DATA/rope/$CASE.safetensors" link/t.safetensors
+expect 2 "tensors_file \"t.safetensors\" is a symbolic link leaving the manifest's folder" "tensors_file a symbolic link out of its folder" verify link/link.json --actual good.safetensors
+cp case/$CASE.safetensors tampered.safetensors
+hlen=$(od -An -tu8 -N8 tampered.safetensors | tr -d ' ')
+printf '\x01' | dd of=tampered.safetensors bs=1 seek=$((8 + hlen + 5)) conv=notrunc status=none
+mkdir -p tampered && cp "$MAN" tampered/ && cp tampered.safetensors "tampered/$CASE.safetensors"
+expect 2 "SHA-256" "golden tensor differing from the manifest's SHA-256" verify "tampered/$CASE.json" --actual good.safetensors
+mkdir -p cat/rope && cp case/$CASE.json case/$CASE.safetensors cat/rope/
+"$POSENC" catalog --data cat >/dev/null 2>&1
+printf ' ' >>"cat/rope/$CASE.json"
+expect 2 "$CASE.json: SHA-256 differs from catalog.json" "manifest differing from the catalog's SHA-256" verify cat --actual good.safetensors
+
+# ---- special files --------------------------------------------------------------------------
+mkfifo fifo.safetensors fifo.json
+expect 2 "fifo.safetensors: is a FIFO, not a regular file" "a FIFO as the engine output" verify "$MAN" --actual fifo.safetensors
+expect 2 "fifo.json: is a FIFO, not a regular file" "a FIFO as the manifest" verify fifo.json --actual good.safetensors
+expect 2 "/dev/zero: is a character device, not a regular file" "/dev/zero as the engine output" verify "$MAN" --actual /dev/zero
+expect 2 "/dev/null: is a character device, not a regular file" "/dev/null as the manifest" verify /dev/null --actual good.safetensors
+expect 2 "fifo.json: is a FIFO, not a regular file" "a FIFO as a config" generate --config fifo.json --out cfg_out
+expect 2 "/dev/zero: is a character device, not a regular file" "/dev/zero as a config" generate --config /dev/zero --out cfg_out
+expect 2 "case: is a directory, not a regular file" "a directory as a config" generate --config case --out cfg_out
+expect 2 "/dev/null: is a character device, not a regular file" "/dev/null as a case" show /dev/null --data "$DATA"
+mkdir -p fifocat && mkfifo fifocat/catalog.json
+expect 2 "catalog.json: is a FIFO, not a regular file" "a FIFO as catalog.json" verify fifocat --actual good.safetensors
+mkdir -p fifodir/$CASE && mkfifo "fifodir/$CASE/q_rot.npy"
+expect 2 "q_rot.npy: is a FIFO, not a regular file" "a FIFO among .npy outputs" verify "$MAN" --actual fifodir
+
+# ---- configs: dimensions and positions ------------------------------------------------------
+printf '{"num_attention_heads": 4, "head_dim": 63}' >odd_head.json
+expect 2 "odd_head.json: .*63" "odd head_dim" generate --config odd_head.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "rotary_dim": 33}' >odd_rot.json
+expect 2 "odd_rot.json: the rotary dimension 33 must be even" "odd rotary_dim" generate --config odd_rot.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "rotary_dim": 128}' >big_rot.json
+expect 2 "big_rot.json: .*128" "rotary_dim > head_dim" generate --config big_rot.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64}' >ok.json
+expect 2 "--positions: \"-5\" is negative \(positions are >= 0\)" "negative position" generate --config ok.json --positions -5 --out cfg_out
+expect 2 "--positions: position 9007199254740993 is out of range \(at most 2\^28 = 268435456\)" "position > 2^53" generate --config ok.json --positions 9007199254740993 --out cfg_out
+expect 2 "positions must be <= 2\^28 \(the kernel's valid range\) \(got 999999999999\)" "position > 2^28" generate --config ok.json --positions 999999999999 --out cfg_out
+if [ -e cfg_out ]; then
+  echo "FAIL: a refused config left files in cfg_out"
+  failures=$((failures + 1))
+fi
+
+echo "bad input: $rows rows, $failures failed"
+[ "$failures" -eq 0 ]
