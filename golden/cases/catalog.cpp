@@ -68,7 +68,7 @@ std::vector<CatalogEntry> catalog_read(const fs::path& dir) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(bytes.begin(), bytes.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: 1e999
     throw GoldenFileError(path.string() + ": invalid JSON: " + e.what());
   }
   if (!j.is_object() || j.value("schema", "") != "posenc-catalog") {

@@ -309,7 +309,7 @@ RopeModelConfig rope_config_read(const fs::path& path) {
   Json j;
   try {
     j = Json::parse(bytes.begin(), bytes.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range: 1e999
     bad(path.string(), std::string("invalid JSON: ") + e.what());
   }
   return rope_config_from_json(j, path.string());

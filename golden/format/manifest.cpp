@@ -316,7 +316,7 @@ CaseSpec case_spec_read(const std::filesystem::path& manifest_path) {
   Json m;
   try {
     m = Json::parse(bytes.begin(), bytes.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range: 1e999
     bad(manifest_path.string(), std::string("invalid JSON: ") + e.what());
   }
   return case_spec_from_json(m, manifest_path.string());
