@@ -219,7 +219,7 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   check_json_depth(text, path.string(), limits.json_depth);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: 1e999
     fail(path.string(), std::string("invalid JSON: ") + e.what());
   }
 }

@@ -184,8 +184,9 @@ TensorSpec tensor_from(const Json& j, bool expected, const std::string& source,
   }
   for (auto& [name, b] : t.check.profiles) {
     if (b.extra.empty()) continue;
+    const std::string& extra = b.extra;  // clang 14 (the fuzz build) cannot capture a binding
     const bool listed = std::any_of(t.companions.begin(), t.companions.end(), [&](const CompanionSpec& cs) {
-      return cs.role.rfind("extra.", 0) == 0 && cs.name == b.extra;
+      return cs.role.rfind("extra.", 0) == 0 && cs.name == extra;
     });
     if (!listed) {
       bad(source, where + ": check.profiles." + name + ".extra names \"" + b.extra +

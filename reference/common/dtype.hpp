@@ -5,6 +5,7 @@
 // float/double uses round-to-nearest-even on the bits; the correctly rounded encoding of an
 // MPFR value (no double rounding) lives in reference/common/rounding.hpp.
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -107,6 +108,7 @@ inline std::uint16_t float_to_bf16(float f) {
   return static_cast<std::uint16_t>(u >> 16);
 }
 
+#ifdef __FLT16_MANT_DIG__
 inline double f16_to_double(std::uint16_t h) {
   _Float16 v;
   std::memcpy(&v, &h, 2);
@@ -120,5 +122,37 @@ inline std::uint16_t double_to_f16(double d) {
   std::memcpy(&h, &v, 2);
   return h;
 }
+#else
+// Compilers without _Float16 on this target (clang 14 on x86: the fuzz build, fuzz/) convert
+// on the bits, with the same results.
+inline double f16_to_double(std::uint16_t h) {
+  const double sign = (h & 0x8000u) ? -1.0 : 1.0;
+  const int e = (h >> 10) & 0x1f;
+  const int m = h & 0x3ff;
+  if (e == 0x1f && m) {  // NaN: quiet, payload kept (as the hardware conversion does)
+    return std::bit_cast<double>((std::uint64_t{h & 0x8000u} << 48) | 0x7ff8000000000000ull |
+                                 (std::uint64_t(m) << 42));
+  }
+  if (e == 0x1f) return sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(m, -24);
+  return sign * std::ldexp(1024 + m, e - 25);
+}
+
+/// double -> f16 bits, round to nearest even (the scaling by 2^(10 - exp) is exact).
+inline std::uint16_t double_to_f16(double d) {
+  const std::uint16_t sign = (std::bit_cast<std::uint64_t>(d) >> 48) & 0x8000u;
+  if (std::isnan(d)) {  // quiet, the top payload bits kept
+    return sign | 0x7e00u | ((std::bit_cast<std::uint64_t>(d) >> 42) & 0x3ffu);
+  }
+  const double a = std::fabs(d);
+  if (a == 0) return sign;
+  if (a >= 65520.0) return sign | 0x7c00u;  // 65504 + half an ulp rounds to infinity
+  int e = 0;
+  std::frexp(a, &e);
+  const int exp = std::max(e - 1, -14);  // subnormals share the exponent -14
+  const double r = std::nearbyint(std::ldexp(a, 10 - exp));  // in [0, 2048]
+  return sign | static_cast<std::uint16_t>(((exp + 14) << 10) + static_cast<int>(r));
+}
+#endif
 
 }  // namespace posenc
