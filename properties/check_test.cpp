@@ -296,7 +296,7 @@ POSENC_KV_CACHE_PROPERTIES(CheckOptimizedKvCache, optimized_kv_session<KvBug::kN
 pc::KvCacheCheckOptions kv_small() {
   pc::KvCacheCheckOptions o;
   o.profile = "strict";
-  o.max_success = 10;
+  o.max_success = 25;  // half the draws are a ring that fills (where cache length != position)
   return o;
 }
 
