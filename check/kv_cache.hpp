@@ -52,7 +52,8 @@ inline KvDraw kv_draw(const KvCacheCheckOptions& o) {
   d.prefill = *rc::gen::inRange(1, o.max_prefill + 1);
   d.decode = *rc::gen::inRange(1, o.max_decode + 1);
   const std::int64_t n = d.prefill + d.decode;
-  if (*rc::gen::arbitrary<bool>()) {  // a ring smaller than the sequence (n >= 2): it fills
+  if (o.sliding_window && *rc::gen::arbitrary<bool>()) {
+    // a ring smaller than the sequence (n >= 2): it fills
     c.capacity = *rc::gen::inRange<std::int64_t>(1, n);
     c.window = *rc::gen::inRange<std::int64_t>(1, c.capacity + 1);
   } else {

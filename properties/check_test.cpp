@@ -326,6 +326,20 @@ TEST(CheckKvCache, CacheLengthAsPositionIsCaughtAndDiagnosed) {
   }
 }
 
+TEST(CheckKvCache, PlainCachesOnlyCannotSeeTheCacheLengthMistake) {
+  // Without a ring that fills, the cache length is the next position: the mistake is invisible
+  // (the option is for caches without a sliding window), while restarting at 0 is still caught.
+  pc::KvCacheCheckOptions o = kv_small();
+  o.sliding_window = false;
+  o.max_success = 10;
+  EXPECT_TRUE(pc::check_kv_cache_property(pc::KvCacheProperty::kOracle,
+                                          optimized_kv_session<KvBug::kCacheLengthPosition>, o)
+                  .passed);
+  EXPECT_FALSE(pc::check_kv_cache_property(pc::KvCacheProperty::kOracle,
+                                           optimized_kv_session<KvBug::kRestartAtZero>, o)
+                   .passed);
+}
+
 TEST(CheckKvCache, RejectsA16BitProfile) {
   pc::KvCacheCheckOptions o;
   o.profile = "bf16";

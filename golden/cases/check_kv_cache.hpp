@@ -51,6 +51,7 @@ struct KvCacheCheckOptions {
   std::vector<RopeLayout> layouts = {RopeLayout::kHalfSplit, RopeLayout::kInterleaved};
   int max_prefill = 8;  // tokens of the first step
   int max_decode = 6;   // one-token steps after it
+  bool sliding_window = true;  // false: plain caches only (window 0, capacity = every token)
   int max_success = 10;  // per property; RC_PARAMS max_success lowers it
 };
 
