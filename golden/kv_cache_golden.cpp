@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "golden/cases/budgets.hpp"
+#include "golden/cases/kv_call_case.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/cases/registry.hpp"
@@ -1104,6 +1105,25 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
 SchemeEntry kv_cache_scheme() {
   return SchemeEntry{"kv_cache", "KV-cache position traces: continuation, sliding window, padding, context shift, sinks",
                      &kv_cache_cases, &kv_cache_generate, &kv_cache_run_engine, &kv_cache_mistakes};
+}
+
+LoadedCase kv_call_case(const KvCallDef& def) {
+  if (def.steps.empty()) throw_invalid("kv_call_case", "steps must not be empty", def.steps.size());
+  TraceDef t;
+  t.id = "kv_cache_call";
+  t.variant = "call";
+  t.description = "one drawn call sequence (check/kv_cache.hpp)";
+  t.params = def.params;
+  t.seed = def.seed;
+  if (!def.mistake.empty()) t = negative_control(t, t.id, def.mistake, t.description);
+  for (std::size_t s = 0; s < def.steps.size(); ++s) {
+    t.steps.push_back(append_step(s == 0 ? "prefill" : "decode", def.steps[s]));
+  }
+  GoldenCase g = kv_cache_generate_trace(t);
+  LoadedCase lc;
+  lc.spec = case_spec_from_json(g.manifest, t.id);
+  lc.golden = tensor_map(std::move(g.tensors));
+  return lc;
 }
 
 }  // namespace posenc::golden

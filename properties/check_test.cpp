@@ -1,18 +1,22 @@
-// The public property API (check/rope.hpp, alibi.hpp, t5_bias.hpp) on posenc's own kernels
+// The public property API (check/rope.hpp, alibi.hpp, t5_bias.hpp, kv_cache.hpp) on posenc's own
 // (dogfooding) and on deliberately broken kernels, each of which must be caught.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "check/alibi.hpp"
+#include "check/kv_cache.hpp"
 #include "check/rope.hpp"
 #include "check/t5_bias.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "optimized/alibi.hpp"
+#include "optimized/kv_cache.hpp"
 #include "optimized/rope.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -248,6 +252,100 @@ TEST(CheckT5Bias, CausalCallWithBidirectionalBucketsIsCaught) {
   ASSERT_FALSE(r.passed);
   EXPECT_NE(r.message.find("bidirectional buckets for a causal call"), std::string::npos)
       << r.message;
+}
+
+// ---- KV cache ---------------------------------------------------------------------------------
+
+/// posenc's optimized::KvCache as a user's session; the bugs number the step's tokens as an
+/// engine with that mistake does (the cache is told those positions).
+enum class KvBug { kNone, kRestartAtZero, kCacheLengthPosition };
+
+template <KvBug bug>
+pc::KvStepFunction optimized_kv_session(const pc::KvCacheCheckConfig& c) {
+  posenc::optimized::KvCacheConfig k;
+  k.attn.n_heads = c.n_heads;
+  k.attn.n_kv_heads = c.n_kv_heads;
+  k.attn.head_dim = c.head_dim;
+  k.attn.value_dim = c.head_dim;
+  k.attn.scale_kind = posenc::reference::AttentionScale::kInvSqrtHeadDim;
+  k.attn.causal = true;
+  k.attn.window = c.window;
+  k.capacity = c.capacity;
+  k.rope = true;
+  k.rope_params.head_dim = c.head_dim;
+  k.rope_params.rotary_dim = c.head_dim;
+  k.rope_params.base = c.base;
+  k.rope_params.layout = c.layout;
+  auto cache = std::make_shared<posenc::optimized::KvCache>(k);
+  auto cached = std::make_shared<std::int64_t>(0);  // tokens in the cache
+  const std::int64_t capacity = c.capacity;
+  return [cache, cached, capacity](const pc::KvStepCall& s) {
+    const std::int64_t n = s.n_tokens;
+    std::vector<std::int64_t> given(s.positions.begin(), s.positions.end()), pos(n);
+    for (std::int64_t t = 0; t < n; ++t) {
+      if (bug == KvBug::kRestartAtZero) given[t] = t;
+      if (bug == KvBug::kCacheLengthPosition) given[t] = *cached + t;
+    }
+    const std::vector<std::uint8_t> valid(static_cast<std::size_t>(n), 1);
+    cache->step(n, valid, s.q, s.k, s.v, s.out, pos, given);
+    *cached = std::min(*cached + n, capacity);
+  };
+}
+POSENC_KV_CACHE_PROPERTIES(CheckOptimizedKvCache, optimized_kv_session<KvBug::kNone>, "strict");
+
+pc::KvCacheCheckOptions kv_small() {
+  pc::KvCacheCheckOptions o;
+  o.profile = "strict";
+  o.max_success = 25;  // half the draws are a ring that fills (where cache length != position)
+  return o;
+}
+
+TEST(CheckKvCache, PositionsRestartingAtZeroAreCaughtAndDiagnosed) {
+  for (auto p : {pc::KvCacheProperty::kOracle, pc::KvCacheProperty::kPrefillDecode}) {
+    const auto r = pc::check_kv_cache_property(
+        p, optimized_kv_session<KvBug::kRestartAtZero>, kv_small());
+    ASSERT_FALSE(r.passed) << pc::kv_cache_property_name(p);
+    EXPECT_NE(r.message.find("diagnosis: positions restart at 0 after the prefill"),
+              std::string::npos)
+        << r.message;
+    EXPECT_NE(r.message.find("`restart-at-0`"), std::string::npos) << r.message;
+    if (p == pc::KvCacheProperty::kPrefillDecode) std::cout << r.message << "\n";
+  }
+}
+
+TEST(CheckKvCache, CacheLengthAsPositionIsCaughtAndDiagnosed) {
+  for (auto p : {pc::KvCacheProperty::kOracle, pc::KvCacheProperty::kPrefillDecode}) {
+    const auto r = pc::check_kv_cache_property(
+        p, optimized_kv_session<KvBug::kCacheLengthPosition>, kv_small());
+    ASSERT_FALSE(r.passed) << pc::kv_cache_property_name(p);
+    EXPECT_NE(r.message.find("diagnosis: the cache length is taken as the position"),
+              std::string::npos)
+        << r.message;
+    EXPECT_NE(r.message.find("`cache-length-position`"), std::string::npos) << r.message;
+    if (p == pc::KvCacheProperty::kOracle) std::cout << r.message << "\n";
+  }
+}
+
+TEST(CheckKvCache, PlainCachesOnlyCannotSeeTheCacheLengthMistake) {
+  // Without a ring that fills, the cache length is the next position: the mistake is invisible
+  // (the option is for caches without a sliding window), while restarting at 0 is still caught.
+  pc::KvCacheCheckOptions o = kv_small();
+  o.sliding_window = false;
+  o.max_success = 10;
+  EXPECT_TRUE(pc::check_kv_cache_property(pc::KvCacheProperty::kOracle,
+                                          optimized_kv_session<KvBug::kCacheLengthPosition>, o)
+                  .passed);
+  EXPECT_FALSE(pc::check_kv_cache_property(pc::KvCacheProperty::kOracle,
+                                           optimized_kv_session<KvBug::kRestartAtZero>, o)
+                   .passed);
+}
+
+TEST(CheckKvCache, RejectsA16BitProfile) {
+  pc::KvCacheCheckOptions o;
+  o.profile = "bf16";
+  EXPECT_THROW(pc::check_kv_cache_property(pc::KvCacheProperty::kOracle,
+                                           optimized_kv_session<KvBug::kNone>, o),
+               posenc::InvalidArgument);
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 // scores [heads, tokens, tokens] = q_rot . k_rot (unscaled; q head h uses kv head h / group).
 // `posenc oracle alibi --heads N` writes slopes.exact.npy and slopes.budget.npy [N]: the committed
 // case alibi_slopes_h1_to_256_f32 (every head count 1..256) restricted to N heads.
+// `posenc oracle t5 --positions R,... --num-buckets N --max-distance D [--causal]` writes
+// buckets.npy (int64 [len R]): the exact T5 bucket of each relative position r = key - query
+// (reference/t5_bias.hpp; integers, the same under every profile).
 // Each file is written atomically (temporary file, then rename).
 #include "tools/posenc_oracle.hpp"
 
@@ -24,6 +27,7 @@
 #include "golden/verify/element_budgets.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/scalar.hpp"
+#include "reference/t5_bias.hpp"
 
 namespace posenc::tools {
 namespace fs = std::filesystem;
@@ -37,21 +41,27 @@ CLI::App* add_oracle_command(CLI::App& app, OracleArgs* a) {
       "inv_freq.npy (python/posenc/properties.py uses it). Example: posenc oracle rope "
       "--positions 0,7,65535 --head-dim 64 --heads 2 --kv-heads 1 --q q.npy --k k.npy --out DIR");
   o->add_option("SCHEME", a->scheme,
-                "rope, or alibi (slopes.exact.npy and slopes.budget.npy for --heads N)")
+                "rope, alibi (slopes.exact.npy and slopes.budget.npy for --heads N), or t5 "
+                "(buckets.npy for --positions as relative positions key - query)")
       ->required();
-  o->add_option("--positions", a->positions, "rope: token positions, comma separated (e.g. 0,7)");
+  o->add_option("--positions", a->positions,
+                "rope: token positions, comma separated (e.g. 0,7); t5: relative positions key - "
+                "query (negative ones as --positions=-3,5)");
   o->add_option("--head-dim", a->head_dim, "rope: channels per head");
   o->add_option("--rotary-dim", a->rotary_dim, "Rotated leading channels (default: head_dim)");
   o->add_option("--base", a->base, "RoPE base (default 10000)");
   o->add_option("--layout", a->layout,
                 "Pairing: half_split ((i, i + d/2), NeoX / HF rotate_half, default) or "
                 "interleaved ((2i, 2i + 1), GPT-J / Meta)");
-  o->add_option("--heads", a->heads, "q heads (alibi: the head count, 1..256)")->required();
+  o->add_option("--heads", a->heads, "rope: q heads; alibi: the head count, 1..256");
   o->add_option("--kv-heads", a->kv_heads, "k heads (divides --heads; default 1)");
   o->add_option("--q", a->q, "rope: q as float32 .npy [tokens, heads, head_dim]");
   o->add_option("--k", a->k, "rope: k as float32 .npy [tokens, kv_heads, head_dim]");
   o->add_option("--profile", a->profile,
                 "Budgets of this profile: strict, fp32 (default), fp32-recurrence");
+  o->add_option("--num-buckets", a->num_buckets, "t5: number of buckets (default 32)");
+  o->add_option("--max-distance", a->max_distance, "t5: max_distance (default 128)");
+  o->add_flag("--causal", a->causal, "t5: causal (unidirectional) buckets; default bidirectional");
   o->add_option("--out", a->out, "Output directory (created)")->required();
   return o;
 }
@@ -120,12 +130,31 @@ int run_alibi_oracle(const OracleArgs& a, const std::string& profile) {
   return 0;
 }
 
+int run_t5_oracle(const OracleArgs& a) {
+  reference::T5BiasParams p;
+  p.num_buckets = a.num_buckets;
+  p.max_distance = a.max_distance;
+  p.bidirectional = !a.causal;
+  reference::t5_bias_check(p, "posenc oracle t5");
+  if (a.positions.empty()) {
+    throw_invalid("posenc oracle t5", "needs --positions (relative positions key - query)", "");
+  }
+  const auto r = parse_positions(a.positions);
+  std::vector<std::int64_t> b;
+  for (std::int64_t x : r) b.push_back(reference::t5_bias_bucket(p, x));
+  const std::int64_t n = static_cast<std::int64_t>(b.size());
+  write_file_atomic(fs::path(a.out) / "buckets.npy",
+                    npy_encode(tensor_from_i64("buckets", {n}, b)));
+  return 0;
+}
+
 }  // namespace
 
 int run_oracle_command(const OracleArgs& a) {
-  if (a.scheme != "rope" && a.scheme != "alibi") {
-    throw_invalid("posenc oracle", "SCHEME must be rope or alibi", a.scheme);
+  if (a.scheme != "rope" && a.scheme != "alibi" && a.scheme != "t5") {
+    throw_invalid("posenc oracle", "SCHEME must be rope, alibi or t5", a.scheme);
   }
+  if (a.scheme == "t5") return run_t5_oracle(a);
   const std::string profile = canonical_profile(a.profile);
   if (profile != "strict" && profile != "fp32" && profile != "fp32-recurrence") {
     throw_invalid("posenc oracle", "--profile must be strict, fp32 or fp32-recurrence", a.profile);

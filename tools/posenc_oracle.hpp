@@ -12,6 +12,9 @@ struct OracleArgs {
   std::string scheme, positions, layout = "half_split", q, k, out, profile = "fp32";
   int head_dim = 0, rotary_dim = 0, heads = 0, kv_heads = 0;
   double base = 10000.0;
+  int num_buckets = 32;             // t5
+  std::int64_t max_distance = 128;  // t5
+  bool causal = false;              // t5 (default bidirectional)
 };
 
 /// Registers the subcommand; its options fill `a`.

@@ -1,5 +1,5 @@
-"""posenc's RoPE (and ALiBi: check_alibi) properties on your own Python kernel (numpy; torch
-tensors are accepted).
+"""posenc's RoPE (and ALiBi: check_alibi; T5 buckets: check_t5) properties on your own Python
+kernel (numpy; torch tensors are accepted).
 
     import posenc.properties as pp
 
@@ -503,6 +503,148 @@ def check_alibi(fn, profile="fp32", *, examples=10, seed=None, max_heads=64, max
             msg = (f"posenc.properties.check_alibi: property {prop} fails (profile {profile}, seed "
                    f"{seed}, example {e}, shrunk in {shrinks} steps)\ncall: n_heads {c['heads']}, "
                    f"q_positions {c['q']}, k_positions {c['k']}\n{f}")
+            if raise_on_failure:
+                raise AssertionError(msg)
+            return CheckResult(seed, e + 1, msg)
+    return CheckResult(seed, examples)
+
+
+# ---- T5 buckets ----------------------------------------------------------------------------------
+
+T5_PROPERTIES = ("buckets", "monotonic")
+
+
+def _t5_oracle(binary, p, rel, cache):
+    """Exact buckets of the relative positions rel (key - query), from `posenc oracle t5`."""
+    key = (p["num_buckets"], p["max_distance"], p["bidirectional"], tuple(rel))
+    if key not in cache:
+        d = tempfile.mkdtemp(prefix="posenc_oracle_")
+        try:
+            args = [binary, "oracle", "t5", "--positions=" + ",".join(str(int(x)) for x in rel),
+                    "--num-buckets", str(p["num_buckets"]),
+                    "--max-distance", str(p["max_distance"]), "--out", d]
+            if not p["bidirectional"]:
+                args.append("--causal")
+            r = subprocess.run(args, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise PosencError(f"posenc oracle failed (exit {r.returncode}): {r.stderr.strip()}")
+            cache[key] = np.load(os.path.join(d, "buckets.npy"))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return cache[key]
+
+
+def _t5_run(fn, p, rel):
+    b = fn(np.asarray(rel, np.int64), num_buckets=p["num_buckets"], max_distance=p["max_distance"],
+           bidirectional=p["bidirectional"])
+    if hasattr(b, "detach"):  # torch
+        b = b.detach().cpu().numpy()
+    b = np.asarray(b)
+    if b.shape != (len(rel),) or not np.issubdtype(b.dtype, np.integer):
+        raise ValueError(f"check_t5: the bucket function returned {b.dtype} {b.shape}; integers of "
+                         f"shape ({len(rel)},) expected")
+    return b.astype(np.int64)
+
+
+def _t5_diagnosis(binary, p, rel, b, cache):
+    """Every known mistake the buckets are (one call may not tell them apart)."""
+    fits = []
+    if np.array_equal(b, _t5_oracle(binary, p, [-x for x in rel], cache)):
+        fits.append("the direction is flipped (relative position taken as query - key instead of "
+                    "key - query)")
+    other = dict(p, bidirectional=not p["bidirectional"])
+    if np.array_equal(b, _t5_oracle(binary, other, rel, cache)):
+        a, c = ("bidirectional", "causal") if p["bidirectional"] else ("causal", "bidirectional")
+        fits.append(f"{c} buckets for a {a} call")
+    if not fits:
+        return ""
+    s = "\ndiagnosis: " + "; or ".join(fits)
+    return s + " (this call cannot tell them apart)" if len(fits) > 1 else s
+
+
+def _t5_evaluate(fn, binary, p, rel, prop, cache):
+    b = _t5_run(fn, p, rel)
+    exact = _t5_oracle(binary, p, rel, cache)
+    bad = np.nonzero(b != exact)[0]
+    if len(bad):
+        i = int(bad[0])
+        return (f"bucket of relative position {rel[i]} (key - query) = {int(b[i])}, exact "
+                f"{int(exact[i])}" + _t5_diagnosis(binary, p, rel, b, cache))
+    if prop == "buckets":
+        return ""
+    half = p["num_buckets"] // 2
+    for r0 in rel:  # sweep each drawn r's direction from 0 outwards, in steps
+        n = abs(r0)
+        step = max(1, n // 64)
+        sweep = [(-x if r0 < 0 else x) for x in range(0, n + 1, step)]
+        s = _t5_run(fn, p, sweep)
+        for i, r in enumerate(sweep):
+            if r > 0 and not p["bidirectional"] and s[i] != 0:
+                return (f"causal call: future key at relative position {r} has bucket "
+                        f"{int(s[i])}, not 0")
+            if r > 0 and p["bidirectional"] and s[i] < half:
+                return (f"bidirectional call: future key at relative position {r} has bucket "
+                        f"{int(s[i])}, below the upper half (>= {half})")
+            if i > 0 and s[i] < s[i - 1]:
+                return (f"the bucket decreases with the distance: relative position "
+                        f"{sweep[i - 1]} -> bucket {int(s[i - 1])}, {r} -> bucket {int(s[i])}")
+    return ""
+
+
+def check_t5(fn, *, examples=10, seed=None, num_buckets=(8, 32, 64), max_distances=(128, 256, 1000),
+             max_positions=16, properties=T5_PROPERTIES, posenc="posenc", raise_on_failure=True):
+    """T5 relative-position bucket properties on fn(relative_positions, *, num_buckets,
+    max_distance, bidirectional) -> buckets (integers, one per relative position r = key - query).
+
+    buckets:    every bucket equals the exact one (`posenc oracle t5`, reference/t5_bias.hpp), at
+                drawn r in both directions, around max_exact and max_distance, up to 4 max_distance
+    monotonic:  past keys (r <= 0): the bucket does not decrease as -r grows; bidirectional future
+                keys (r > 0): in the upper half (>= num_buckets / 2), not decreasing in r; causal
+                future keys: bucket 0
+    Buckets are integers, so every profile judges them alike (no budget). Seeded as check_rope; a
+    failure is shrunk to the one relative position that fails and names the known mistake when it
+    explains the buckets (direction flipped, the other bidirectional flag). Raises AssertionError.
+    """
+    for p in properties:
+        if p not in T5_PROPERTIES:
+            raise ValueError(f"check_t5: unknown property {p!r} "
+                             f"(known: {', '.join(T5_PROPERTIES)})")
+    if not num_buckets or not max_distances or max_positions < 1:
+        raise ValueError("check_t5: num_buckets and max_distances must be non-empty and "
+                         f"max_positions >= 1 (got max_positions={max_positions})")
+    if seed is None:
+        seed = int(os.environ.get("POSENC_CHECK_SEED", time.time_ns() % (2 ** 31)))
+    print(f"posenc.properties.check_t5: seed={seed} (replay: seed={seed})")
+    binary, cache = find_binary(posenc), {}
+    for e in range(examples):
+        rng = np.random.default_rng([seed, e])
+        p = {"num_buckets": int(rng.choice(num_buckets)),
+             "max_distance": int(rng.choice(max_distances)),
+             "bidirectional": bool(rng.integers(0, 2))}
+        nb = p["num_buckets"] // 2 if p["bidirectional"] else p["num_buckets"]
+        exact_max, dm = nb // 2, p["max_distance"]
+        edges = [0, 1, exact_max - 1, exact_max, exact_max + 1, dm - 1, dm, dm + 1]
+        rel = []
+        for _ in range(int(rng.integers(1, max_positions + 1))):
+            kind = int(rng.integers(0, 3))
+            x = int(rng.choice(edges)) if kind < 2 else int(rng.integers(-4 * dm, 4 * dm + 1))
+            rel.append(-x if kind == 1 else x)
+        for prop in properties:
+            f = _t5_evaluate(fn, binary, p, rel, prop, cache)
+            if not f:
+                continue
+            shrinks = 0
+            for r in rel:  # the first single relative position that still fails
+                shrinks += 1
+                g = _t5_evaluate(fn, binary, p, [r], prop, cache)
+                if g:
+                    rel, f = [r], g
+                    break
+            kind = "bidirectional" if p["bidirectional"] else "causal"
+            msg = (f"posenc.properties.check_t5: property {prop} fails (seed {seed}, example {e}, "
+                   f"shrunk in {shrinks} steps)\ncall: num_buckets {p['num_buckets']}, "
+                   f"max_distance {p['max_distance']}, {kind}, "
+                   f"relative_positions {rel}\n{f}")
             if raise_on_failure:
                 raise AssertionError(msg)
             return CheckResult(seed, e + 1, msg)
