@@ -32,6 +32,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "check/run.hpp"
 #include "check/rope.hpp"  // PropertyResult
 #include "golden/cases/catalog.hpp"
 #include "golden/format/profiles.hpp"
@@ -230,44 +231,21 @@ inline PropertyResult check_alibi_property(AlibiProperty which, const AlibiKerne
               "\n" + f);
     }
   };
-  rc::detail::TestMetadata md;
-  md.id = md.description = std::string("posenc alibi ") + alibi_property_name(which);
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = std::min(params.maxSuccess, o.max_success);
-  const auto result = rc::detail::checkTestable(prop, md, params);
-  PropertyResult r;
-  r.passed = result.template is<rc::detail::SuccessResult>();
+  PropertyResult r =
+      detail::run_property(std::string("posenc alibi ") + alibi_property_name(which),
+                           o.max_success, prop);
   if (r.passed) return r;
-  std::ostringstream os;
-  rc::detail::printResultMessage(result, os);
-  os << "\nshrunk call: " << detail::describe(*shrunk) << "\n";
-  r.message = os.str();
+  r.message += "\nshrunk call: " + detail::describe(*shrunk) + "\n";
   return r;
 }
-
-namespace detail {
-class AlibiPropertyTest : public ::testing::Test {
- public:
-  AlibiPropertyTest(AlibiProperty p, AlibiKernel k, AlibiCheckOptions o)
-      : p_(p), k_(std::move(k)), o_(std::move(o)) {}
-  void TestBody() override {
-    const PropertyResult r = check_alibi_property(p_, k_, o_);
-    if (!r.passed) ADD_FAILURE() << r.message;
-  }
-
- private:
-  AlibiProperty p_;
-  AlibiKernel k_;
-  AlibiCheckOptions o_;
-};
-}  // namespace detail
 
 /// Registers suite.Slopes and suite.Ratios as GoogleTest tests.
 inline bool register_alibi_properties(const char* suite, AlibiKernel kernel, AlibiCheckOptions o) {
   for (AlibiProperty p : {AlibiProperty::kSlopes, AlibiProperty::kRatios}) {
     ::testing::RegisterTest(suite, alibi_property_name(p), nullptr, nullptr, __FILE__, __LINE__,
                             [=]() -> ::testing::Test* {
-                              return new detail::AlibiPropertyTest(p, kernel, o);
+                              return new detail::PropertyTest(
+                                  [=] { return check_alibi_property(p, kernel, o); });
                             });
   }
   return true;

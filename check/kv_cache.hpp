@@ -34,6 +34,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "check/run.hpp"
 #include "golden/cases/check_kv_cache.hpp"
 #include "reference/common/errors.hpp"
 
@@ -97,36 +98,15 @@ inline PropertyResult check_kv_cache_property(KvCacheProperty which,
               "\n" + f);
     }
   };
-  rc::detail::TestMetadata md;
-  md.id = md.description = std::string("posenc kv_cache ") + kv_cache_property_name(which);
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = std::min(params.maxSuccess, o.max_success);
-  const auto result = rc::detail::checkTestable(prop, md, params);
-  PropertyResult r;
-  r.passed = result.template is<rc::detail::SuccessResult>();
+  PropertyResult r =
+      detail::run_property(std::string("posenc kv_cache ") + kv_cache_property_name(which),
+                           o.max_success, prop);
   if (r.passed) return r;
-  std::ostringstream os;
-  rc::detail::printResultMessage(result, os);
-  os << "\nshrunk configuration: " << detail::describe(*shrunk) << "\n";
-  r.message = os.str();
+  r.message += "\nshrunk configuration: " + detail::describe(*shrunk) + "\n";
   return r;
 }
 
 namespace detail {
-class KvCachePropertyTest : public ::testing::Test {
- public:
-  KvCachePropertyTest(KvCacheProperty p, KvSessionFactory f, KvCacheCheckOptions o)
-      : p_(p), f_(std::move(f)), o_(std::move(o)) {}
-  void TestBody() override {
-    const PropertyResult r = check_kv_cache_property(p_, f_, o_);
-    if (!r.passed) ADD_FAILURE() << r.message;
-  }
-
- private:
-  KvCacheProperty p_;
-  KvSessionFactory f_;
-  KvCacheCheckOptions o_;
-};
 
 inline KvCacheCheckOptions kv_options(const char* profile) {
   KvCacheCheckOptions o;
@@ -143,7 +123,8 @@ inline bool register_kv_cache_properties(const char* suite, KvSessionFactory fac
   for (KvCacheProperty p : {KvCacheProperty::kOracle, KvCacheProperty::kPrefillDecode}) {
     ::testing::RegisterTest(suite, kv_cache_property_name(p), nullptr, nullptr, __FILE__,
                             __LINE__, [=]() -> ::testing::Test* {
-                              return new detail::KvCachePropertyTest(p, factory, o);
+                              return new detail::PropertyTest(
+                                  [=] { return check_kv_cache_property(p, factory, o); });
                             });
   }
   return true;

@@ -38,6 +38,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "check/run.hpp"
 #include "golden/cases/check_rope.hpp"  // RopeCall, RopeCheckOptions, the compiled properties
 #include "golden/format/profiles.hpp"
 #include "reference/common/errors.hpp"
@@ -110,39 +111,15 @@ inline PropertyResult check_rope_property(RopeProperty which, const RopeKernel& 
               "\n" + f);
     }
   };
-  rc::detail::TestMetadata md;
-  md.id = md.description = std::string("posenc rope ") + rope_property_name(which);
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = std::min(params.maxSuccess, o.max_success);
-  const auto result = rc::detail::checkTestable(prop, md, params);
-  PropertyResult r;
-  r.passed = result.template is<rc::detail::SuccessResult>();
+  PropertyResult r =
+      detail::run_property(std::string("posenc rope ") + rope_property_name(which),
+                           o.max_success, prop);
   if (r.passed) return r;
-  std::ostringstream os;
-  rc::detail::printResultMessage(result, os);
-  os << "\nshrunk call: " << detail::describe(*shrunk) << "\n";
+  r.message += "\nshrunk call: " + detail::describe(*shrunk) + "\n";
   const std::string dg = detail::diagnose_last(*last, profile);
-  if (!dg.empty()) os << dg << "\n";
-  r.message = os.str();
+  if (!dg.empty()) r.message += dg + "\n";
   return r;
 }
-
-namespace detail {
-class RopePropertyTest : public ::testing::Test {
- public:
-  RopePropertyTest(RopeProperty p, RopeKernel k, RopeCheckOptions o)
-      : p_(p), k_(std::move(k)), o_(std::move(o)) {}
-  void TestBody() override {
-    const PropertyResult r = check_rope_property(p_, k_, o_);
-    if (!r.passed) ADD_FAILURE() << r.message;
-  }
-
- private:
-  RopeProperty p_;
-  RopeKernel k_;
-  RopeCheckOptions o_;
-};
-}  // namespace detail
 
 /// Registers the four properties as GoogleTest tests suite.Oracle, suite.Relative,
 /// suite.PairNorm, suite.Composition. Call before RUN_ALL_TESTS (the macro below does it at
@@ -151,7 +128,8 @@ inline bool register_rope_properties(const char* suite, RopeKernel kernel, RopeC
   for (RopeProperty p : rope_properties()) {
     ::testing::RegisterTest(suite, rope_property_name(p), nullptr, nullptr, __FILE__, __LINE__,
                             [=]() -> ::testing::Test* {
-                              return new detail::RopePropertyTest(p, kernel, o);
+                              return new detail::PropertyTest(
+                                  [=] { return check_rope_property(p, kernel, o); });
                             });
   }
   return true;

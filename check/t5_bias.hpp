@@ -28,6 +28,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "check/run.hpp"
 #include "golden/cases/check_rope.hpp"  // PropertyResult
 #include "reference/common/errors.hpp"
 #include "reference/common/span.hpp"
@@ -199,37 +200,13 @@ inline PropertyResult check_t5_bucket_property(T5BucketProperty which,
               "\n" + f);
     }
   };
-  rc::detail::TestMetadata md;
-  md.id = md.description = std::string("posenc t5_bias ") + t5_bucket_property_name(which);
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = std::min(params.maxSuccess, o.max_success);
-  const auto result = rc::detail::checkTestable(prop, md, params);
-  PropertyResult r;
-  r.passed = result.template is<rc::detail::SuccessResult>();
+  PropertyResult r =
+      detail::run_property(std::string("posenc t5_bias ") + t5_bucket_property_name(which),
+                           o.max_success, prop);
   if (r.passed) return r;
-  std::ostringstream os;
-  rc::detail::printResultMessage(result, os);
-  os << "\nshrunk call: " << detail::describe(*shrunk) << "\n";
-  r.message = os.str();
+  r.message += "\nshrunk call: " + detail::describe(*shrunk) + "\n";
   return r;
 }
-
-namespace detail {
-class T5BucketPropertyTest : public ::testing::Test {
- public:
-  T5BucketPropertyTest(T5BucketProperty p, T5BucketKernel k, T5BucketCheckOptions o)
-      : p_(p), k_(std::move(k)), o_(std::move(o)) {}
-  void TestBody() override {
-    const PropertyResult r = check_t5_bucket_property(p_, k_, o_);
-    if (!r.passed) ADD_FAILURE() << r.message;
-  }
-
- private:
-  T5BucketProperty p_;
-  T5BucketKernel k_;
-  T5BucketCheckOptions o_;
-};
-}  // namespace detail
 
 /// Registers suite.Buckets and suite.Monotonic as GoogleTest tests.
 inline bool register_t5_bucket_properties(const char* suite, T5BucketKernel kernel,
@@ -237,7 +214,8 @@ inline bool register_t5_bucket_properties(const char* suite, T5BucketKernel kern
   for (T5BucketProperty p : {T5BucketProperty::kBuckets, T5BucketProperty::kMonotonic}) {
     ::testing::RegisterTest(suite, t5_bucket_property_name(p), nullptr, nullptr, __FILE__,
                             __LINE__, [=]() -> ::testing::Test* {
-                              return new detail::T5BucketPropertyTest(p, kernel, o);
+                              return new detail::PropertyTest(
+                                  [=] { return check_t5_bucket_property(p, kernel, o); });
                             });
   }
   return true;
