@@ -219,19 +219,22 @@ void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> posit
     throw_invalid(fn, "attention_factor must be finite", attention_factor);
   }
   const std::int64_t n_tok = static_cast<std::int64_t>(positions.size());
-  const std::int64_t n_blocks = (n_tok + kRopeTokenBlock - 1) / kRopeTokenBlock;
+  const bool heads_major = qs.layout == RopeTensorLayout::kHeadsTokensDim ||
+                           (has_k && ks.layout == RopeTensorLayout::kHeadsTokensDim);
+  const int block = heads_major ? kRopeTokenBlockHeadsMajor : kRopeTokenBlock;
+  const std::int64_t n_blocks = (n_tok + block - 1) / block;
   const int h = p.head_dim;
   const int d = p.rotary_dim;
   const bool interleaved = p.layout == RopeLayout::kInterleaved;
   const Mutants mut;
 #pragma omp parallel
   {
-    std::vector<float> ct(static_cast<std::size_t>(kRopeTokenBlock) * np);
+    std::vector<float> ct(static_cast<std::size_t>(block) * np);
     std::vector<float> st(ct.size());
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < n_blocks; ++b) {
-      const std::int64_t t0 = b * kRopeTokenBlock;
-      const int nt = static_cast<int>(std::min<std::int64_t>(kRopeTokenBlock, n_tok - t0));
+      const std::int64_t t0 = b * block;
+      const int nt = static_cast<int>(std::min<std::int64_t>(block, n_tok - t0));
       block_table(positions.data() + t0, nt, np, freq.data(), attention_factor, ct.data(),
                   st.data());
       for (int which = 0; which < (has_k ? 2 : 1); ++which) {

@@ -77,6 +77,10 @@ void rope_apply_qk(const RopeParams& p, const RopeCache& cache, RopeShape q_shap
 /// Tokens per block of rope_apply_qk_positions: the cos/sin of a block are built, then used by
 /// every head of q and k while they are in L1 (16 tokens x 64 pairs x 2 x 4 bytes = 8 KiB).
 inline constexpr int kRopeTokenBlock = 16;
+/// The same when q or k is heads-major: each head's rows of a block are one contiguous run, so
+/// a longer block gives longer runs between jumps to the next head (64 tokens x 512 bytes =
+/// 32 KiB per run; the table, 32 KiB, stays in L2). The bits do not depend on the block.
+inline constexpr int kRopeTokenBlockHeadsMajor = 64;
 
 /// q and k rotated with the cos/sin table built inside the call from the positions, a token
 /// block at a time (what engines do: no table in memory between calls).
