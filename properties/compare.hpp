@@ -4,12 +4,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <rapidcheck.h>
 
 #include "reference/common/scalar.hpp"
@@ -33,6 +37,32 @@ template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+/// True if every element of a and b holds the same bits as its partner (a result made of several
+/// vectors, e.g. the rotated q and k).
+template <class... T>
+bool same_bits(const std::tuple<T...>& a, const std::tuple<T...>& b) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return (same_bits(std::get<I>(a), std::get<I>(b)) && ...);
+  }(std::index_sequence_for<T...>{});
+}
+
+/// Identical bits for any thread count: runs `run()` with one OpenMP thread, then with each
+/// count of `counts`, and RC_ASSERTs that each result (a vector or a tuple of vectors) has the
+/// bits of the first. The thread count goes back to the number of processors afterwards, also
+/// when an assertion fails.
+template <class Run>
+void rc_assert_same_bits_for_thread_counts(Run run, std::initializer_list<int> counts = {2, 3, 7}) {
+  struct Restore {
+    ~Restore() { omp_set_num_threads(omp_get_num_procs()); }
+  } restore;
+  omp_set_num_threads(1);
+  const auto one = run();
+  for (int threads : counts) {
+    omp_set_num_threads(threads);
+    RC_ASSERT(same_bits(run(), one));
+  }
 }
 
 inline std::string describe_close(const std::string& what, double actual, double expected,

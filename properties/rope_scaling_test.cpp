@@ -513,18 +513,12 @@ RC_GTEST_PROP(RopeScalingOptimized, IdenticalBitsForAnyThreadCount, ()) {
   const RopeScaling s = gen_rule(p, *gen_type());
   std::vector<std::int64_t> pos;
   for (int k = 0; k < 37; ++k) pos.push_back(*gen_position(kMaxTestPosition));
-  omp_set_num_threads(1);
-  const auto one = optimized::rope_scaling_cache_init(p, s, pos);
-  for (int threads : {2, 3}) {
-    omp_set_num_threads(threads);
-    const auto many = optimized::rope_scaling_cache_init(p, s, pos);
-    RC_ASSERT(one.inv_freq == many.inv_freq);
-    RC_ASSERT(same_bits(one.cos_f32, many.cos_f32));
-    RC_ASSERT(same_bits(one.sin_f32, many.sin_f32));
-    RC_ASSERT(same_bits(one.cos_f64, many.cos_f64));
-    RC_ASSERT(same_bits(one.sin_f64, many.sin_f64));
-  }
-  omp_set_num_threads(omp_get_num_procs());
+  rc_assert_same_bits_for_thread_counts(
+      [&] {
+        const auto c = optimized::rope_scaling_cache_init(p, s, pos);
+        return std::tuple{c.inv_freq, c.cos_f32, c.sin_f32, c.cos_f64, c.sin_f64};
+      },
+      {2, 3});
 }
 
 // ---- the HF config reader ----------------------------------------------------------------------

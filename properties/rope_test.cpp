@@ -351,20 +351,13 @@ TEST(RopeOptimized, MatchesOracleWithinBound) {
 
 RC_GTEST_PROP(RopeOptimized, IdenticalBitsForAnyThreadCount, ()) {
   const OptCase c = *gen_opt_case();
-  const auto cache = optimized::rope_cache_init(c.p, c.pos);
-  std::vector<float> qf(c.q.begin(), c.q.end()), kf(c.k.begin(), c.k.end());
-  std::vector<float> ref_q(qf.size()), ref_k(kf.size());
-  omp_set_num_threads(1);
-  optimized::rope_apply_qk(c.p, cache, c.qs, qf, ref_q, c.ks, kf, ref_k);
-  for (int threads : {2, 3, 7}) {
-    omp_set_num_threads(threads);
-    const auto cache_n = optimized::rope_cache_init(c.p, c.pos);
+  const std::vector<float> qf(c.q.begin(), c.q.end()), kf(c.k.begin(), c.k.end());
+  rc_assert_same_bits_for_thread_counts([&] {
+    const auto cache = optimized::rope_cache_init(c.p, c.pos);  // the table too
     std::vector<float> q2(qf.size()), k2(kf.size());
-    optimized::rope_apply_qk(c.p, cache_n, c.qs, qf, q2, c.ks, kf, k2);
-    RC_ASSERT(same_bits(q2, ref_q));
-    RC_ASSERT(same_bits(k2, ref_k));
-  }
-  omp_set_num_threads(omp_get_num_procs());
+    optimized::rope_apply_qk(c.p, cache, c.qs, qf, q2, c.ks, kf, k2);
+    return std::tuple{q2, k2};
+  });
 }
 
 RC_GTEST_PROP(RopeOptimized, InPlaceEqualsOutOfPlace, ()) {
@@ -495,17 +488,11 @@ TEST(RopeOptimizedPositions, HardPositionsWithinOracleBound) {
 
 RC_GTEST_PROP(RopeOptimizedPositions, IdenticalBitsForAnyThreadCount, ()) {
   const OptCase c = *gen_block_case();
-  std::vector<float> ref_q, ref_k;
-  omp_set_num_threads(1);
-  apply_positions(c, &ref_q, &ref_k);
-  for (int threads : {2, 3, 7}) {
-    omp_set_num_threads(threads);
+  rc_assert_same_bits_for_thread_counts([&] {
     std::vector<float> q2, k2;
     apply_positions(c, &q2, &k2);
-    RC_ASSERT(same_bits(q2, ref_q));
-    RC_ASSERT(same_bits(k2, ref_k));
-  }
-  omp_set_num_threads(omp_get_num_procs());
+    return std::tuple{q2, k2};
+  });
 }
 
 RC_GTEST_PROP(RopeOptimizedPositions, InPlaceEqualsOutOfPlaceAndExplicitInvFreq, ()) {

@@ -436,19 +436,12 @@ RC_GTEST_PROP(SinusoidalOptimized, IdenticalBitsForAnyThreadCount, ()) {
   const OptCase c = *gen_opt_case(16, 48, 128);
   RC_ASSERT(static_cast<std::int64_t>(c.e.size()) >= optimized::kSinusoidalParallelMinElements);
   const std::vector<float> e(c.e.begin(), c.e.end());
-  omp_set_num_threads(1);
-  const auto pe1 = optimized::sinusoidal_rows(c.p, c.pos);
-  std::vector<float> h1(e.size());
-  optimized::sinusoidal_add(c.p, c.pos, e, h1);
-  for (int threads : {2, 3, 7}) {
-    omp_set_num_threads(threads);
+  rc_assert_same_bits_for_thread_counts([&] {
     const auto pe = optimized::sinusoidal_rows(c.p, c.pos);
     std::vector<float> h(e.size());
     optimized::sinusoidal_add(c.p, c.pos, e, h);
-    RC_ASSERT(same_bits(pe, pe1));
-    RC_ASSERT(same_bits(h, h1));
-  }
-  omp_set_num_threads(omp_get_num_procs());
+    return std::tuple{pe, h};
+  });
 }
 
 RC_GTEST_PROP(SinusoidalOptimized, AddEqualsTablePlusE, ()) {
