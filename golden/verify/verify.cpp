@@ -1,3 +1,15 @@
+// One implementation judges every tensor in chunks of VerifyOptions::chunk_elements elements
+// read from a TensorSource (golden/verify/tensor_source.hpp): the in-memory overloads of
+// verify_case run it on views of the tensors, `posenc verify` on files (FileSource). Per chunk:
+// typed conversion loops (no per-element dtype switch), then one judging loop per convention
+// (the default and each declared alternative, all in the same pass: the engine is judged by
+// the one with fewest elements over budget, the default on a tie), element positions from
+// per-axis rank tables. The report does not depend on the chunk size or the thread count
+// (with OpenMP, a second thread hashes the chunk's golden bytes while this one judges them).
+// Memory besides the chunk buffers: the per-axis position tables (8 + 4 bytes per axis
+// coordinate), one PositionAcc (24 bytes) per distinct position and convention, the chunk's
+// scratch (8 double arrays, one int32, one byte array: 69 bytes per chunk element); the HTML
+// ratios (verify_case_with_ratios) keep 8 bytes per element and convention.
 #include "golden/verify/verify.hpp"
 #include "golden/verify/element_ratios.hpp"
 
