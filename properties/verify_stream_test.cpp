@@ -544,7 +544,7 @@ TEST(VerifyStream, AGoldenTensorWithAFlippedByteIsRefusedWhileStreaming) {
   int refused = 0;
   for (const auto& [name, e] : layout(original)) {
     if (e.bytes == 0) continue;
-    const fs::path dir = tmp.path() / ("flip-" + std::to_string(refused));
+    const fs::path dir = tmp.path() / ("flip-" + name);
     fs::create_directories(dir);
     fs::copy_file(manifest, dir / manifest.filename());
     std::vector<std::uint8_t> bytes = read_file(original);
