@@ -9,7 +9,7 @@
 // this one judges them).
 // Memory besides the chunk buffers: the per-axis position tables (8 + 4 bytes per axis
 // coordinate), one PositionAcc (24 bytes) per distinct position and convention, the chunk's
-// scratch (8 double arrays, one int32, one byte array: 69 bytes per chunk element); the HTML
+// scratch (8 double arrays, one int32, one byte array: 69 bytes x 8192 elements); the HTML
 // ratios (verify_case_with_ratios) keep 8 bytes per element and convention.
 #include "golden/verify/verify.hpp"
 #include "golden/verify/element_ratios.hpp"
@@ -294,7 +294,10 @@ struct JudgeSetup {
   bool nan_passes, lenient;
 };
 
-/// Scratch arrays of one chunk.
+/// Elements judged per pass: the scratch arrays of a block stay in the core's cache.
+constexpr std::int64_t kJudgeBlock = 8192;
+
+/// Scratch arrays of one block.
 struct ChunkScratch {
   std::vector<double> a, w, x, c, extra, ratio, diff, budget;
   std::vector<std::int32_t> pos;
@@ -473,7 +476,7 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
   const std::int64_t chunk = opt.chunk_elements;
   if (chunk < 1) throw_invalid("verify_case", "VerifyOptions::chunk_elements must be >= 1", chunk);
   ChunkScratch s;
-  s.resize(static_cast<std::size_t>(std::min<std::int64_t>(n, chunk)));
+  s.resize(static_cast<std::size_t>(std::min({n, chunk, kJudgeBlock})));
   const bool exact_kind = js.kind == "exact";
   // Only a file source has deferred work (hashing) for a second thread.
   const bool hashes = dynamic_cast<FileSource*>(&gold) != nullptr;
@@ -505,22 +508,31 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
       xb[i] = gold.read(conv[i].exact, cb, ce);
       if (js.kind == "conditioned") cbytes[i] = gold.read(conv[i].cond, cb, ce);
     }
+    // Judged in blocks of kJudgeBlock elements, every pass of a block while it is in cache.
     auto judge_all = [&] {
-      if (js.is_float) to_f64(act.dtype, abytes, m, s.a.data());
-      if (exact_kind) {
-        bits_equal(dtype_size(act.dtype), abytes.data(), wbytes.data(), m, s.eq.data());
-        if (js.is_float) to_f64(spec.dtype, wbytes, m, s.w.data());
-      }
-      if (extra) to_f64(extra_dtype, ebytes, m, s.extra.data());
-      if (pt.any) chunk_position_ranks(pt, spec.shape, cb, ce, s.pos.data());
-      for (std::size_t i = 0; i < conv.size(); ++i) {
-        ConventionAcc& acc = conv[i];
-        if (!exact_kind) {
-          to_f64(x_dtype[i], xb[i], m, s.x.data());
-          if (js.kind == "conditioned") to_f64(c_dtype[i], cbytes[i], m, s.c.data());
+      for (std::int64_t sb = 0; sb < m; sb += kJudgeBlock) {
+        const std::int64_t mb = std::min(kJudgeBlock, m - sb);
+        auto part = [&](std::span<const std::uint8_t> bytes, DType t) {
+          const std::size_t size = static_cast<std::size_t>(dtype_size(t));
+          return bytes.subspan(static_cast<std::size_t>(sb) * size, static_cast<std::size_t>(mb) * size);
+        };
+        if (js.is_float) to_f64(act.dtype, part(abytes, act.dtype), mb, s.a.data());
+        if (exact_kind) {
+          bits_equal(dtype_size(act.dtype), part(abytes, act.dtype).data(),
+                     part(wbytes, act.dtype).data(), mb, s.eq.data());
+          if (js.is_float) to_f64(spec.dtype, part(wbytes, spec.dtype), mb, s.w.data());
         }
-        acc.n_nan += judge_chunk(js, s, m, extra != nullptr);
-        accumulate(acc, s, cb, m, pt.any, skip, skip_count, keep_ratios != nullptr);
+        if (extra) to_f64(extra_dtype, part(ebytes, extra_dtype), mb, s.extra.data());
+        if (pt.any) chunk_position_ranks(pt, spec.shape, cb + sb, cb + sb + mb, s.pos.data());
+        for (std::size_t i = 0; i < conv.size(); ++i) {
+          ConventionAcc& acc = conv[i];
+          if (!exact_kind) {
+            to_f64(x_dtype[i], part(xb[i], x_dtype[i]), mb, s.x.data());
+            if (js.kind == "conditioned") to_f64(c_dtype[i], part(cbytes[i], c_dtype[i]), mb, s.c.data());
+          }
+          acc.n_nan += judge_chunk(js, s, mb, extra != nullptr);
+          accumulate(acc, s, cb + sb, mb, pt.any, skip, skip_count, keep_ratios != nullptr);
+        }
       }
     };
     if (hashes && threads > 1 && m >= 4096) {
