@@ -4,6 +4,13 @@
 // throws for it; it returns, per tensor, the worst element with its index, position and pair,
 // and the per-position answer (first failing position, "passes up to position P"). Bad input
 // (wrong dtype or shape) is reported as status "ERROR" (exit code 2 in the CLI).
+//
+// Streaming: one implementation judges each tensor in chunks read from a TensorSource
+// (golden/verify/tensor_source.hpp); the TensorMap overloads run it on in-memory views,
+// `posenc verify` on files. Memory besides the sources' chunk buffers: 0.5 MiB of scratch,
+// the per-axis position tables, one 24-byte account per distinct position and convention
+// (details: the comment at the top of verify.cpp). The report does not depend on the chunk
+// size or the thread count.
 #pragma once
 #include <cmath>
 #include <cstdint>
