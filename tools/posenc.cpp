@@ -174,6 +174,61 @@ std::optional<TensorMap> actual_for(const fs::path& actual, const std::string& i
   return std::nullopt;
 }
 
+/// actual_for's files as a streaming source (`posenc verify`): headers read, data left on
+/// disk; nullptr when the directory holds no output for the case.
+void add_actual_file(FileSource& src, const fs::path& f) {
+  if (f.extension() == ".npy") {
+    src.add_npy(f, f.stem().string());
+  } else {
+    src.add_safetensors(f);
+  }
+}
+
+void add_actual_dir(FileSource& src, const fs::path& d) {
+  std::vector<fs::path> files;
+  for (const auto& f : fs::directory_iterator(d)) {
+    // Not only regular files: a FIFO or device named like an output is refused by the reader.
+    if (!f.is_directory() && (f.path().extension() == ".npy" || f.path().extension() == ".safetensors")) {
+      files.push_back(f.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) add_actual_file(src, f);
+}
+
+std::unique_ptr<FileSource> actual_source_for(const fs::path& actual, const std::string& id,
+                                              std::size_t n_cases) {
+  auto src = std::make_unique<FileSource>();
+  if (fs::is_regular_file(actual)) {
+    if (n_cases > 1) {
+      throw UsageError("--actual " + actual.string() + " is one file but " +
+                       std::to_string(n_cases) + " cases were given: pass a directory holding "
+                       "<case_id>.safetensors files");
+    }
+    add_actual_file(*src, actual);
+    return src;
+  }
+  if (!fs::is_directory(actual)) {
+    if (const std::string kind = special_file_kind(actual); !kind.empty()) {
+      throw UsageError("--actual " + actual.string() + ": is " + kind + ", not a regular file");
+    }
+    throw UsageError("--actual " + actual.string() + ": no such file or directory");
+  }
+  if (fs::exists(actual / (id + ".safetensors"))) {
+    add_actual_file(*src, actual / (id + ".safetensors"));
+    return src;
+  }
+  if (fs::is_directory(actual / id)) {
+    add_actual_dir(*src, actual / id);
+    return src;
+  }
+  if (n_cases == 1) {
+    add_actual_dir(*src, actual);
+    if (!src->names().empty()) return src;
+  }
+  return nullptr;
+}
+
 std::map<std::string, std::string> parse_maps(const std::vector<std::string>& maps) {
   std::map<std::string, std::string> r;
   for (const auto& m : maps) {
@@ -549,6 +604,27 @@ class Progress {
   bool on_, shown_ = false;
 };
 
+std::string no_output_message(const fs::path& actual, const std::string& id) {
+  return "no engine output for this case in " + actual.string() + " (looked for " + id +
+         ".safetensors, " + id + "/*.npy|*.safetensors)";
+}
+
+/// --map golden=engine: the engine's output must hold each name that this case expects.
+template <class Has>
+void check_maps(const VerifyOptions& opt, const CaseSpec& spec, Has has,
+                std::set<std::string>& mapped_names) {
+  for (const auto& [golden_name, engine_name] : opt.rename) {
+    const bool expected = std::any_of(spec.expected.begin(), spec.expected.end(),
+                                      [&](const TensorSpec& t) { return t.name == golden_name; });
+    if (!expected) continue;
+    mapped_names.insert(golden_name);
+    if (!has(engine_name)) {
+      throw UsageError("--map " + golden_name + "=" + engine_name + ": the engine output for " +
+                       spec.id + " has no tensor \"" + engine_name + "\"");
+    }
+  }
+}
+
 int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actual,
                const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position,
                ReportFile* html = nullptr) {
@@ -564,35 +640,45 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     r.profile = opt.profile;
     try {
       if (ga.entry) check_catalog_entry(ga.data, *ga.entry);
-      const LoadedCase lc = load_case(ga.manifest);
-      r.id = lc.spec.id;
-      r.scheme = lc.spec.scheme;
-      scheme_by_slug(lc.spec.scheme);  // a manifest of an unknown scheme is refused
-      const auto act = actual_for(actual, lc.spec.id, cases.size());
-      if (!act) {
-        r.status = opt.require_all ? "ERROR" : "NO OUTPUT";
-        r.message = "no engine output for this case in " + actual.string() + " (looked for " +
-                    lc.spec.id + ".safetensors, " + lc.spec.id + "/*.npy|*.safetensors)";
-        reports.push_back(std::move(r));
-        continue;
-      }
-      for (const auto& [golden_name, engine_name] : opt.rename) {
-        const bool expected = std::any_of(lc.spec.expected.begin(), lc.spec.expected.end(),
-                                          [&](const TensorSpec& t) { return t.name == golden_name; });
-        if (!expected) continue;
-        mapped_names.insert(golden_name);
-        if (!act->count(engine_name)) {
-          throw UsageError("--map " + golden_name + "=" + engine_name + ": the engine output for " +
-                           lc.spec.id + " has no tensor \"" + engine_name + "\"");
-        }
-      }
-      ElementRatios ratios;
-      r = html ? verify_case_with_ratios(lc.spec, lc.golden, *act, opt, ratios)
-               : verify_case(lc.spec, lc.golden, *act, opt);
       if (html) {
+        const LoadedCase lc = load_case(ga.manifest);
+        r.id = lc.spec.id;
+        r.scheme = lc.spec.scheme;
+        scheme_by_slug(lc.spec.scheme);  // a manifest of an unknown scheme is refused
+        const auto act = actual_for(actual, lc.spec.id, cases.size());
+        if (!act) {
+          r.status = opt.require_all ? "ERROR" : "NO OUTPUT";
+          r.message = no_output_message(actual, lc.spec.id);
+          reports.push_back(std::move(r));
+          continue;
+        }
+        check_maps(opt, lc.spec, [&](const std::string& n) { return act->count(n) > 0; },
+                   mapped_names);
+        ElementRatios ratios;
+        r = verify_case_with_ratios(lc.spec, lc.golden, *act, opt, ratios);
         report_add_case(html->page, lc, &*act, r, ratios, opt.profile, &diagnoses_left,
                         "posenc diagnose " + ga.manifest.string() + " --actual " +
                             actual.string() + " --profile " + opt.profile);
+      } else {
+        // Streaming: headers first, then each tensor in chunks; the golden tensors' SHA-256
+        // is checked as they stream (finish(): before the report is used).
+        const std::unique_ptr<OpenedCase> oc = open_case(ga.manifest);
+        r.id = oc->spec.id;
+        r.scheme = oc->spec.scheme;
+        scheme_by_slug(oc->spec.scheme);
+        const auto act = actual_source_for(actual, oc->spec.id, cases.size());
+        if (!act) {
+          oc->finish();
+          r.status = opt.require_all ? "ERROR" : "NO OUTPUT";
+          r.message = no_output_message(actual, oc->spec.id);
+          reports.push_back(std::move(r));
+          continue;
+        }
+        check_maps(opt, oc->spec, [&](const std::string& n) { return act->contains(n); },
+                   mapped_names);
+        CaseReport streamed = verify_case(oc->spec, oc->golden, *act, opt);
+        oc->finish();
+        r = std::move(streamed);
       }
     } catch (const std::exception& e) {
       if (r.id.empty()) r.id = ga.manifest.stem().string();

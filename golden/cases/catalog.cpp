@@ -145,6 +145,22 @@ LoadedCase load_case(const fs::path& manifest_path) {
   return lc;
 }
 
+std::unique_ptr<OpenedCase> open_case(const fs::path& manifest_path) {
+  auto oc = std::make_unique<OpenedCase>();
+  oc->manifest_path = manifest_path;
+  oc->spec = case_spec_read(manifest_path);
+  oc->tensors_path = tensors_path(manifest_path, oc->spec);
+  oc->golden.add_safetensors(oc->tensors_path);
+  const auto& meta = oc->golden.metadata();
+  if (auto it = meta.find("posenc_case");
+      it != meta.end() && it->second != oc->spec.id && !POSENC_MUTANT("golden_case_metadata_unchecked")) {
+    throw GoldenFileError(oc->tensors_path.string() + ": the file belongs to case \"" + it->second +
+                          "\", the manifest is \"" + oc->spec.id + "\"");
+  }
+  oc->golden.start_golden_check(oc->spec, oc->tensors_path.string());
+  return oc;
+}
+
 void parse_shard(const std::string& text, int* index, int* count) {
   const auto slash = text.find('/');
   try {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <regex>
 #include <string>
 #include <vector>
@@ -50,6 +51,20 @@ struct LoadedCase {
   std::filesystem::path manifest_path;
 };
 LoadedCase load_case(const std::filesystem::path& manifest_path);
+
+/// A case opened for streaming verification (`posenc verify` without --report): the parsed
+/// manifest and the header of its tensors file, checked against the manifest by name, dtype and
+/// shape (and the file's case metadata) as load_case does; the tensor data stays on disk and is
+/// hashed while verify reads it. finish() hashes what was not read and refuses a tensor whose
+/// SHA-256 differs from the manifest's (load_case's check, done last): call it before using
+/// the report.
+struct OpenedCase {
+  CaseSpec spec;
+  FileSource golden;
+  std::filesystem::path manifest_path, tensors_path;
+  void finish() { golden.finish_golden_check(spec, tensors_path.string()); }
+};
+std::unique_ptr<OpenedCase> open_case(const std::filesystem::path& manifest_path);
 
 /// Every case of every scheme (in registry order), filtered.
 struct CaseSelection {

@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -426,100 +427,6 @@ std::string_view npy_descr(DType t) {
   return "?";
 }
 
-// ---------------------------------------------------------------------------------------------
-// SHA-256 (FIPS 180-4). The constants are computed from their definition: the first 32 bits
-// of the fractional parts of the square roots (initial hash) and cube roots (round constants)
-// of the first primes, via exact integer roots of p * 2^64 and p * 2^96.
-
-using u128 = unsigned __int128;
-
-constexpr std::array<std::uint32_t, 64> first_primes() {
-  std::array<std::uint32_t, 64> p{};
-  std::uint32_t n = 2;
-  for (std::size_t k = 0; k < p.size(); ++n) {
-    bool prime = true;
-    for (std::uint32_t d = 2; d * d <= n; ++d) prime = prime && (n % d != 0);
-    if (prime) p[k++] = n;
-  }
-  return p;
-}
-
-// Largest x with x^root <= v (root 2 or 3), by bisection.
-constexpr std::uint64_t integer_root(u128 v, int root) {
-  std::uint64_t lo = 0, hi = std::uint64_t{1} << 36;  // roots here are below 2^35
-  while (hi - lo > 1) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    u128 power = 1;
-    for (int k = 0; k < root; ++k) power *= mid;
-    (power <= v ? lo : hi) = mid;
-  }
-  return lo;
-}
-
-constexpr std::array<std::uint32_t, 8> sha256_initial_hash() {
-  std::array<std::uint32_t, 8> h{};
-  const auto primes = first_primes();
-  for (std::size_t k = 0; k < h.size(); ++k) {
-    h[k] = static_cast<std::uint32_t>(integer_root(static_cast<u128>(primes[k]) << 64, 2));
-  }
-  return h;
-}
-
-constexpr std::array<std::uint32_t, 64> sha256_round_constants() {
-  std::array<std::uint32_t, 64> c{};
-  const auto primes = first_primes();
-  for (std::size_t k = 0; k < c.size(); ++k) {
-    c[k] = static_cast<std::uint32_t>(integer_root(static_cast<u128>(primes[k]) << 96, 3));
-  }
-  return c;
-}
-
-constexpr std::array<std::uint32_t, 8> kSha256H0 = sha256_initial_hash();
-constexpr std::array<std::uint32_t, 64> kSha256K = sha256_round_constants();
-static_assert(kSha256H0[0] == 0x6a09e667u && kSha256H0[7] == 0x5be0cd19u);
-static_assert(kSha256K[0] == 0x428a2f98u && kSha256K[63] == 0xc67178f2u);
-
-void sha256_block(std::array<std::uint32_t, 8>& h, const std::uint8_t* block) {
-  std::array<std::uint32_t, 64> w{};
-  for (int t = 0; t < 16; ++t) {
-    w[t] = (std::uint32_t{block[4 * t]} << 24) | (std::uint32_t{block[4 * t + 1]} << 16) |
-           (std::uint32_t{block[4 * t + 2]} << 8) | std::uint32_t{block[4 * t + 3]};
-  }
-  for (int t = 16; t < 64; ++t) {
-    const std::uint32_t s0 =
-        std::rotr(w[t - 15], 7) ^ std::rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
-    const std::uint32_t s1 =
-        std::rotr(w[t - 2], 17) ^ std::rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
-    w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-  }
-  std::uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6],
-                hh = h[7];
-  for (int t = 0; t < 64; ++t) {
-    const std::uint32_t big_s1 = std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25);
-    const std::uint32_t ch = (e & f) ^ (~e & g);
-    const std::uint32_t t1 = hh + big_s1 + ch + kSha256K[t] + w[t];
-    const std::uint32_t big_s0 = std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22);
-    const std::uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-    const std::uint32_t t2 = big_s0 + maj;
-    hh = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  h[0] += a;
-  h[1] += b;
-  h[2] += c;
-  h[3] += d;
-  h[4] += e;
-  h[5] += f;
-  h[6] += g;
-  h[7] += hh;
-}
-
 // Owns a FILE* and closes it on scope exit.
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
@@ -798,11 +705,9 @@ std::vector<Tensor> safetensors_decode(std::span<const std::uint8_t> bytes,
   return out;
 }
 
-std::vector<Tensor> safetensors_read(const std::filesystem::path& path,
-                                     std::map<std::string, std::string>* metadata) {
+TensorFileIndex safetensors_index(const InputFile& f) {
   const InputLimits limits = input_limits();
-  const InputFile f(path);
-  const std::string source = path.string();
+  const std::string& source = f.path();
   check_limit(source, "the tensor file", f.size(), limits.file_bytes, "POSENC_MAX_FILE_BYTES");
   std::array<std::uint8_t, 8> field{};
   f.read_at(0, std::span(field.data(), std::min<std::uint64_t>(f.size(), 8)));
@@ -811,10 +716,33 @@ std::vector<Tensor> safetensors_read(const std::filesystem::path& path,
   f.read_at(8, std::span(reinterpret_cast<std::uint8_t*>(text.data()), text.size()));
   SafetensorsLayout layout = safetensors_layout(text, f.size() - 8 - header_len, source, limits);
   const std::uint64_t data_start = 8 + header_len;
-  std::vector<Tensor> out = safetensors_tensors(layout, [&](const Entry& e, auto buffer) {
-    f.read_at(data_start + e.begin, buffer);
-  });
-  if (metadata != nullptr) *metadata = std::move(layout.metadata);
+  TensorFileIndex index;
+  for (Entry& e : layout.entries) {
+    index.entries.push_back(
+        {std::move(e.name), e.dtype, std::move(e.shape), data_start + e.begin, e.end - e.begin});
+  }
+  std::sort(index.entries.begin(), index.entries.end(),
+            [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
+  index.metadata = std::move(layout.metadata);
+  return index;
+}
+
+std::vector<Tensor> safetensors_read(const std::filesystem::path& path,
+                                     std::map<std::string, std::string>* metadata) {
+  const InputFile f(path);
+  TensorFileIndex index = safetensors_index(f);
+  std::vector<Tensor> out;
+  out.reserve(index.entries.size());
+  for (TensorEntry& e : index.entries) {
+    Tensor t;
+    t.dtype = e.dtype;
+    t.shape = std::move(e.shape);
+    t.data.resize(e.bytes);
+    f.read_at(e.offset, t.data);
+    t.name = std::move(e.name);
+    out.push_back(std::move(t));
+  }
+  if (metadata != nullptr) *metadata = std::move(index.metadata);
   return out;
 }
 
@@ -902,10 +830,9 @@ Tensor npy_decode(std::span<const std::uint8_t> bytes, const std::string& name,
   return t;
 }
 
-Tensor npy_read(const std::filesystem::path& path, const std::string& name) {
+TensorFileIndex npy_index(const InputFile& f, const std::string& name) {
   const InputLimits limits = input_limits();
-  const InputFile f(path);
-  const std::string source = path.string();
+  const std::string& source = f.path();
   check_limit(source, "the .npy file", f.size(), limits.file_bytes, "POSENC_MAX_FILE_BYTES");
   std::array<std::uint8_t, 12> prefix{};
   const std::size_t seen = static_cast<std::size_t>(std::min<std::uint64_t>(f.size(), 12));
@@ -915,12 +842,21 @@ Tensor npy_read(const std::filesystem::path& path, const std::string& name) {
   f.read_at(x.header_start, std::span(reinterpret_cast<std::uint8_t*>(text.data()), text.size()));
   const std::uint64_t data_start = x.header_start + x.header_len;
   NpyHeader h = npy_header(text, data_start, f.size(), source, limits);
+  TensorFileIndex index;
+  index.entries.push_back({name, h.dtype, std::move(h.shape), data_start, f.size() - data_start});
+  return index;
+}
+
+Tensor npy_read(const std::filesystem::path& path, const std::string& name) {
+  const InputFile f(path);
+  TensorFileIndex index = npy_index(f, name);
+  TensorEntry& e = index.entries.front();
   Tensor t;
   t.name = name;
-  t.dtype = h.dtype;
-  t.shape = std::move(h.shape);
-  t.data.resize(f.size() - data_start);
-  f.read_at(data_start, t.data);
+  t.dtype = e.dtype;
+  t.shape = std::move(e.shape);
+  t.data.resize(e.bytes);
+  f.read_at(e.offset, t.data);
   return t;
 }
 
@@ -961,44 +897,44 @@ std::vector<std::uint8_t> npy_encode(const Tensor& t) {
 // -----------------------------------------------------------------------------------------------
 // SHA-256.
 
-Sha256::Sha256() : h_(kSha256H0) {}
+Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
+  if (ctx_ == nullptr ||
+      EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+    throw std::runtime_error("Sha256: OpenSSL EVP_DigestInit_ex(sha256) failed");
+  }
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+Sha256::Sha256(Sha256&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
+
+Sha256& Sha256::operator=(Sha256&& other) noexcept {
+  if (this != &other) {
+    EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+    ctx_ = std::exchange(other.ctx_, nullptr);
+  }
+  return *this;
+}
 
 void Sha256::update(std::span<const std::uint8_t> bytes) {
-  length_ += bytes.size();
-  std::size_t k = 0;
-  if (buffered_ > 0) {
-    const std::size_t take = std::min(bytes.size(), block_.size() - buffered_);
-    std::memcpy(block_.data() + buffered_, bytes.data(), take);
-    buffered_ += take;
-    k = take;
-    if (buffered_ < block_.size()) return;
-    sha256_block(h_, block_.data());
-    buffered_ = 0;
-  }
-  for (; k + 64 <= bytes.size(); k += 64) sha256_block(h_, bytes.data() + k);
-  if (k < bytes.size()) {
-    std::memcpy(block_.data(), bytes.data() + k, bytes.size() - k);
-    buffered_ = bytes.size() - k;
+  if (bytes.empty()) return;
+  if (EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), bytes.data(), bytes.size()) != 1) {
+    throw std::runtime_error("Sha256: OpenSSL EVP_DigestUpdate failed");
   }
 }
 
 std::string Sha256::hex() {
-  // Final padding: 0x80, zeros, 64-bit big-endian bit length; one or two blocks.
-  std::array<std::uint8_t, 128> tail{};
-  if (buffered_ > 0) std::memcpy(tail.data(), block_.data(), buffered_);
-  tail[buffered_] = 0x80;
-  const std::size_t tail_len = buffered_ + 1 + 8 <= 64 ? 64 : 128;
-  const std::uint64_t bit_len = length_ * 8;
-  for (int k = 0; k < 8; ++k) {
-    tail[tail_len - 1 - k] = static_cast<std::uint8_t>(bit_len >> (8 * k));
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest, &len) != 1 || len != 32) {
+    throw std::runtime_error("Sha256: OpenSSL EVP_DigestFinal_ex failed");
   }
-  for (std::size_t k = 0; k < tail_len; k += 64) sha256_block(h_, tail.data() + k);
-
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (const std::uint32_t word : h_) {
-    for (int shift = 28; shift >= 0; shift -= 4) out += kHex[(word >> shift) & 0xf];
+  std::string out(64, '0');
+  for (unsigned k = 0; k < 32; ++k) {
+    out[2 * k] = kHex[digest[k] >> 4];
+    out[2 * k + 1] = kHex[digest[k] & 15];
   }
   return out;
 }

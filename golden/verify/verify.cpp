@@ -1,8 +1,30 @@
+// One implementation judges every tensor in chunks of VerifyOptions::chunk_elements elements
+// read from a TensorSource (golden/verify/tensor_source.hpp): the in-memory overloads of
+// verify_case run it on views of the tensors, `posenc verify` on files (FileSource). Per chunk:
+// typed conversion loops (no per-element dtype switch), then one judging loop per convention
+// (the default and each declared alternative, all in the same pass: the engine is judged by
+// the one with fewest elements over budget, the default on a tie), element positions from
+// per-axis rank tables. The report does not depend on the chunk size or the thread count
+// (with more than one thread allowed, a second thread hashes the chunk's golden bytes while
+// this one judges them).
+// Memory besides the chunk buffers: the per-axis position tables (8 + 4 bytes per axis
+// coordinate), one PositionAcc (24 bytes) per distinct position and convention, the chunk's
+// scratch (8 double arrays, one int32, one byte array: 69 bytes x 8192 elements); the HTML
+// ratios (verify_case_with_ratios) keep 8 bytes per element and convention.
 #include "golden/verify/verify.hpp"
 #include "golden/verify/element_ratios.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
+#include <cstring>
+#include <exception>
+#include <future>
+#include <stdexcept>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <set>
 #include <sstream>
 
@@ -58,7 +80,25 @@ std::vector<std::int64_t> coords_of(const std::vector<std::int64_t>& shape, std:
   return coords;
 }
 
-std::string describe(const TensorSpec& spec, const TensorMap& golden,
+/// Small golden tensors (positions, labels, trace tables) loaded whole from the source once.
+class SmallTensors {
+ public:
+  explicit SmallTensors(TensorSource& src) : src_(src) {}
+  /// nullptr when the source has no such tensor.
+  const Tensor* get(const std::string& name) {
+    auto it = cache_.find(name);
+    if (it != cache_.end()) return &it->second;
+    if (!src_.contains(name)) return nullptr;
+    return &cache_.emplace(name, src_.load(name)).first->second;
+  }
+  TensorSource& source() { return src_; }
+
+ private:
+  TensorSource& src_;
+  std::map<std::string, Tensor> cache_;
+};
+
+std::string describe(const TensorSpec& spec, SmallTensors& golden,
                      const std::vector<std::int64_t>& coords) {
   std::ostringstream os;
   for (std::size_t k = 0; k < coords.size(); ++k) {
@@ -67,16 +107,12 @@ std::string describe(const TensorSpec& spec, const TensorMap& golden,
     os << (ax && !ax->name.empty() ? ax->name : "dim" + std::to_string(k)) << ' ' << coords[k];
     if (!ax) continue;
     if (!ax->positions.empty()) {
-      auto it = golden.find(ax->positions);
-      if (it != golden.end() && coords[k] < it->second.numel()) {
-        os << " (position " << it->second.get_i64(coords[k]) << ')';
-      }
+      const Tensor* t = golden.get(ax->positions);
+      if (t && coords[k] < t->numel()) os << " (position " << t->get_i64(coords[k]) << ')';
     }
     for (const auto& label : ax->labels) {
-      auto it = golden.find(label);
-      if (it != golden.end() && coords[k] < it->second.numel()) {
-        os << " (" << label << ' ' << it->second.get_i64(coords[k]) << ')';
-      }
+      const Tensor* t = golden.get(label);
+      if (t && coords[k] < t->numel()) os << " (" << label << ' ' << t->get_i64(coords[k]) << ')';
     }
     if (!ax->pair_map.empty() && ax->name != "pair" &&
         coords[k] < static_cast<std::int64_t>(ax->pair_map.size())) {
@@ -91,95 +127,286 @@ std::string describe(const TensorSpec& spec, const TensorMap& golden,
   return os.str();
 }
 
-/// Position of every element: the largest of its coordinates' positions (a score between
-/// positions 5 and 4095 is judged at 4095). Empty when no axis carries positions.
-std::vector<std::int64_t> element_positions(const TensorSpec& spec, const TensorMap& golden) {
-  std::vector<std::vector<std::int64_t>> axis_pos(spec.shape.size());
-  bool any = false;
-  for (std::size_t k = 0; k < spec.axes.size() && k < spec.shape.size(); ++k) {
-    if (spec.axes[k].positions.empty()) continue;
-    auto it = golden.find(spec.axes[k].positions);
-    if (it == golden.end() || it->second.numel() != spec.shape[k]) continue;
-    for (std::int64_t i = 0; i < spec.shape[k]; ++i) axis_pos[k].push_back(it->second.get_i64(i));
-    any = true;
-  }
-  if (!any) return {};
+std::int64_t numel_of(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
-  for (auto d : spec.shape) n *= d;
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(n), std::numeric_limits<std::int64_t>::min());
-  std::vector<std::int64_t> c(spec.shape.size(), 0);
-  for (std::int64_t j = 0; j < n; ++j) {
-    std::int64_t p = std::numeric_limits<std::int64_t>::min();
-    for (std::size_t k = 0; k < c.size(); ++k) {
-      if (!axis_pos[k].empty()) p = std::max(p, axis_pos[k][c[k]]);
-    }
-    pos[j] = p;
-    for (std::size_t k = c.size(); k-- > 0;) {  // odometer
-      if (++c[k] < spec.shape[k]) break;
-      c[k] = 0;
-    }
-  }
-  return pos;
+  for (auto d : shape) n *= d;
+  return n;
 }
 
-struct Judged {
-  std::vector<double> ratio;  // per element; NaN output -> +inf
-  std::vector<double> diff, budget;
-  std::int64_t n_over = 0, n_nan = 0;
+/// The golden tensor's entry; std::out_of_range when absent (as TensorMap::at).
+const TensorEntry& need(TensorSource& src, const std::string& name) {
+  const TensorEntry* e = src.find(name);
+  if (e == nullptr) throw std::out_of_range("golden tensor \"" + name + "\" is missing");
+  return *e;
+}
+
+/// The positions of a tensor's elements, as tables per axis: an element's position is the
+/// largest of its coordinates' positions (a score between positions 5 and 4095 is judged at
+/// 4095). Positions are numbered by their rank among the distinct positions of the tensor's
+/// axes, so that the largest position is the largest rank. `any` is false when no axis
+/// carries positions.
+struct PositionTables {
+  bool any = false;
+  std::vector<std::int64_t> values;               // distinct positions, ascending
+  std::vector<std::vector<std::int32_t>> rank;    // per axis: rank of each coordinate's position
 };
 
-/// |y - y*| / budget for every element against one convention's exact and cond values.
-Judged judge(const TensorSpec& spec, const Tensor& act, const Tensor& want, const Tensor* exact,
-             const Tensor* cond, const Tensor* extra, const ProfileBudget& b) {
-  const std::int64_t n = act.numel();
-  Judged r;
-  r.ratio.resize(static_cast<std::size_t>(n));
-  r.diff.resize(static_cast<std::size_t>(n));
-  r.budget.resize(static_cast<std::size_t>(n));
-  const double eps = dtype_eps(spec.dtype);
-  const bool is_float = dtype_is_float(act.dtype);
-  double bound = b.bound;
-  if (POSENC_MUTANT("golden_verify_lenient")) bound = bound * 1e12 + 1e12;  // passes anything
-  for (std::int64_t j = 0; j < n; ++j) {
-    double ratio, diff = 0, budget = 0;
-    const double a = is_float ? act.get_f64(j) : 0.0;
-    if (is_float && std::isnan(a)) {
-      ratio = POSENC_MUTANT("golden_verify_nan_passes") ? 0.0 : INFINITY;
-      diff = NAN;
-      ++r.n_nan;
-    } else if (spec.check.kind == "exact") {
-      ratio = act.get_bits(j) == want.get_bits(j) ? 0.0 : INFINITY;
-      if (is_float) diff = std::fabs(a - want.get_f64(j));
-      if (POSENC_MUTANT("golden_verify_lenient")) ratio = 0.0;
-    } else {
-      const double x = exact->get_f64(j);
-      if (spec.check.kind == "ulp") {
-        budget = bound * dtype_ulp(spec.dtype, x);
-      } else {
-        const double c = cond->get_f64(j);
-        const double ulps = POSENC_MUTANT("golden_verify_ulps_ignored") ? 0.0 : b.ulps;
-        budget = c > 0 ? bound * eps * c + ulps * dtype_ulp(spec.dtype, x) : 0.0;
-      }
-      if (extra) budget += extra->get_f64(j);
-      diff = std::fabs(a - x);
-      if (diff == 0.0) {
-        ratio = 0.0;
-      } else if (!std::isfinite(diff) || !(budget > 0.0)) {
-        ratio = INFINITY;
-      } else {
-        ratio = diff / budget;
-      }
-    }
-    if (ratio > 1.0) ++r.n_over;
-    r.ratio[j] = ratio;
-    r.diff[j] = diff;
-    r.budget[j] = budget;
+PositionTables position_tables(const TensorSpec& spec, SmallTensors& golden) {
+  PositionTables p;
+  p.rank.resize(spec.shape.size());
+  std::vector<std::vector<std::int64_t>> axis_pos(spec.shape.size());
+  for (std::size_t k = 0; k < spec.axes.size() && k < spec.shape.size(); ++k) {
+    if (spec.axes[k].positions.empty()) continue;
+    const TensorEntry* e = golden.source().find(spec.axes[k].positions);
+    if (e == nullptr || numel_of(e->shape) != spec.shape[k]) continue;
+    const Tensor* t = golden.get(spec.axes[k].positions);
+    for (std::int64_t i = 0; i < spec.shape[k]; ++i) axis_pos[k].push_back(t->get_i64(i));
+    p.values.insert(p.values.end(), axis_pos[k].begin(), axis_pos[k].end());
+    p.any = true;
   }
-  return r;
+  std::sort(p.values.begin(), p.values.end());
+  p.values.erase(std::unique(p.values.begin(), p.values.end()), p.values.end());
+  for (std::size_t k = 0; k < axis_pos.size(); ++k) {
+    for (std::int64_t v : axis_pos[k]) {
+      p.rank[k].push_back(static_cast<std::int32_t>(
+          std::lower_bound(p.values.begin(), p.values.end(), v) - p.values.begin()));
+    }
+  }
+  return p;
 }
 
-TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const Tensor& act,
-                          const VerifyOptions& opt, std::vector<double>* keep_ratios = nullptr) {
+/// Position ranks of the elements [b, e) of a tensor of `shape` (row-major), into out[0, e - b):
+/// one pass over runs of the last axis.
+void chunk_position_ranks(const PositionTables& p, const std::vector<std::int64_t>& shape,
+                          std::int64_t b, std::int64_t e, std::int32_t* out) {
+  std::vector<std::int64_t> c = coords_of(shape, b);
+  const std::size_t last = shape.size() - 1;
+  const std::int64_t inner = shape[last];
+  for (std::int64_t j = b; j < e;) {
+    std::int32_t base = -1;
+    for (std::size_t k = 0; k < last; ++k) {
+      if (!p.rank[k].empty()) base = std::max(base, p.rank[k][c[k]]);
+    }
+    const std::int64_t run = std::min(inner - c[last], e - j);
+    std::int32_t* o = out + (j - b);
+    if (!p.rank[last].empty()) {
+      const std::int32_t* r = p.rank[last].data() + c[last];
+      for (std::int64_t i = 0; i < run; ++i) o[i] = std::max(base, r[i]);
+    } else {
+      std::fill(o, o + run, base);
+    }
+    j += run;
+    c[last] += run;
+    if (c[last] == inner) {
+      c[last] = 0;
+      for (std::size_t k = last; k-- > 0;) {  // odometer
+        if (++c[k] < shape[k]) break;
+        c[k] = 0;
+      }
+    }
+  }
+}
+
+/// Elements [0, n) of raw little-endian bytes of `dtype` as doubles (exact for float dtypes,
+/// as Tensor::get_f64): one typed loop per dtype.
+void to_f64(DType dtype, std::span<const std::uint8_t> bytes, std::int64_t n, double* out) {
+  const std::uint8_t* p = bytes.data();
+  auto loop = [&](auto zero, auto convert) {
+    using T = decltype(zero);
+    for (std::int64_t j = 0; j < n; ++j) {
+      T v;
+      std::memcpy(&v, p + j * sizeof(T), sizeof(T));
+      out[j] = convert(v);
+    }
+  };
+  switch (dtype) {
+    case DType::kF64: std::memcpy(out, p, static_cast<std::size_t>(n) * 8); break;
+    case DType::kF32: loop(0.0f, [](float v) { return static_cast<double>(v); }); break;
+    case DType::kBF16:
+      loop(std::uint16_t{0}, [](std::uint16_t v) { return static_cast<double>(bf16_to_float(v)); });
+      break;
+    case DType::kF16: loop(std::uint16_t{0}, [](std::uint16_t v) { return f16_to_double(v); }); break;
+    case DType::kI64: loop(std::int64_t{0}, [](std::int64_t v) { return static_cast<double>(v); }); break;
+    case DType::kI32: loop(std::int32_t{0}, [](std::int32_t v) { return static_cast<double>(v); }); break;
+  }
+}
+
+/// eq[j] = elements j of a and b have the same bit pattern (size: the dtype's bytes).
+void bits_equal(int size, const std::uint8_t* a, const std::uint8_t* b, std::int64_t n,
+                std::uint8_t* eq) {
+  auto loop = [&](auto zero) {
+    using T = decltype(zero);
+    for (std::int64_t j = 0; j < n; ++j) {
+      T x, y;
+      std::memcpy(&x, a + j * sizeof(T), sizeof(T));
+      std::memcpy(&y, b + j * sizeof(T), sizeof(T));
+      eq[j] = x == y;
+    }
+  };
+  if (size == 8) loop(std::uint64_t{0});
+  if (size == 4) loop(std::uint32_t{0});
+  if (size == 2) loop(std::uint16_t{0});
+}
+
+/// dtype_ulp(t, x) on the bits of x (the same value; ilogb and ldexp only off the fast path).
+inline double ulp_of(int digits, int min_exponent, double x) {
+  const std::uint64_t bits = std::bit_cast<std::uint64_t>(x);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  int e = min_exponent;
+  if (biased != 0x7ff && x != 0.0) {
+    e = std::max(biased == 0 ? std::ilogb(x) : biased - 1023, min_exponent);
+  }
+  const int k = e - digits + 1;
+  if (k >= -1022) return std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52);
+  return std::ldexp(1.0, k);
+}
+
+/// Element at p of `dtype` as a double (Tensor::get_f64 of a one-element tensor).
+double element_f64(DType dtype, std::span<const std::uint8_t> bytes) {
+  double v = 0;
+  to_f64(dtype, bytes, 1, &v);
+  return v;
+}
+
+/// One convention's running account of a tensor, over the chunks seen so far.
+struct PositionAcc {
+  double worst_ratio = 0;
+  std::int64_t n = 0, n_over = 0;
+};
+struct ConventionAcc {
+  std::string exact, cond;                      // its companions ("" for none)
+  std::int64_t n_over_all = 0, n_nan = 0;       // every element, skipped ones included
+  std::int64_t n = 0, n_over = 0, n_skipped = 0;  // judged elements
+  double worst_ratio = -1;
+  std::int64_t worst = -1;
+  double worst_diff = 0, worst_budget = 0;
+  std::vector<PositionAcc> by_position;  // per position rank
+  std::vector<double> ratios;            // every element, when asked for
+};
+
+/// What stays fixed while a tensor's chunks are judged.
+struct JudgeSetup {
+  DType dtype;
+  std::string kind;
+  bool is_float;
+  double bound, ulps, eps;
+  int digits, min_exponent;
+  bool nan_passes, lenient;
+};
+
+/// Elements judged per pass: the scratch arrays of a block stay in the core's cache.
+constexpr std::int64_t kJudgeBlock = 8192;
+
+/// Scratch arrays of one block.
+struct ChunkScratch {
+  std::vector<double> a, w, x, c, extra, ratio, diff, budget;
+  std::vector<std::int32_t> pos;
+  std::vector<std::uint8_t> eq;
+  void resize(std::size_t m) {
+    for (auto* v : {&a, &w, &x, &c, &extra, &ratio, &diff, &budget}) v->resize(m);
+    pos.resize(m);
+    eq.resize(m);
+  }
+};
+
+/// |y - y*| / budget (ratio), |y - y*| (diff) and the budget of the chunk's m elements against
+/// one convention (s.x: its exact values, s.c: its cond values) as the verifier defines them
+/// (golden/format/manifest.hpp); returns the NaN count.
+std::int64_t judge_chunk(const JudgeSetup& js, ChunkScratch& s, std::int64_t m, bool has_extra) {
+  std::int64_t n_nan = 0;
+  const double* a = s.a.data();
+  double* ratio = s.ratio.data();
+  double* diff = s.diff.data();
+  double* budget = s.budget.data();
+  if (js.kind == "exact") {
+    for (std::int64_t j = 0; j < m; ++j) {
+      double q, d = 0;
+      if (js.is_float && std::isnan(a[j])) {
+        q = js.nan_passes ? 0.0 : INFINITY;
+        d = NAN;
+        ++n_nan;
+      } else {
+        q = s.eq[j] ? 0.0 : INFINITY;
+        if (js.is_float) d = std::fabs(a[j] - s.w[j]);
+        if (js.lenient) q = 0.0;
+      }
+      ratio[j] = q;
+      diff[j] = d;
+      budget[j] = 0;
+    }
+    return n_nan;
+  }
+  const bool ulp_kind = js.kind == "ulp";
+  const double* x = s.x.data();
+  const double* c = s.c.data();
+  const double* extra = s.extra.data();
+  for (std::int64_t j = 0; j < m; ++j) {
+    double q, d, bud = 0;
+    if (std::isnan(a[j])) {
+      q = js.nan_passes ? 0.0 : INFINITY;
+      d = NAN;
+      ++n_nan;
+    } else {
+      const double xj = x[j];
+      if (ulp_kind) {
+        bud = js.bound * ulp_of(js.digits, js.min_exponent, xj);
+      } else {
+        const double cj = c[j];
+        bud = cj > 0 ? js.bound * js.eps * cj + js.ulps * ulp_of(js.digits, js.min_exponent, xj)
+                     : 0.0;
+      }
+      if (has_extra) bud += extra[j];
+      d = std::fabs(a[j] - xj);
+      if (d == 0.0) {
+        q = 0.0;
+      } else if (!std::isfinite(d) || !(bud > 0.0)) {
+        q = INFINITY;
+      } else {
+        q = d / bud;
+      }
+    }
+    ratio[j] = q;
+    diff[j] = d;
+    budget[j] = bud;
+  }
+  return n_nan;
+}
+
+/// Adds the chunk's judged elements [cb, cb + m) (ratios in s.ratio) to one convention's
+/// account: counts, worst element, per-position stats; skip / skip_count per position rank.
+void accumulate(ConventionAcc& acc, const ChunkScratch& s, std::int64_t cb, std::int64_t m,
+                bool has_positions, const std::vector<std::uint8_t>& skip,
+                const std::vector<std::uint8_t>& skip_count, bool keep_ratios) {
+  const double* ratio = s.ratio.data();
+  for (std::int64_t j = 0; j < m; ++j) {
+    const double q = ratio[j];
+    const bool over = q > 1.0;
+    acc.n_over_all += over;
+    if (keep_ratios) acc.ratios[cb + j] = has_positions && skip[s.pos[j]] ? std::nan("") : q;
+    if (has_positions && skip_count[s.pos[j]]) {
+      ++acc.n_skipped;
+      continue;
+    }
+    ++acc.n;
+    acc.n_over += over;
+    if (q > acc.worst_ratio) {
+      acc.worst_ratio = q;
+      acc.worst = cb + j;
+      acc.worst_diff = s.diff[j];
+      acc.worst_budget = s.budget[j];
+    }
+    if (has_positions) {
+      PositionAcc& ps = acc.by_position[s.pos[j]];
+      ps.worst_ratio = std::max(ps.worst_ratio, q);
+      ++ps.n;
+      ps.n_over += over;
+    }
+  }
+}
+
+TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSource& actual,
+                          const std::string& actual_name, const VerifyOptions& opt,
+                          std::vector<double>* keep_ratios = nullptr) {
   TensorReport r;
   r.name = spec.name;
   r.stage = spec.stage;
@@ -194,6 +421,7 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
     r.message = "profile " + opt.profile + " does not apply: " + b.not_applicable;
     return r;
   }
+  const TensorEntry& act = *actual.find(actual_name);
   if (act.dtype != spec.dtype) {
     r.status = "ERROR";
     r.message = "dtype is " + std::string(dtype_short(act.dtype)) + ", the case expects " +
@@ -205,59 +433,137 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
     r.message = "shape is " + shape_str(act.shape) + ", the case expects " + shape_str(spec.shape);
     return r;
   }
-  const Tensor& want = golden.at(spec.name);
-  const Tensor* extra = b.extra.empty() ? nullptr : &golden.at(b.extra);
-  auto find = [&](const std::string& n) { return n.empty() ? nullptr : &golden.at(n); };
+  TensorSource& gold = golden.source();
+  JudgeSetup js;
+  js.dtype = spec.dtype;
+  js.kind = spec.check.kind;
+  js.is_float = dtype_is_float(act.dtype);
+  js.bound = b.bound;
+  js.lenient = POSENC_MUTANT("golden_verify_lenient");
+  if (js.lenient) js.bound = js.bound * 1e12 + 1e12;  // passes anything
+  js.ulps = POSENC_MUTANT("golden_verify_ulps_ignored") ? 0.0 : b.ulps;
+  js.eps = dtype_eps(spec.dtype);
+  js.digits = dtype_digits(spec.dtype);
+  js.min_exponent = dtype_min_exponent(spec.dtype);
+  js.nan_passes = POSENC_MUTANT("golden_verify_nan_passes");
+  const std::string* extra = b.extra.empty() ? nullptr : &b.extra;
   // The default convention, then each declared alternative; the engine is judged by the one
   // it follows (fewest elements over budget, the default on a tie).
-  Judged best = judge(spec, act, want, find(spec.exact), find(spec.cond), extra, b);
+  std::vector<ConventionAcc> conv(1);
+  conv[0].exact = spec.exact;
+  conv[0].cond = spec.cond;
   for (const auto& alt : spec.alternatives) {
     if (POSENC_MUTANT("golden_verify_alternatives_ignored")) break;
-    Judged j = judge(spec, act, want, find(alt.exact), find(alt.cond), extra, b);
-    if (j.n_over < best.n_over) {
-      best = std::move(j);
-      r.convention = alt.name;
-    }
+    conv.emplace_back();
+    conv.back().exact = alt.exact;
+    conv.back().cond = alt.cond;
   }
-  const std::vector<std::int64_t> pos = element_positions(spec, golden);
-  r.has_positions = !pos.empty();
-  const std::int64_t n = act.numel();
-  std::int64_t worst = -1;
-  double worst_ratio = -1;
-  std::map<std::int64_t, PositionStat> per_pos;
-  for (std::int64_t j = 0; j < n; ++j) {
-    if (r.has_positions && opt.max_position && pos[j] > *opt.max_position &&
-        !POSENC_MUTANT("golden_verify_max_position_ignored")) {
-      ++r.n_skipped;
-      continue;
-    }
-    ++r.n;
-    const double q = best.ratio[j];
-    const bool over = q > 1.0;
-    r.n_over += over;
-    if (q > worst_ratio) {
-      worst_ratio = q;
-      worst = j;
-    }
-    if (r.has_positions) {
-      PositionStat& ps = per_pos[pos[j]];
-      ps.position = pos[j];
-      ps.worst_ratio = std::max(ps.worst_ratio, q);
-      ++ps.n;
-      ps.n_over += over;
-    }
+  const std::int64_t n = numel_of(act.shape);
+  PositionTables pt;
+  if (n > 0) pt = position_tables(spec, golden);
+  r.has_positions = pt.any;
+  // Per position rank: beyond --max-position (skip) and as counted (skip_count: the mutant
+  // golden_verify_max_position_ignored counts them as judged).
+  std::vector<std::uint8_t> skip(pt.values.size(), 0), skip_count(pt.values.size(), 0);
+  for (std::size_t p = 0; p < pt.values.size(); ++p) {
+    skip[p] = opt.max_position && pt.values[p] > *opt.max_position;
+    skip_count[p] = skip[p] && !POSENC_MUTANT("golden_verify_max_position_ignored");
   }
-  if (keep_ratios) {
-    *keep_ratios = best.ratio;
-    if (r.has_positions && opt.max_position) {
-      for (std::int64_t j = 0; j < n; ++j) {
-        if (pos[j] > *opt.max_position) (*keep_ratios)[j] = std::nan("");
+  for (auto& acc : conv) {
+    acc.by_position.resize(pt.values.size());
+    if (keep_ratios) acc.ratios.resize(static_cast<std::size_t>(n));
+  }
+  const std::int64_t chunk = opt.chunk_elements;
+  if (chunk < 1) throw_invalid("verify_case", "VerifyOptions::chunk_elements must be >= 1", chunk);
+  ChunkScratch s;
+  s.resize(static_cast<std::size_t>(std::min({n, chunk, kJudgeBlock})));
+  const bool exact_kind = js.kind == "exact";
+  // Only a file source has deferred work (hashing) for a second thread.
+  const bool hashes = dynamic_cast<FileSource*>(&gold) != nullptr;
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  // Conventions' companions and their dtypes.
+  std::vector<DType> x_dtype, c_dtype;
+  for (const auto& acc : conv) {
+    if (exact_kind) continue;
+    x_dtype.push_back(need(gold, acc.exact).dtype);
+    if (js.kind == "conditioned") c_dtype.push_back(need(gold, acc.cond).dtype);
+  }
+  const DType extra_dtype = extra ? need(gold, *extra).dtype : DType::kF64;
+  if (exact_kind) need(gold, spec.name);
+  std::vector<std::span<const std::uint8_t>> xb(conv.size()), cbytes(conv.size());
+  for (std::int64_t cb = 0; cb < n; cb += chunk) {
+    const std::int64_t ce = std::min(n, cb + chunk);
+    const std::int64_t m = ce - cb;
+    // Every range this chunk needs, read first; then the golden bytes are hashed (flush) on a
+    // second thread while this one judges them.
+    const std::span<const std::uint8_t> abytes = actual.read(actual_name, cb, ce);
+    const std::span<const std::uint8_t> wbytes =
+        exact_kind ? gold.read(spec.name, cb, ce) : std::span<const std::uint8_t>();
+    const std::span<const std::uint8_t> ebytes =
+        extra ? gold.read(*extra, cb, ce) : std::span<const std::uint8_t>();
+    for (std::size_t i = 0; i < conv.size() && !exact_kind; ++i) {
+      xb[i] = gold.read(conv[i].exact, cb, ce);
+      if (js.kind == "conditioned") cbytes[i] = gold.read(conv[i].cond, cb, ce);
+    }
+    // Judged in blocks of kJudgeBlock elements, every pass of a block while it is in cache.
+    auto judge_all = [&] {
+      for (std::int64_t sb = 0; sb < m; sb += kJudgeBlock) {
+        const std::int64_t mb = std::min(kJudgeBlock, m - sb);
+        auto part = [&](std::span<const std::uint8_t> bytes, DType t) {
+          const std::size_t size = static_cast<std::size_t>(dtype_size(t));
+          return bytes.subspan(static_cast<std::size_t>(sb) * size, static_cast<std::size_t>(mb) * size);
+        };
+        if (js.is_float) to_f64(act.dtype, part(abytes, act.dtype), mb, s.a.data());
+        if (exact_kind) {
+          bits_equal(dtype_size(act.dtype), part(abytes, act.dtype).data(),
+                     part(wbytes, act.dtype).data(), mb, s.eq.data());
+          if (js.is_float) to_f64(spec.dtype, part(wbytes, spec.dtype), mb, s.w.data());
+        }
+        if (extra) to_f64(extra_dtype, part(ebytes, extra_dtype), mb, s.extra.data());
+        if (pt.any) chunk_position_ranks(pt, spec.shape, cb + sb, cb + sb + mb, s.pos.data());
+        for (std::size_t i = 0; i < conv.size(); ++i) {
+          ConventionAcc& acc = conv[i];
+          if (!exact_kind) {
+            to_f64(x_dtype[i], part(xb[i], x_dtype[i]), mb, s.x.data());
+            if (js.kind == "conditioned") to_f64(c_dtype[i], part(cbytes[i], c_dtype[i]), mb, s.c.data());
+          }
+          acc.n_nan += judge_chunk(js, s, mb, extra != nullptr);
+          accumulate(acc, s, cb + sb, mb, pt.any, skip, skip_count, keep_ratios != nullptr);
+        }
       }
+    };
+    if (hashes && threads > 1 && m >= 4096) {
+      // A plain thread per chunk (about 30 us against milliseconds of work), not an OpenMP
+      // region: OpenMP's waiting threads spin between chunks, which cost more than the
+      // hashing on a loaded machine (measured: 40% of the cycles in libgomp).
+      std::future<void> hashed = std::async(std::launch::async, [&gold] { gold.flush(); });
+      try {
+        judge_all();
+      } catch (...) {
+        hashed.wait();
+        throw;
+      }
+      hashed.get();
+    } else {
+      judge_all();
     }
   }
-  r.n_nan = best.n_nan;
-  r.max_ratio = worst_ratio < 0 ? 0 : worst_ratio;
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < conv.size(); ++i) {
+    if (conv[i].n_over_all < conv[best].n_over_all) best = i;
+  }
+  ConventionAcc& acc = conv[best];
+  if (best > 0) r.convention = spec.alternatives[best - 1].name;
+  r.n = acc.n;
+  r.n_over = acc.n_over;
+  r.n_skipped = acc.n_skipped;
+  r.n_nan = acc.n_nan;
+  r.max_ratio = acc.worst_ratio < 0 ? 0 : acc.worst_ratio;
   r.status = r.n_over == 0 ? "PASS" : "FAIL";
+  if (keep_ratios) *keep_ratios = std::move(acc.ratios);
   if (r.n_nan > 0) {
     r.message = std::to_string(r.n_nan) + " NaN element(s): NaN never passes";
   }
@@ -269,8 +575,15 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
       }
     }
   }
-  for (auto& [p, ps] : per_pos) {
-    auto it = b.saturated.find(p);
+  for (std::size_t p = 0; p < pt.values.size(); ++p) {
+    const PositionAcc& pa = acc.by_position[p];
+    if (pa.n == 0) continue;
+    PositionStat ps;
+    ps.position = pt.values[p];
+    ps.worst_ratio = pa.worst_ratio;
+    ps.n = pa.n;
+    ps.n_over = pa.n_over;
+    auto it = b.saturated.find(ps.position);
     if (it != b.saturated.end() && !POSENC_MUTANT("golden_verify_saturation_dropped")) ps.saturated = it->second;
     r.by_position.push_back(ps);
   }
@@ -284,15 +597,18 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
       r.passes_up_to_position = ps.position;
     }
   }
-  if (worst >= 0) {
-    r.worst.index = worst;
-    r.worst.ratio = worst_ratio;
-    r.worst.actual = dtype_is_float(act.dtype) ? act.get_f64(worst) : static_cast<double>(act.get_i64(worst));
-    r.worst.expected = dtype_is_float(want.dtype) ? want.get_f64(worst) : static_cast<double>(want.get_i64(worst));
-    r.worst.exact = spec.exact.empty() ? r.worst.expected : golden.at(spec.exact).get_f64(worst);
-    r.worst.abs_error = best.diff[worst];
-    r.worst.budget = best.budget[worst];
-    r.worst.coords = coords_of(spec.shape, worst);
+  if (acc.worst >= 0) {
+    const std::int64_t w = acc.worst;
+    r.worst.index = w;
+    r.worst.ratio = acc.worst_ratio;
+    r.worst.actual = element_f64(act.dtype, actual.read(actual_name, w, w + 1));
+    r.worst.expected = element_f64(need(gold, spec.name).dtype, gold.read(spec.name, w, w + 1));
+    r.worst.exact = spec.exact.empty()
+                        ? r.worst.expected
+                        : element_f64(need(gold, spec.exact).dtype, gold.read(spec.exact, w, w + 1));
+    r.worst.abs_error = acc.worst_diff;
+    r.worst.budget = acc.worst_budget;
+    r.worst.coords = coords_of(spec.shape, w);
     r.worst.where = describe(spec, golden, r.worst.coords);
   }
   return r;
@@ -301,7 +617,9 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
 }  // namespace
 
 std::string describe_element(const TensorSpec& spec, const TensorMap& golden, std::int64_t index) {
-  return describe(spec, golden, coords_of(spec.shape, index));
+  MapSource src(golden);
+  SmallTensors small(src);
+  return describe(spec, small, coords_of(spec.shape, index));
 }
 
 void check_golden_tensors(const CaseSpec& spec, const TensorMap& golden,
@@ -343,16 +661,16 @@ namespace {
 
 /// The first trace step with a failing tensor: its worst failing tensor, and the position and
 /// slot of that tensor's worst element (from the step's positions / slots / cache_positions).
-TraceStepReport trace_step_report(const CaseSpec& spec, const TensorMap& golden, const CaseReport& rep) {
+TraceStepReport trace_step_report(const CaseSpec& spec, SmallTensors& golden, const CaseReport& rep) {
   TraceStepReport tr;
   const auto& steps = spec.manifest.at("trace").at("steps");
   tr.n_steps = static_cast<int>(steps.size());
   auto lookup = [&](const std::string& name, std::int64_t b, std::int64_t i) -> std::optional<std::int64_t> {
-    auto it = golden.find(name);
-    if (it == golden.end() || it->second.shape.size() != 2) return std::nullopt;
-    const std::int64_t idx = b * it->second.shape[1] + i;
-    if (b < 0 || i < 0 || i >= it->second.shape[1] || idx >= it->second.numel()) return std::nullopt;
-    return it->second.get_i64(idx);
+    const TensorEntry* e = golden.source().find(name);
+    if (e == nullptr || e->shape.size() != 2) return std::nullopt;
+    const std::int64_t idx = b * e->shape[1] + i;
+    if (b < 0 || i < 0 || i >= e->shape[1] || idx >= numel_of(e->shape)) return std::nullopt;
+    return golden.get(name)->get_i64(idx);
   };
   for (const auto& js : steps) {
     const TensorReport* worst = nullptr;
@@ -392,12 +710,18 @@ TraceStepReport trace_step_report(const CaseSpec& spec, const TensorMap& golden,
 }
 
 /// verify_case, also keeping every judged element's ratio per tensor when `ratios` is given.
-CaseReport verify_case_impl(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
+CaseReport verify_case_impl(const CaseSpec& spec, TensorSource& golden, TensorSource& actual,
                             const VerifyOptions& opt, ElementRatios* ratios);
 
 }  // namespace
 
 CaseReport verify_case(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
+                       const VerifyOptions& opt) {
+  MapSource g(golden), a(actual);
+  return verify_case_impl(spec, g, a, opt, nullptr);
+}
+
+CaseReport verify_case(const CaseSpec& spec, TensorSource& golden, TensorSource& actual,
                        const VerifyOptions& opt) {
   return verify_case_impl(spec, golden, actual, opt, nullptr);
 }
@@ -406,13 +730,15 @@ CaseReport verify_case_with_ratios(const CaseSpec& spec, const TensorMap& golden
                                    const TensorMap& actual, const VerifyOptions& opt,
                                    ElementRatios& ratios) {
   ratios.clear();
-  return verify_case_impl(spec, golden, actual, opt, &ratios);
+  MapSource g(golden), a(actual);
+  return verify_case_impl(spec, g, a, opt, &ratios);
 }
 
 namespace {
 
-CaseReport verify_case_impl(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
+CaseReport verify_case_impl(const CaseSpec& spec, TensorSource& golden, TensorSource& actual,
                             const VerifyOptions& opt, ElementRatios* ratios) {
+  SmallTensors small(golden);
   CaseReport rep;
   rep.id = spec.id;
   rep.scheme = spec.scheme;
@@ -423,8 +749,7 @@ CaseReport verify_case_impl(const CaseSpec& spec, const TensorMap& golden, const
   for (const auto& spec_t : spec.expected) {
     auto rn = opt.rename.find(spec_t.name);
     const std::string actual_name = rn == opt.rename.end() ? spec_t.name : rn->second;
-    auto it = actual.find(actual_name);
-    if (it == actual.end()) {
+    if (!actual.contains(actual_name)) {
       TensorReport t;
       t.name = spec_t.name;
       t.stage = spec_t.stage;
@@ -435,8 +760,10 @@ CaseReport verify_case_impl(const CaseSpec& spec, const TensorMap& golden, const
       rep.tensors.push_back(t);
       continue;
     }
-    TensorReport t = check_tensor(spec_t, golden, it->second, opt,
+    TensorReport t = check_tensor(spec_t, small, actual, actual_name, opt,
                                   ratios ? &(*ratios)[spec_t.name] : nullptr);
+    golden.release();
+    actual.release();
     any_error |= t.status == "ERROR";
     any_fail |= t.status == "FAIL";
     any_nan |= t.n_nan > 0;
@@ -475,7 +802,7 @@ CaseReport verify_case_impl(const CaseSpec& spec, const TensorMap& golden, const
                         : "negative control: the output differs from the known-wrong convention";
     }
   }
-  if (spec.manifest.contains("trace")) rep.trace = trace_step_report(spec, golden, rep);
+  if (spec.manifest.contains("trace")) rep.trace = trace_step_report(spec, small, rep);
   if (rep.n_checked() > 0 && !POSENC_MUTANT("golden_verify_detection_notes_dropped")) {
     std::set<std::string> given;
     for (const auto& t : rep.tensors) {

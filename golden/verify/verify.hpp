@@ -4,6 +4,13 @@
 // throws for it; it returns, per tensor, the worst element with its index, position and pair,
 // and the per-position answer (first failing position, "passes up to position P"). Bad input
 // (wrong dtype or shape) is reported as status "ERROR" (exit code 2 in the CLI).
+//
+// Streaming: one implementation judges each tensor in chunks read from a TensorSource
+// (golden/verify/tensor_source.hpp); the TensorMap overloads run it on in-memory views,
+// `posenc verify` on files. Memory besides the sources' chunk buffers: 0.5 MiB of scratch,
+// the per-axis position tables, one 24-byte account per distinct position and convention
+// (details: the comment at the top of verify.cpp). The report does not depend on the chunk
+// size or the thread count.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -17,6 +24,7 @@
 
 #include "golden/format/format.hpp"
 #include "golden/format/manifest.hpp"
+#include "golden/verify/tensor_source.hpp"
 
 namespace posenc::golden {
 
@@ -24,11 +32,17 @@ using TensorMap = std::map<std::string, Tensor>;
 
 TensorMap tensor_map(std::vector<Tensor> tensors);
 
+/// Elements judged at a time: verify reads and judges every expected tensor in chunks of this
+/// many elements (memory: README "Performance", FileSource's contract).
+inline constexpr std::int64_t kVerifyChunkElements = std::int64_t{1} << 18;
+
 struct VerifyOptions {
   std::string profile = "strict";             // canonical profile name
   std::map<std::string, std::string> rename;  // golden name -> name in the engine's file
   bool require_all = false;                   // a missing expected tensor is an error
   std::optional<std::int64_t> max_position;   // judge only elements at positions <= this
+  /// Elements read and judged at a time (>= 1); the report does not depend on it.
+  std::int64_t chunk_elements = kVerifyChunkElements;
 };
 
 struct WorstElement {
@@ -90,6 +104,11 @@ struct CaseReport {
 
 /// golden: all tensors of the golden safetensors file (inputs, expected, companions).
 CaseReport verify_case(const CaseSpec& spec, const TensorMap& golden, const TensorMap& actual,
+                       const VerifyOptions& opt);
+/// The same judgement, reading the tensors chunk by chunk from sources (one implementation:
+/// the TensorMap overload runs this on MapSource views). The small golden tensors (axis
+/// positions, labels, trace tables) are loaded whole; the expected tensors are not.
+CaseReport verify_case(const CaseSpec& spec, TensorSource& golden, TensorSource& actual,
                        const VerifyOptions& opt);
 
 /// Checks that the golden file holds exactly the tensors the manifest lists (inputs, expected,
