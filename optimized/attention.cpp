@@ -1,13 +1,17 @@
 // Attention float kernel. Formula: see reference/attention.hpp; contract: optimized/attention.hpp.
 //
-// Numerics: the online softmax keeps a running row maximum m and sum l; when a tile raises the
-// maximum, the accumulated output and l are rescaled by exp(m_old - m_new) <= 1, so nothing
-// overflows and the result equals the two-pass softmax up to rounding. Key tiles that the
-// causal or window mask hides entirely are skipped, which makes causal attention about half
-// the work of full attention. The exponentials of a tile row are one `omp simd` loop over
-// exp_f32 (optimized/fast_math.hpp: relative error <= 2 eps_f32, measured 0.65), not glibc's
-// scalar expf (about half of the kernel's time before); the row sum is a simd reduction, so
-// its order depends on the vector width but not on the thread count.
+// Numerics: the online softmax keeps a running row maximum m and sum l; when a key chunk raises
+// the maximum, the accumulated output and l are rescaled by exp(m_old - m_new) <= 1, so nothing
+// overflows and the result equals the two-pass softmax up to rounding (rows whose maximum does
+// not move skip the rescale: alpha = 1 exactly). Key chunks lie on a fixed grid of
+// kAttentionKeyTile keys; a task's first and last chunk are trimmed to the keys the causal /
+// window masks leave visible to some row of its query block, and chunks outside are skipped,
+// which makes causal attention about half the work of full attention. Per chunk: one GEMM
+// S = Q K^T [64, <= 256], one pass per row that scales, adds the bias and takes the maximum of
+// the visible columns, one `omp simd` pass of exp_f32 (optimized/fast_math.hpp: relative error
+// <= 2 eps_f32, measured 0.65) with the row sum as a simd reduction (its order depends on the
+// vector width, not on the thread count), one GEMM acc += P V. Larger chunks than the old
+// 32 x 64 tiles mean fewer, larger GEMMs and fewer passes (measured in README "Performance").
 #define EIGEN_DONT_PARALLELIZE  // one OpenMP level: tasks, not GEMM threads
 #include "optimized/attention.hpp"
 
@@ -191,8 +195,19 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
             if (alpha != 1.0f) {
               for (int x = 0; x < n_slots; ++x) w[x] *= alpha;
             }
+            // Runs of equal slots (Shaw: every key beyond the clip distance lands in one of
+            // the two end slots) are summed in registers, then added once.
             const std::int32_t* sl = slot_tile.data() + static_cast<std::size_t>(r) * nk;
-            for (int c = lo; c < hi; ++c) w[sl[c]] += srow[c];
+            for (int c = lo; c < hi;) {
+              const std::int32_t slot = sl[c];
+              int e = c + 1;
+              while (e < hi && sl[e] == slot) ++e;
+              float run = 0.0f;
+#pragma omp simd reduction(+ : run)
+              for (int x = c; x < e; ++x) run += srow[x];
+              w[slot] += run;
+              c = e;
+            }
           }
         }
         acc.topRows(nq).noalias() += st * vb;
