@@ -1,13 +1,17 @@
 // Attention float kernel. Formula: see reference/attention.hpp; contract: optimized/attention.hpp.
 //
-// Numerics: the online softmax keeps a running row maximum m and sum l; when a tile raises the
-// maximum, the accumulated output and l are rescaled by exp(m_old - m_new) <= 1, so nothing
-// overflows and the result equals the two-pass softmax up to rounding. Key tiles that the
-// causal or window mask hides entirely are skipped, which makes causal attention about half
-// the work of full attention. The exponentials of a tile row are one `omp simd` loop over
-// exp_f32 (optimized/fast_math.hpp: relative error <= 2 eps_f32, measured 0.65), not glibc's
-// scalar expf (about half of the kernel's time before); the row sum is a simd reduction, so
-// its order depends on the vector width but not on the thread count.
+// Numerics: the online softmax keeps a running row maximum m and sum l; when a key chunk raises
+// the maximum, the accumulated output and l are rescaled by exp(m_old - m_new) <= 1, so nothing
+// overflows and the result equals the two-pass softmax up to rounding (rows whose maximum does
+// not move skip the rescale: alpha = 1 exactly). Key chunks lie on a fixed grid of
+// kAttentionKeyTile keys; a task's first and last chunk are trimmed to the keys the causal /
+// window masks leave visible to some row of its query block, and chunks outside are skipped,
+// which makes causal attention about half the work of full attention. Per chunk: one GEMM
+// S = Q K^T [64, <= 256], one pass per row that scales, adds the bias and takes the maximum of
+// the visible columns, one `omp simd` pass of exp_f32 (optimized/fast_math.hpp: relative error
+// <= 2 eps_f32, measured 0.65) with the row sum as a simd reduction (its order depends on the
+// vector width, not on the thread count), one GEMM acc += P V. Larger chunks than the old
+// 32 x 64 tiles mean fewer, larger GEMMs and fewer passes (measured in README "Performance").
 #define EIGEN_DONT_PARALLELIZE  // one OpenMP level: tasks, not GEMM threads
 #include "optimized/attention.hpp"
 
@@ -105,22 +109,23 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
       if (value_hook) std::fill(wacc.begin(), wacc.end(), 0.0f);
       const std::int64_t qpos_first = p.query_offset + i0;
       const std::int64_t qpos_last = qpos_first + nq - 1;
-      for (std::int64_t j0 = 0; j0 < tk; j0 += kAttentionKeyTile) {
-        const int nk = static_cast<int>(std::min<std::int64_t>(kAttentionKeyTile, tk - j0));
-        if (p.causal && j0 > qpos_last + (mut_causal ? 1 : 0)) break;  // later tiles hidden too
-        if (p.window > 0 && j0 + nk - 1 <= qpos_first - p.window) continue;
+      // Keys any row of the block can see: [j_first, j_end) (causal and window masks).
+      const std::int64_t j_end =
+          p.causal ? std::min<std::int64_t>(tk, qpos_last + (mut_causal ? 1 : 0) + 1) : tk;
+      const std::int64_t j_first =
+          p.window > 0 ? std::max<std::int64_t>(0, qpos_first - p.window + 1) : 0;
+      // Key chunks start at multiples of the chunk length (a fixed grid: the same chunks for
+      // any thread count); the first and last are trimmed to [j_first, j_end).
+      for (std::int64_t g0 = j_first / kAttentionKeyTile * kAttentionKeyTile; g0 < j_end;
+           g0 += kAttentionKeyTile) {
+        const std::int64_t j0 = std::max(g0, j_first);
+        const int nk = static_cast<int>(std::min<std::int64_t>(g0 + kAttentionKeyTile, j_end) - j0);
+        if (nk <= 0) continue;
         const ConstStrided kb(k.data() + (j0 * Hkv + hk) * d, nk, d, Eigen::OuterStride<>(Hkv * d));
         const ConstStrided vb(v.data() + (j0 * Hkv + hk) * dv, nk, dv, Eigen::OuterStride<>(Hkv * dv));
         auto st = s.topLeftCorner(nq, nk);
         st.noalias() = qb * kb.transpose();
-        if (!mut_scale) st *= scale;
-        if (bias) {
-          bias->fill(h, i0, nq, j0, nk, bias_tile.data());
-          for (int r = 0; r < nq; ++r) {
-            for (int c = 0; c < nk; ++c) st(r, c) += bias_tile[static_cast<std::size_t>(r) * nk + c];
-          }
-        }
-        if (mut_scale) st *= scale;
+        if (bias) bias->fill(h, i0, nq, j0, nk, bias_tile.data());
         if (value_hook) value_hook->slot_tile(h, i0, nq, j0, nk, slot_tile.data());
         for (int r = 0; r < nq; ++r) {
           const std::int64_t i = i0 + r, qpos = p.query_offset + i;
@@ -131,41 +136,78 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
           if (p.window > 0) c_lo = std::max<std::int64_t>(c_lo, qpos - p.window + 1 - j0);
           c_lo = std::min<std::int64_t>(c_lo, nk);
           c_hi = std::max(c_hi, c_lo);
-          for (std::int64_t c = 0; c < c_lo; ++c) srow[c] = -kInf;
-          for (std::int64_t c = c_hi; c < nk; ++c) srow[c] = -kInf;
+          const int lo = static_cast<int>(c_lo), hi = static_cast<int>(c_hi);
+          // One pass: scale, bias and the running maximum of the visible columns.
+          float tile_max = -kInf;
+          if (bias) {
+            const float* b = bias_tile.data() + static_cast<std::size_t>(r) * nk;
+            if (mut_scale) {
+#pragma omp simd reduction(max : tile_max)
+              for (int c = lo; c < hi; ++c) {
+                srow[c] = (srow[c] + b[c]) * scale;
+                tile_max = std::max(tile_max, srow[c]);
+              }
+            } else {
+#pragma omp simd reduction(max : tile_max)
+              for (int c = lo; c < hi; ++c) {
+                srow[c] = srow[c] * scale + b[c];
+                tile_max = std::max(tile_max, srow[c]);
+              }
+            }
+          } else {
+#pragma omp simd reduction(max : tile_max)
+            for (int c = lo; c < hi; ++c) {
+              srow[c] = srow[c] * scale;
+              tile_max = std::max(tile_max, srow[c]);
+            }
+          }
           if (!m.key_padding.empty() || !m.allowed.empty()) {
-            for (std::int64_t c = c_lo; c < c_hi; ++c) {
+            tile_max = -kInf;
+            for (int c = lo; c < hi; ++c) {
               const std::int64_t j = j0 + c;
               if ((!m.key_padding.empty() && m.key_padding[static_cast<std::size_t>(j)]) ||
                   (!m.allowed.empty() && !m.allowed[static_cast<std::size_t>(i * tk + j)])) {
                 srow[c] = -kInf;
               }
+              tile_max = std::max(tile_max, srow[c]);
             }
           }
-          float tile_max = -kInf;
-#pragma omp simd reduction(max : tile_max)
-          for (int c = 0; c < nk; ++c) tile_max = std::max(tile_max, srow[c]);
-          if (tile_max == -std::numeric_limits<float>::infinity()) {
-            st.row(r).setZero();  // nothing visible in this tile: contributes nothing
+          for (int c = 0; c < lo; ++c) srow[c] = 0.0f;
+          for (int c = hi; c < nk; ++c) srow[c] = 0.0f;
+          if (tile_max == -kInf) {
+            std::fill(srow + lo, srow + hi, 0.0f);  // nothing visible: contributes nothing
             continue;
           }
           const float new_max = std::max(row_max[r], tile_max);
           const float alpha = mut_no_rescale ? 1.0f : std::exp(row_max[r] - new_max);
           float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-          for (int c = 0; c < nk; ++c) {
+          for (int c = lo; c < hi; ++c) {
             const float e = exp_f32(srow[c] - new_max);  // exp(-inf) = 0 for masked keys
             srow[c] = e;
             sum += e;
           }
           row_sum[r] = row_sum[r] * alpha + sum;
-          acc.row(r) *= alpha;
+          if (alpha != 1.0f) acc.row(r) *= alpha;
           row_max[r] = new_max;
           if (value_hook) {  // the same weights, summed per slot
             float* w = wacc.data() + static_cast<std::size_t>(r) * n_slots;
-            for (int x = 0; x < n_slots; ++x) w[x] *= alpha;
+            if (alpha != 1.0f) {
+              for (int x = 0; x < n_slots; ++x) w[x] *= alpha;
+            }
+            // Runs of equal slots (Shaw: every key beyond the clip distance lands in one of
+            // the two end slots) are summed in registers, then added once.
             const std::int32_t* sl = slot_tile.data() + static_cast<std::size_t>(r) * nk;
-            for (int c = 0; c < nk; ++c) w[sl[c]] += st(r, c);
+            for (int c = lo; c < hi;) {
+              const std::int32_t slot = sl[c];
+              int e = c + 1;
+              while (e < hi && sl[e] == slot) ++e;
+              float run = 0.0f;
+#pragma omp simd reduction(+ : run)
+              for (int x = c; x < e; ++x) run += srow[x];
+              w[slot] += run;
+              c = e;
+            }
           }
         }
         acc.topRows(nq).noalias() += st * vb;

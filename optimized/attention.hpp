@@ -19,16 +19,16 @@
 //   masks:        causal, sliding window, key padding and an arbitrary [Tq, Tk] boolean mask,
 //                 with query i at absolute position query_offset + i; a fully masked row gives
 //                 the zero vector (as the reference)
-//   bias:         an AttentionBias fills one [query tile, key tile] block at a time, so no
-//                 Tq x Tk matrix is ever materialised
+//   bias:         an AttentionBias fills one [64-query tile, <= 256-key chunk] block at a time
+//                 (chunks on a fixed 256-key grid, trimmed to the keys the masks leave visible)
 //   value hook:   optional (Shaw's relative values): an AttentionValueHook names a slot per
-//                 (query, key) a tile at a time; the kernel sums the unnormalised weights per
+//                 (query, key) a chunk at a time; the kernel sums the unnormalised weights per
 //                 slot next to the accumulator (rescaled with it), normalises them with the
-//                 same 1/l and lets the hook add sum_s w_s row_s to the output row. Without a
-//                 hook (nullptr) the kernel runs exactly the code it ran before (same bits)
-//   threading:    OpenMP over (head, 32-query block) tasks, schedule static; each output row is
-//                 computed by one task with a fixed tile order, so bits do not depend on the
-//                 thread count; Eigen GEMM inside a tile runs single-threaded
+//                 same 1/l and lets the hook add sum_s w_s row_s to the output row
+//   memory:       per thread S and bias [64, 256] floats (64 KiB each), acc [64, dv], plus
+//                 Eigen's GEMM packing; no Tq x Tk matrix is ever materialised
+//   threading:    OpenMP over (head, 64-query block) tasks, schedule static; each output row is
+//                 computed by one task with a fixed chunk order; Eigen GEMMs run 1-threaded
 #pragma once
 #include <cstdint>
 
@@ -45,8 +45,8 @@ using reference::AttentionScale;
 inline constexpr double kAttentionMaxError = 16.0;
 
 /// Query and key tile sizes.
-inline constexpr int kAttentionQueryTile = 32;
-inline constexpr int kAttentionKeyTile = 64;
+inline constexpr int kAttentionQueryTile = 64;
+inline constexpr int kAttentionKeyTile = 256;
 
 /// An additive score bias computed per tile (ALiBi, T5, ...).
 class AttentionBias {

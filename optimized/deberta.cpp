@@ -6,33 +6,51 @@
 // the relative table (one dot product of `hidden` terms per element), one dot product of d
 // terms per C2P / P2C element, its multiplication by the float scale 1/sqrt(d sf), and in
 // fill() one addition C2P + P2C; the attention kernel adds scale * (q . k).
+//
+// Speed: the projection (P W^T, [2k, hidden] x [hidden, H d]) and C2P / P2C (per head
+// [T, d] x [d, 2k]) are float Eigen GEMMs over fixed blocks (kDebertaRowBlock rows of P; of one
+// head's queries / keys), one block per OpenMP iteration with Eigen single-threaded inside:
+// each element's summation order depends on the block, never on the thread count.
+#define EIGEN_DONT_PARALLELIZE  // one OpenMP level: blocks, not GEMM threads
 #include "optimized/deberta.hpp"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
+#include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {
 
-/// y = P W^T + b in float, [2k, out].
+/// Rows of one table GEMM (a fixed block: bits do not depend on the thread count).
+constexpr std::int64_t kDebertaRowBlock = 64;
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Map = Eigen::Map<RowMatrix>;
+using ConstMap = Eigen::Map<const RowMatrix>;
+using ConstStrided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+
+/// y = P W^T + b in float, [2k, out]: one GEMM per block of kDebertaRowBlock rows of P.
 std::vector<float> project(std::int64_t k2, std::int64_t hidden, std::int64_t out,
                            const std::vector<float>& table, const std::vector<float>& w,
                            const std::vector<float>& b) {
   std::vector<float> y(static_cast<std::size_t>(k2 * out));
+  const ConstMap wm(w.data(), out, hidden);
+  const std::int64_t n_blocks = (k2 + kDebertaRowBlock - 1) / kDebertaRowBlock;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < k2; ++r) {
-    const float* pr = table.data() + r * hidden;
-    for (std::int64_t o = 0; o < out; ++o) {
-      const float* wr = w.data() + o * hidden;
-      float s = 0.0f;
-      for (std::int64_t x = 0; x < hidden; ++x) s += pr[x] * wr[x];
-      y[static_cast<std::size_t>(r * out + o)] = s + b[static_cast<std::size_t>(o)];
+  for (std::int64_t blk = 0; blk < n_blocks; ++blk) {
+    const std::int64_t r0 = blk * kDebertaRowBlock, nr = std::min(kDebertaRowBlock, k2 - r0);
+    const ConstMap pm(table.data() + r0 * hidden, nr, hidden);
+    Map ym(y.data() + r0 * out, nr, out);
+    ym.noalias() = pm * wm.transpose();
+    for (std::int64_t r = 0; r < nr; ++r) {
+      for (std::int64_t o = 0; o < out; ++o) ym(r, o) += b[static_cast<std::size_t>(o)];
     }
   }
   return y;
@@ -114,20 +132,21 @@ DebertaBias::DebertaBias(const DebertaParams& p,
         static_cast<std::int32_t>(reference::deberta_index_of(p, literal ? -r : r));
   }
   const float scale = static_cast<float>(deberta_scale_value(p));
+  // dst[h, r, c] = scale * (x_h[r] . t_h[c]): per (head, block of kDebertaRowBlock rows) one
+  // GEMM [nr, d] x [d, 2k], then the float scale.
   const auto products = [&](span<const float> x, std::int64_t rows, const std::vector<float>& t,
                             std::vector<float>& dst) {
     dst.assign(static_cast<std::size_t>(H * rows * k2_), 0.0f);
+    const std::int64_t n_blocks = (rows + kDebertaRowBlock - 1) / kDebertaRowBlock;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t hr = 0; hr < H * rows; ++hr) {
-      const std::int64_t h = hr / rows, r = hr % rows;
-      const float* xr = x.data() + (r * H + h) * d;
-      float* out = dst.data() + hr * k2_;
-      for (std::int64_t c = 0; c < k2_; ++c) {
-        const float* tc = t.data() + (c * H + h) * d;
-        float s = 0.0f;
-        for (int z = 0; z < d; ++z) s += xr[z] * tc[z];
-        out[c] = s * scale;
-      }
+    for (std::int64_t hb = 0; hb < H * n_blocks; ++hb) {
+      const std::int64_t h = hb / n_blocks, r0 = (hb % n_blocks) * kDebertaRowBlock;
+      const std::int64_t nr = std::min(kDebertaRowBlock, rows - r0);
+      const ConstStrided xm(x.data() + (r0 * H + h) * d, nr, d, Eigen::OuterStride<>(H * d));
+      const ConstStrided tm(t.data() + h * d, k2_, d, Eigen::OuterStride<>(H * d));
+      Map out(dst.data() + (h * rows + r0) * k2_, nr, k2_);
+      out.noalias() = xm * tm.transpose();
+      out *= scale;
     }
   };
   if (p.c2p) products(q, tq, layers.kr, c2p_);

@@ -10,7 +10,8 @@
 //   projections:  Kr = P Wk^T + bk, Qr = P Wq^T + bq in float ([2k, H*d]; share_att_key picks
 //                 key_proj / query_proj, else pos_key_proj / pos_query_proj)
 //   relative term: per head, C2P = Q Kr^T / sqrt(d sf) [Tq, 2k] and P2C = K Qr^T / sqrt(d sf)
-//                 [Tk, 2k], computed once (float dot products, fixed order); fill() gathers
+//                 [Tk, 2k], computed once (float Eigen GEMMs over fixed 64-row blocks: float
+//                 dot products whose order depends on the block only); fill() gathers
 //                 C2P[i, c_ij] + P2C[j, c_ij] per tile: no Tq x Tk x d (nor Tq x Tk) tensor
 //   score scale:  c2c through the attention kernel's given scale 1/sqrt(d sf) (as a float)
 //   error metric: the attention output's (optimized/attention.hpp) with the score condition
@@ -24,9 +25,10 @@
 //   layout:       rel_embeddings [2k, hidden]; weights [H*d, hidden], biases [H*d] (HF
 //                 nn.Linear); q [Tq, H, d], k [Tk, H, d], v [Tk, H, dv], out [Tq, H, dv];
 //                 relative / index matrices [Tq, Tk]
-//   threading:    OpenMP over (head, row) for C2P / P2C, schedule static, one fixed-order dot
-//                 product per element; DebertaBias::fill is const and thread-safe; bits do not
-//                 depend on the thread count
+//   threading:    OpenMP over fixed blocks (64 rows of P for Kr / Qr; head x 64 rows for C2P /
+//                 P2C), schedule static, one single-threaded Eigen GEMM per block;
+//                 DebertaBias::fill is const and thread-safe; bits do not depend on the thread
+//                 count
 #pragma once
 #include <cstdint>
 #include <vector>

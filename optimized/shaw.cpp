@@ -6,6 +6,10 @@
 // so the score's error stays a few eps_f32 * S_ij. The value term sums float weights per row
 // (the same weights that multiply v, rescaled alike), normalises them with the same 1/l and
 // adds 2K + 1 float products per output element: its error is a few eps_f32 * A_ic.
+//
+// Speed: QA is one float Eigen GEMM per (head, block of 64 query rows): [64, d] x [d, 2K + 1],
+// Eigen single-threaded inside, so each entry's order depends on the block, not the threads.
+#define EIGEN_DONT_PARALLELIZE  // one OpenMP level: blocks, not GEMM threads
 #include "optimized/shaw.hpp"
 
 #include <omp.h>
@@ -16,6 +20,7 @@
 #include <string>
 #include <utility>
 
+#include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -82,19 +87,19 @@ ShawRelative::ShawRelative(const ShawParams& p, const AttentionParams& ap, std::
                           ? 1.0f
                           : static_cast<float>(reference::attention_scale<double>(ap));
   qa_.resize(static_cast<std::size_t>(H) * tq * W);
-  const std::int64_t n_rows = static_cast<std::int64_t>(H) * tq;
+  using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Strided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+  constexpr std::int64_t kBlock = 64;  // query rows per GEMM (fixed: bits independent of threads)
+  const std::int64_t n_blocks = (tq + kBlock - 1) / kBlock;
+  const Eigen::Map<const RowMatrix> ak(rel_k.data(), W, d);
 #pragma omp parallel for schedule(static)
-  for (std::int64_t hr = 0; hr < n_rows; ++hr) {
-    const int h = static_cast<int>(hr / tq);
-    const std::int64_t i = hr % tq;
-    const float* qi = q.data() + (i * H + h) * d;
-    float* out = qa_.data() + hr * W;
-    for (int s = 0; s < W; ++s) {
-      const float* a = rel_k.data() + static_cast<std::size_t>(s) * d;
-      float dot = 0.0f;
-      for (int c = 0; c < d; ++c) dot += qi[c] * a[c];
-      out[s] = dot * scale;
-    }
+  for (std::int64_t hb = 0; hb < H * n_blocks; ++hb) {
+    const int h = static_cast<int>(hb / n_blocks);
+    const std::int64_t i0 = (hb % n_blocks) * kBlock, nb = std::min(kBlock, tq - i0);
+    const Strided qm(q.data() + (i0 * H + h) * d, nb, d, Eigen::OuterStride<>(H * d));
+    Eigen::Map<RowMatrix> out(qa_.data() + (static_cast<std::size_t>(h) * tq + i0) * W, nb, W);
+    out.noalias() = qm * ak.transpose();
+    out *= scale;
   }
 }
 

@@ -21,8 +21,8 @@
 //   layout:       rel_k [2K + 1, d], rel_v [2K + 1, dv] row-major, shared by all heads;
 //                 q [Tq, H, d], k [Tk, Hkv, d], v [Tk, Hkv, dv], out [Tq, H, dv];
 //                 probs [H, Tq, Tk]; index [Tq, Tk]
-//   threading:    QA is built by an OpenMP loop over (head, query) rows, each row by one
-//                 thread in a fixed order; ShawRelative's hooks are const and thread-safe; bits
+//   threading:    QA is built by an OpenMP loop over (head, 64-query block) Eigen GEMMs,
+//                 one block per thread; ShawRelative's hooks are const and thread-safe; bits
 //                 do not depend on the thread count
 #pragma once
 #include <cstdint>

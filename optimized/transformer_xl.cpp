@@ -7,6 +7,14 @@
 // roundings and the float add in fill(). The BD table is indexed by position, not by (i, j):
 // row i of it covers the P distinct positions, and fill() gathers pos = min(mlen + i - j,
 // clamp_len), the rel-shift's result without its [qlen, klen + 1] buffer.
+//
+// Speed: the r table (R W_r^T, [P, d_model] x [d_model, H d]) and BD ((q + v) R_h^T per head,
+// [qlen, d] x [d, P]) are double Eigen GEMMs over fixed blocks (kTxlPositionBlock positions;
+// kTxlQueryBlock queries of one head), one block per OpenMP iteration with Eigen single-threaded
+// inside, so each entry's summation order depends on the block, never on the thread count. A
+// query block computes only the positions its rows can see (pos <= mlen + i, the causal
+// triangle: about half of [qlen, P]); the entries it skips are never read by fill().
+#define EIGEN_DONT_PARALLELIZE  // one OpenMP level: blocks, not GEMM threads
 #include "optimized/transformer_xl.hpp"
 
 #include <omp.h>
@@ -16,6 +24,7 @@
 #include <limits>
 #include <string>
 
+#include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -25,6 +34,14 @@ namespace {
 /// Below this many multiply-adds a table is built by one thread (a parallel region costs more
 /// than it saves; the bits are the same either way).
 constexpr std::int64_t kTxlThreadedWork = std::int64_t{1} << 16;
+
+/// Fixed GEMM blocks of the tables (rows of one GEMM): positions of the r table, queries of BD.
+constexpr std::int64_t kTxlPositionBlock = 64;
+constexpr std::int64_t kTxlQueryBlock = 64;
+
+using RowMatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapD = Eigen::Map<RowMatrixD>;
+using ConstStridedD = Eigen::Map<const RowMatrixD, 0, Eigen::OuterStride<>>;
 
 }  // namespace
 
@@ -44,23 +61,32 @@ std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos
   std::vector<double> omega(static_cast<std::size_t>(half));
   for (int c = 0; c < half; ++c) omega[c] = std::pow(10000.0, -2.0 * c / dm);
   std::vector<double> table(static_cast<std::size_t>(n_pos) * hd);
+  if (n_pos == 0) return table;
+  // W_r in double once: [hd, dm].
+  RowMatrixD w(hd, dm);
+  for (int x = 0; x < hd; ++x) {
+    for (int m = 0; m < dm; ++m) {
+      w(x, m) = static_cast<double>(w_r[static_cast<std::size_t>(x) * dm + m]);
+    }
+  }
+  const std::int64_t n_blocks = (n_pos + kTxlPositionBlock - 1) / kTxlPositionBlock;
   const bool threaded = n_pos * hd * dm >= kTxlThreadedWork;
 #pragma omp parallel if (threaded)
   {
-    std::vector<double> r(static_cast<std::size_t>(dm));
+    RowMatrixD r(kTxlPositionBlock, dm);  // the sinusoid rows of one block
 #pragma omp for schedule(static)
-    for (std::int64_t pos = 0; pos < n_pos; ++pos) {
-      for (int c = 0; c < half; ++c) {
-        const double a = static_cast<double>(pos) * omega[c];
-        r[c] = std::sin(a);
-        r[half + c] = std::cos(a);
+    for (std::int64_t blk = 0; blk < n_blocks; ++blk) {
+      const std::int64_t p0 = blk * kTxlPositionBlock;
+      const std::int64_t np = std::min(kTxlPositionBlock, n_pos - p0);
+      for (std::int64_t y = 0; y < np; ++y) {
+        for (int c = 0; c < half; ++c) {
+          const double a = static_cast<double>(p0 + y) * omega[c];
+          r(y, c) = std::sin(a);
+          r(y, half + c) = std::cos(a);
+        }
       }
-      for (int x = 0; x < hd; ++x) {
-        const float* w = w_r.data() + static_cast<std::size_t>(x) * dm;
-        double s = 0;
-        for (int m = 0; m < dm; ++m) s += static_cast<double>(w[m]) * r[m];
-        table[static_cast<std::size_t>(pos) * hd + x] = s;
-      }
+      MapD out(table.data() + static_cast<std::size_t>(p0) * hd, np, hd);
+      out.noalias() = r.topRows(np) * w.transpose();
     }
   }
   return table;
@@ -113,11 +139,13 @@ TransformerXlBias::TransformerXlBias(const TransformerXlParams& p, std::int64_t 
   uk_.assign(static_cast<std::size_t>(H) * klen, 0.0f);
   bd_.assign(static_cast<std::size_t>(H) * qlen * n_pos_, 0.0f);
   const std::int64_t n_k = static_cast<std::int64_t>(H) * klen;
-  const std::int64_t n_q = static_cast<std::int64_t>(H) * qlen;
-  const bool threaded = n_q * n_pos_ * d >= kTxlThreadedWork;
+  const std::int64_t n_qblocks = (qlen + kTxlQueryBlock - 1) / kTxlQueryBlock;
+  const std::int64_t n_tasks = static_cast<std::int64_t>(H) * n_qblocks;
+  const bool threaded = static_cast<std::int64_t>(H) * qlen * n_pos_ * d >= kTxlThreadedWork;
 #pragma omp parallel if (threaded)
   {
-    std::vector<double> qv(static_cast<std::size_t>(d));
+    RowMatrixD qv(kTxlQueryBlock, d);
+    RowMatrixD bd(kTxlQueryBlock, std::max<std::int64_t>(n_pos_, 1));
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < n_k; ++t) {
       const int h = static_cast<int>(t / std::max<std::int64_t>(klen, 1));
@@ -128,19 +156,30 @@ TransformerXlBias::TransformerXlBias(const TransformerXlParams& p, std::int64_t 
       }
       uk_[static_cast<std::size_t>(t)] = no_u ? 0.0f : static_cast<float>(scale * s);
     }
+    // BD per (head, query block): (q + v) [nb, d] times R_h^T [d, np], np = the positions the
+    // block's rows can see (pos <= mlen + i), in double, then scaled and rounded once.
 #pragma omp for schedule(static)
-    for (std::int64_t t = 0; t < n_q; ++t) {
-      const int h = static_cast<int>(t / std::max<std::int64_t>(qlen, 1));
-      const std::int64_t i = t % std::max<std::int64_t>(qlen, 1);
-      for (int c = 0; c < d; ++c) {
-        qv[c] = static_cast<double>(q[(i * H + h) * d + c]) + (no_v ? 0.0 : r_r_bias[h * d + c]);
+    for (std::int64_t t = 0; t < n_tasks; ++t) {
+      const int h = static_cast<int>(t / n_qblocks);
+      const std::int64_t i0 = (t % n_qblocks) * kTxlQueryBlock;
+      const std::int64_t nb = std::min(kTxlQueryBlock, qlen - i0);
+      const std::int64_t np = std::min(n_pos_, mlen_ + i0 + nb);
+      if (np <= 0) continue;
+      for (std::int64_t y = 0; y < nb; ++y) {
+        for (int c = 0; c < d; ++c) {
+          qv(y, c) = static_cast<double>(q[((i0 + y) * H + h) * d + c]) +
+                     (no_v ? 0.0 : r_r_bias[h * d + c]);
+        }
       }
-      float* row = bd_.data() + static_cast<std::size_t>(t) * n_pos_;
-      for (std::int64_t pos = 0; pos < n_pos_; ++pos) {
-        const double* rp = r.data() + static_cast<std::size_t>(pos) * hd + h * d;
-        double s = 0;
-        for (int c = 0; c < d; ++c) s += qv[c] * rp[c];
-        row[pos] = static_cast<float>(scale * s);
+      const ConstStridedD rh(r.data() + static_cast<std::size_t>(h) * d, np, d,
+                             Eigen::OuterStride<>(hd));
+      auto b = bd.topLeftCorner(nb, np);
+      b.noalias() = qv.topRows(nb) * rh.transpose();
+      for (std::int64_t y = 0; y < nb; ++y) {
+        float* row = bd_.data() + (static_cast<std::size_t>(h) * qlen + i0 + y) * n_pos_;
+        for (std::int64_t pos = 0; pos < np; ++pos) {
+          row[pos] = static_cast<float>(scale * b(y, pos));
+        }
       }
     }
   }

@@ -18,9 +18,13 @@
 //                 the P = min(klen - 1, clamp_len) + 1 distinct positions; fill() gathers from
 //                 it (a direct gather instead of the rel-shift); no T x T x d intermediate, no
 //                 [T, T] bias per head beyond that table; future keys (masked) read nothing
-//   threading:    the tables are built with OpenMP over (head, query) rows, schedule static,
-//                 each entry by one thread with a fixed order; fill is const and thread-safe;
-//                 bits do not depend on the thread count
+//   tables:       r_h = R W_r^T and BD = (q + v) r_h^T are double Eigen GEMMs (64 positions;
+//                 64 queries of one head per block), each entry rounded once to float; a query
+//                 block computes only the positions its rows can see (pos <= mlen + i)
+//   threading:    the tables are built with OpenMP over those fixed blocks, schedule static,
+//                 Eigen single-threaded inside, so each entry's order depends on the block,
+//                 not on the thread count; fill is const and thread-safe; bits do not depend on
+//                 the thread count
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -41,18 +41,20 @@ double case_bias(const AttnCase& c, int h, std::int64_t i, std::int64_t j) {
   return c.bias_scale * std::ldexp(static_cast<double>(v), -10);
 }
 
-rc::Gen<AttnCase> gen_attn_case(int max_tokens, bool allow_masks = true) {
+/// keys > 0 fixes Tk (else 1 .. max_tokens); one_head: H = Hkv = 1, head_dim <= 16.
+rc::Gen<AttnCase> gen_attn_case(int max_tokens, bool allow_masks = true, std::int64_t keys = 0,
+                                bool one_head = false) {
   return rc::gen::exec([=] {
     AttnCase c;
-    c.p.n_kv_heads = *rc::gen::inRange(1, 3);
-    c.p.n_heads = c.p.n_kv_heads * *rc::gen::inRange(1, 3);
-    c.p.head_dim = *rc::gen::inRange(1, 65);
+    c.p.n_kv_heads = one_head ? 1 : *rc::gen::inRange(1, 3);
+    c.p.n_heads = c.p.n_kv_heads * (one_head ? 1 : *rc::gen::inRange(1, 3));
+    c.p.head_dim = *rc::gen::inRange(1, one_head ? 17 : 65);
     c.p.value_dim = *rc::gen::inRange(1, 33);
     c.p.scale_kind = *rc::gen::element(AttentionScale::kInvSqrtHeadDim, AttentionScale::kNone,
                                        AttentionScale::kGiven);
     c.p.scale = 0.125;
     c.tq = *rc::gen::inRange<std::int64_t>(1, max_tokens + 1);
-    c.tk = *rc::gen::inRange<std::int64_t>(1, max_tokens + 1);
+    c.tk = keys > 0 ? keys : *rc::gen::inRange<std::int64_t>(1, max_tokens + 1);
     if (allow_masks) {
       c.p.causal = *rc::gen::arbitrary<bool>();
       c.p.query_offset = c.p.causal ? std::max<std::int64_t>(0, c.tk - c.tq) : 0;
@@ -204,10 +206,9 @@ std::vector<float> run_optimized(const AttnCase& c) {
   return out;
 }
 
-TEST(AttentionOptimized, MatchesOracleWithinBound) {
-  double worst = 0;
-  rc::detail::checkGTest([&] {
-    const AttnCase c = *gen_attn_case(*rc::gen::element(8, 40, 140));
+/// The kernel's output against the mp50 oracle under the contract's bound (RC_FAIL if not);
+/// worst = max err / bound seen.
+void expect_within_oracle_bound(const AttnCase& c, double& worst) {
     const auto out = run_optimized(c);
     const auto hooks = hooks_of<mp50>(c);
     const std::vector<mp50> q(c.q.begin(), c.q.end()), k(c.k.begin(), c.k.end()), v(c.v.begin(), c.v.end());
@@ -246,8 +247,28 @@ TEST(AttentionOptimized, MatchesOracleWithinBound) {
         }
       }
     }
+}
+
+TEST(AttentionOptimized, MatchesOracleWithinBound) {
+  double worst = 0;
+  rc::detail::checkGTest([&] {
+    const AttnCase c = *gen_attn_case(*rc::gen::element(8, 40, 140));
+    expect_within_oracle_bound(c, worst);
   });
   std::printf("AttentionOptimized measured max error: %.4f of kAttentionMaxError\n", worst);
+}
+
+// Rows longer than two key chunks (kAttentionKeyTile keys each), few queries, one head: the
+// online softmax must rescale the accumulator when a later chunk raises the row maximum.
+TEST(AttentionOptimized, MatchesOracleAcrossKeyChunks) {
+  double worst = 0;
+  rc::detail::checkGTest([&] {
+    const std::int64_t tk = 2 * optimized::kAttentionKeyTile + *rc::gen::inRange(1, 80);
+    const AttnCase c = *gen_attn_case(4, true, tk, true);
+    expect_within_oracle_bound(c, worst);
+  });
+  std::printf("AttentionOptimized (key chunks) measured max error: %.4f of kAttentionMaxError\n",
+              worst);
 }
 
 RC_GTEST_PROP(AttentionOptimized, IdenticalBitsForAnyThreadCount, ()) {
