@@ -522,14 +522,18 @@ std::map<std::string, TensorEntry> layout(const fs::path& p) {
   return m;
 }
 
+/// The manifest of a committed case, or an empty path when the catalog has no such id.
+fs::path committed_manifest(const std::string& id) {
+  for (const auto& e : catalog_read(default_data_dir())) {
+    if (e.id == id) return default_data_dir() / e.manifest;
+  }
+  return {};
+}
+
 TEST(VerifyStream, AGoldenTensorWithAFlippedByteIsRefusedWhileStreaming) {
   // Every tensor of the file: the expected tensors and companions verify reads chunk by chunk,
   // the inputs and the other profiles' companions it never judges (hashed at the end).
-  const char* id = "rope_half_d96_r24_b1e4_neox_20b_f32";
-  fs::path manifest;
-  for (const auto& e : catalog_read(default_data_dir())) {
-    if (e.id == id) manifest = default_data_dir() / e.manifest;
-  }
+  const fs::path manifest = committed_manifest("rope_half_d96_r24_b1e4_neox_20b_f32");
   ASSERT_FALSE(manifest.empty());
   const LoadedCase lc = load_case(manifest);
   TempDir tmp;
@@ -566,11 +570,7 @@ TEST(VerifyStream, MemoryIsChunksNotTensors) {
   // A tensor of 64 chunks: the buffers held at once are one chunk of each tensor in play
   // (actual, exact, cond, an extra; for the worst element one element more), far below the
   // tensors' size.
-  const char* id = "rope_half_d96_r24_b1e4_neox_20b_dense512_f32";
-  fs::path manifest;
-  for (const auto& e : catalog_read(default_data_dir())) {
-    if (e.id == id) manifest = default_data_dir() / e.manifest;
-  }
+  const fs::path manifest = committed_manifest("rope_half_d96_r24_b1e4_neox_20b_dense512_f32");
   ASSERT_FALSE(manifest.empty());
   const LoadedCase lc = load_case(manifest);
   TempDir tmp;
