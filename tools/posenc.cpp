@@ -30,6 +30,7 @@
 #include "golden/verify/verify.hpp"
 #include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
+#include "tools/posenc_constants.hpp"
 #include "tools/posenc_oracle.hpp"
 #include "tools/bench.hpp"
 
@@ -1040,6 +1041,8 @@ int main(int argc, char** argv) {
 
   posenc::tools::OracleArgs oracle_args;
   auto* orc = posenc::tools::add_oracle_command(app, &oracle_args);
+  posenc::tools::ConstantsArgs constants_args;
+  auto* cst = posenc::tools::add_constants_command(app, &constants_args);
   tools::BenchOptions bench_opt;
   auto* bench = tools::add_bench_subcommand(app, &bench_opt);
 
@@ -1096,6 +1099,7 @@ int main(int argc, char** argv) {
     if (*dia) return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose, rep);
     if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str, rep);
     if (*orc) return posenc::tools::run_oracle_command(oracle_args);
+    if (*cst) return posenc::tools::run_constants_command(constants_args);
     if (*bench) return tools::cmd_bench(bench_opt);
     if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format);
   } catch (const std::exception& e) {

@@ -33,11 +33,13 @@ import time
 
 import numpy as np
 
+from . import constants as _constants
 from .verify import find_binary, PosencError
 
-# The hard positions of golden/cases/hard_positions.cpp that matter for a float32 kernel.
-HARD_POSITIONS = (0, 1, 2, 3, 255, 256, 257, 2047, 2048, 2049, 4095, 4096, 8191, 65535, 65536,
-                  131071, 1048575, 1048576, 16777215, 16777216, 16777217)
+# The hard positions of golden/cases/hard_positions.cpp (constants.json, never a copy here).
+HARD_POSITIONS = _constants.HARD_POSITIONS
+# The profiles that judge float32 kernels (bf16 and f16 judge 16-bit targets).
+FLOAT32_PROFILES = tuple(p for p in _constants.PROFILES if p not in ("bf16", "f16"))
 PROPERTIES = ("oracle", "pair_norm", "relative", "composition")
 LAYOUTS = ("half_split", "interleaved")
 
@@ -332,9 +334,8 @@ def check_rope(fn, profile="fp32", *, examples=8, seed=None, layouts=LAYOUTS, he
     CheckResult; on a failure raises AssertionError with the shrunk counterexample (or returns
     the failing CheckResult when raise_on_failure is False).
     """
-    if profile == "fp32-angles":
-        profile = "fp32"
-    if profile not in ("strict", "fp32", "fp32-recurrence"):
+    profile = _constants.canonical_profile(profile) or profile
+    if profile not in FLOAT32_PROFILES:
         raise ValueError(f"check_rope: profile must be strict, fp32 or fp32-recurrence (got "
                          f"{profile!r}; bf16 and f16 judge 16-bit targets)")
     for p in properties:
@@ -463,9 +464,8 @@ def check_alibi(fn, profile="fp32", *, examples=10, seed=None, max_heads=64, max
             distance plus half an ulp of each bias value
     Seeded and shrinking as check_rope; raises AssertionError on a failure.
     """
-    if profile == "fp32-angles":
-        profile = "fp32"
-    if profile not in ("strict", "fp32", "fp32-recurrence"):
+    profile = _constants.canonical_profile(profile) or profile
+    if profile not in FLOAT32_PROFILES:
         raise ValueError(f"check_alibi: profile must be strict, fp32 or fp32-recurrence (got {profile!r})")
     if not 1 <= max_heads <= 256:
         raise ValueError(f"check_alibi: max_heads must be in 1..256 (got {max_heads})")
