@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "golden/format/format.hpp"
@@ -48,8 +47,8 @@ std::string mode_kind(mode_t mode) {
     if (p == p.parent_path()) break;
     p = p.parent_path();
   }
-  fail(path.string(), "cannot create directory " + path.parent_path().string() +
-                          ": a parent is not a directory");
+  fail(path.string(),
+       "cannot create directory " + path.parent_path().string() + ": a parent is not a directory");
 }
 
 std::string json_schema(const fs::path& path) {
@@ -63,7 +62,8 @@ std::string json_schema(const fs::path& path) {
 std::string output_kind_text(OutputKind kind) {
   switch (kind) {
     case OutputKind::kReport:
-      return "an HTML report of posenc (it does not start with posenc's doctype and generator mark)";
+      return "an HTML report of posenc (it does not start with posenc's doctype and generator "
+             "mark)";
     case OutputKind::kEngineOutput:
       return std::string("a .safetensors output of posenc (no \"") + kEngineOutputKey +
              "\" in its __metadata__)";
@@ -132,8 +132,9 @@ fs::path output_target(const fs::path& path) {
     return fs::canonical(path);
   }
   if (!S_ISREG(lst.st_mode)) {
-    fail(where, "is " + mode_kind(lst.st_mode) + ", not a regular file; posenc writes regular "
-                "files only");
+    fail(where, "is " + mode_kind(lst.st_mode) +
+                    ", not a regular file; posenc writes regular "
+                    "files only");
   }
   return path;
 }
@@ -180,8 +181,9 @@ void OutputRule::check_dir(const fs::path& dir) const {
     return;  // created when the first file is written
   }
   if (!S_ISDIR(st.st_mode)) {
-    fail(dir.string(), "is " + mode_kind(st.st_mode) + ", not a directory (this output is a "
-                       "folder of files); refused");
+    fail(dir.string(), "is " + mode_kind(st.st_mode) +
+                           ", not a directory (this output is a "
+                           "folder of files); refused");
   }
 }
 
@@ -192,8 +194,9 @@ void OutputRule::write(const fs::path& path, OutputKind kind,
 }
 
 void OutputRule::write_text(const fs::path& path, OutputKind kind, std::string_view text) const {
-  write(path, kind, std::span<const std::uint8_t>(
-                        reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  write(path, kind,
+        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()),
+                                      text.size()));
 }
 
 // -----------------------------------------------------------------------------------------------
@@ -209,7 +212,8 @@ AtomicFile::AtomicFile(const fs::path& path) : where_(path.string()), target_(ou
   for (int n = 0; n < 100; ++n) {
     temp_ = n == 0 ? base : base + "." + std::to_string(n);
     // O_EXCL: never through a symbolic link, never over an existing file of any kind.
-    const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    const int fd =
+        ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd >= 0) {
       f_ = ::fdopen(fd, "wb");
       if (f_ == nullptr) {
