@@ -2,20 +2,26 @@
 // enforced before the reader allocates, with a message naming the file, the limit and its
 // variable; a FIFO, a device or a directory given as a file is named as such and never blocks;
 // the streaming readers agree with the in-memory decoders; the incremental SHA-256 equals the
-// one-shot one; the output folder lock refuses an incompatible second writer. The mutants
+// one-shot one; the output folder lock refuses an incompatible second writer; the output rule
+// (output_path.hpp) never writes over a special file, an input of the command or, without
+// --force, a file that is not posenc's own kind of output. The mutants
 // golden_input_limit_unchecked, golden_json_depth_unchecked, golden_special_file_accepted and
 // golden_output_lock_ignored are killed here.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +30,8 @@
 #include "golden/format/format.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/format/manifest.hpp"
+#include "golden/format/output_path.hpp"
+#include "golden/verify/html_report.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
@@ -306,6 +314,165 @@ TEST_F(InputFiles, IncrementalSha256EqualsOneShot) {
   EXPECT_EQ(sha256_file(dir_ / "f").size(), 64u);
   EXPECT_EQ(sha256_hex(bytes_of("abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+// ---- the output rule (golden/format/output_path.hpp) ----------------------------------------
+
+std::vector<std::uint8_t> text_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+// An engine output as `posenc engine` writes it (the mark: __metadata__ "posenc_output").
+std::vector<std::uint8_t> engine_output_bytes() {
+  Tensor t;
+  t.name = "q_rot";
+  t.dtype = DType::kF32;
+  t.shape = {2};
+  t.data.assign(8, 7);
+  return safetensors_encode({t}, {{kEngineOutputKey, "case"}});
+}
+
+// The folder's entries other than `keep`: a refused write leaves no temp file behind.
+std::vector<std::string> others(const fs::path& dir, const std::set<std::string>& keep) {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!keep.count(e.path().filename().string())) v.push_back(e.path().filename().string());
+  }
+  return v;
+}
+
+TEST_F(InputFiles, OutputRuleRefusesFifoDeviceAndDirectoryAndLeavesThemIntact) {
+  const OutputRule forced(true);  // --force does not make posenc write anything but a file
+  const fs::path fifo = dir_ / "report.html";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_directories(dir_ / "folder.html");
+  for (const auto& [p, kind] : {std::pair{fifo, "a FIFO"}, {dir_ / "folder.html", "a directory"}}) {
+    const std::string msg = error_of([&] { forced.write_text(p, OutputKind::kReport, "x"); });
+    EXPECT_TRUE(has(msg, p.string() + ": is " + kind + ", not a regular file; posenc writes "
+                                                       "regular files only")) << msg;
+    // The floor under every writer: write_file_atomic alone refuses them too.
+    EXPECT_TRUE(has(error_of([&] { write_text_atomic(p, "x"); }), "is " + std::string(kind)));
+  }
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_TRUE(fs::is_empty(dir_ / "folder.html"));
+  // A symbolic link to the FIFO is refused as what it names.
+  fs::create_symlink(fifo, dir_ / "link.html");
+  EXPECT_TRUE(has(error_of([&] { forced.write_text(dir_ / "link.html", OutputKind::kReport, "x"); }),
+                  "is a symbolic link to a FIFO"));
+  // A private character device with /dev/full's numbers (1, 7): CI runs as root.
+  const fs::path dev = dir_ / "full";
+  if (::mknod(dev.c_str(), S_IFCHR | 0600, ::makedev(1, 7)) != 0) {
+    GTEST_SKIP() << "mknod " << dev << " not permitted here (" << std::strerror(errno)
+                 << "): the character-device half of this test needs root";
+  }
+  const std::string msg = error_of([&] { forced.write(dev, OutputKind::kEngineOutput, engine_output_bytes()); });
+  EXPECT_TRUE(has(msg, dev.string() + ": is a character device, not a regular file")) << msg;
+  EXPECT_TRUE(has(error_of([&] { write_file_atomic(dev, engine_output_bytes()); }), "character device"));
+  ASSERT_EQ(::lstat(dev.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, ::makedev(1, 7));
+  EXPECT_EQ(others(dir_, {"report.html", "folder.html", "link.html", "full"}), std::vector<std::string>{});
+}
+
+TEST_F(InputFiles, OutputRuleNeverWritesOverAFileTheCommandReadsNotEvenWithForce) {
+  // The engine output being verified, a posenc engine output: its own kind, so only the
+  // identity check (st_dev, st_ino) stands between --report and it.
+  const fs::path actual = dir_ / "out.safetensors";
+  const std::vector<std::uint8_t> before = engine_output_bytes();
+  write_file_atomic(actual, before);
+  fs::create_symlink(actual, dir_ / "link.safetensors");
+  fs::create_hard_link(actual, dir_ / "hard.safetensors");
+  OutputRule forced(true);
+  forced.add_read(actual);
+  forced.add_read(dir_ / "missing.json");  // not there: ignored
+  for (const fs::path& p : {actual, dir_ / "link.safetensors", dir_ / "hard.safetensors",
+                            dir_ / "." / "out.safetensors"}) {
+    for (const OutputKind kind : {OutputKind::kReport, OutputKind::kEngineOutput}) {
+      const std::string msg = error_of([&] { forced.write_text(p, kind, "<html>report</html>"); });
+      EXPECT_TRUE(has(msg, p.string() + ": is the file " + actual.string() +
+                               " that this command reads (same device and inode); refused, "
+                               "--force or not")) << msg;
+    }
+  }
+  EXPECT_EQ(read_file(actual), before);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link.safetensors"));
+  // The files below a folder (an --actual directory and its case folders) count too.
+  OutputRule below;
+  below.add_reads_below(dir_, 2);
+  EXPECT_TRUE(has(error_of([&] { below.check_file(dir_ / "hard.safetensors", OutputKind::kEngineOutput); }),
+                  "that this command reads"));
+  EXPECT_NO_THROW(OutputRule(true).check_file(actual, OutputKind::kEngineOutput));  // not read
+}
+
+TEST_F(InputFiles, OutputRuleReplacesPosencsOwnOutputsAndForeignFilesOnlyWithForce) {
+  Tensor t;
+  t.name = "x";
+  t.dtype = DType::kF32;
+  t.shape = {1};
+  t.data.assign(4, 0);
+  const HtmlReport page("posenc verify", "posenc verify m.json --actual a --report r.html", "strict");
+  const std::string manifest = R"({"schema": ")" + std::string(kSchemaName) + R"(", "id": "x"})";
+  struct Row {
+    OutputKind kind;
+    std::vector<std::uint8_t> own, foreign;
+  };
+  const std::vector<Row> rows = {
+      {OutputKind::kReport, text_bytes(page.html()), text_bytes("<!DOCTYPE html>\n<p>my page</p>\n")},
+      {OutputKind::kEngineOutput, engine_output_bytes(), safetensors_encode({t})},
+      {OutputKind::kGoldenTensors, safetensors_encode({t}, {{"posenc_case", "x"}}),
+       safetensors_encode({t}, {{kEngineOutputKey, "x"}})},
+      {OutputKind::kNpyOutput, npy_encode(t), text_bytes("notes\n")},
+      {OutputKind::kGoldenManifest, text_bytes(manifest), text_bytes(R"({"schema": "other"})")},
+      {OutputKind::kCatalog, text_bytes(catalog_text({})), text_bytes(manifest)},
+  };
+  const OutputRule rule, forced(true);
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const Row& r = rows[k];
+    const fs::path p = dir_ / ("out" + std::to_string(k));
+    write_file_atomic(p, r.foreign);
+    EXPECT_FALSE(is_own_output(p, r.kind)) << k;
+    const std::string msg = error_of([&] { rule.write(p, r.kind, r.own); });
+    EXPECT_TRUE(has(msg, p.string() + ": exists and is not " + output_kind_text(r.kind) +
+                             "; refused to replace it (--force replaces it)")) << msg;
+    EXPECT_EQ(read_file(p), r.foreign) << k;
+    forced.write(p, r.kind, r.own);  // --force
+    EXPECT_EQ(read_file(p), r.own) << k;
+    EXPECT_TRUE(is_own_output(p, r.kind)) << k;
+    rule.write(p, r.kind, r.own);  // its own previous output: no --force needed
+    write_file_atomic(p, {});
+    EXPECT_NO_THROW(rule.write(p, r.kind, r.own)) << k;  // an empty file holds nothing to lose
+  }
+  EXPECT_EQ(others(dir_, {"out0", "out1", "out2", "out3", "out4", "out5"}), std::vector<std::string>{});
+}
+
+TEST_F(InputFiles, OutputRuleWritesASymlinksTargetAndNeverCreatesThroughOne) {
+  const OutputRule rule;
+  const HtmlReport page("posenc verify", "cmd", "strict");
+  fs::create_directories(dir_ / "reports");
+  rule.write_text(dir_ / "reports" / "run1.html", OutputKind::kReport, page.html());
+  fs::create_symlink("reports/run1.html", dir_ / "latest.html");
+  rule.write_text(dir_ / "latest.html", OutputKind::kReport, page.html() + "<!-- 2 -->");
+  EXPECT_TRUE(fs::is_symlink(dir_ / "latest.html"));  // the link is kept, its target replaced
+  EXPECT_EQ(read_file(dir_ / "reports" / "run1.html"), text_bytes(page.html() + "<!-- 2 -->"));
+  EXPECT_EQ(others(dir_ / "reports", {"run1.html"}), std::vector<std::string>{});
+  // A link to nothing: refused, nothing created where it points.
+  fs::create_symlink("reports/run2.html", dir_ / "dangling.html");
+  EXPECT_TRUE(has(error_of([&] { rule.write_text(dir_ / "dangling.html", OutputKind::kReport, "x"); }),
+                  "is a symbolic link to a missing file (reports/run2.html)"));
+  EXPECT_FALSE(fs::exists(dir_ / "reports" / "run2.html"));
+  // A temp name taken (a planted link to a victim file): the temp is created elsewhere
+  // (O_EXCL), the victim and the link are left as they were.
+  write_file_atomic(dir_ / "victim", text_bytes("victim"));
+  const fs::path out = dir_ / "out.bin";
+  fs::create_symlink(dir_ / "victim", out.string() + ".tmp." + std::to_string(::getpid()));
+  write_file_atomic(out, text_bytes("new"));
+  EXPECT_EQ(read_file(out), text_bytes("new"));
+  EXPECT_EQ(read_file(dir_ / "victim"), text_bytes("victim"));
+  // A folder output must be a folder.
+  EXPECT_TRUE(has(error_of([&] { rule.check_dir(dir_ / "victim"); }),
+                  "victim: is a regular file, not a directory"));
+  EXPECT_NO_THROW(rule.check_dir(dir_ / "new_folder"));
+  EXPECT_NO_THROW(rule.check_dir(dir_ / "reports"));
 }
 
 // ---- the output folder lock -----------------------------------------------------------------

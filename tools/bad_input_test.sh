@@ -157,5 +157,67 @@ if [ -e cfg_out ]; then
   failures=$((failures + 1))
 fi
 
+# ---- outputs: the output rule (golden/format/output_path.hpp) -------------------------------
+# same FILE...: each file still has the bytes its copy FILE.orig holds.
+same() {
+  local f
+  for f in "$@"; do
+    if ! cmp -s "$f" "$f.orig"; then
+      echo "FAIL: $f was changed by a refused write"
+      failures=$((failures + 1))
+    fi
+  done
+}
+# still TEST FILE WHAT: [ TEST FILE ] holds after the refused write.
+still() {
+  if ! [ "$1" "$2" ]; then
+    echo "FAIL: $2 is no longer $3 after a refused write"
+    failures=$((failures + 1))
+  fi
+}
+cp good.safetensors good.safetensors.orig
+expect 2 "good.safetensors: is the file good.safetensors that this command reads \(same device and inode\); refused, --force or not" "--report onto the engine output being verified" verify "$MAN" --actual good.safetensors --report good.safetensors
+expect 2 "that this command reads" "--report onto the engine output, with --force" verify "$MAN" --actual good.safetensors --report good.safetensors --force
+ln -s good.safetensors goodlink.html
+expect 2 "goodlink.html: is the file good.safetensors that this command reads" "--report a symbolic link to the engine output" verify "$MAN" --actual good.safetensors --report goodlink.html
+same good.safetensors
+still -L goodlink.html "a symbolic link"
+mkfifo report.fifo
+expect 2 "report.fifo: is a FIFO, not a regular file; posenc writes regular files only" "--report a FIFO" verify "$MAN" --actual good.safetensors --report report.fifo
+still -p report.fifo "a FIFO"
+if mknod full c 1 7 2>/dev/null; then
+  expect 2 "full: is a character device, not a regular file; posenc writes regular files only" "--report a character device (mknod c 1 7, /dev/full's numbers)" verify "$MAN" --actual good.safetensors --report full --force
+  expect 2 "full: is a character device, not a regular file" "engine --out a character device" engine "$CASE" --data "$DATA" --out full
+  still -c full "a character device"
+else
+  echo "skip: mknod is not permitted here (not root?): the character-device rows did not run"
+fi
+mkdir -p report_dir
+expect 2 "report_dir: is a directory, not a regular file" "--report a directory" diagnose "$MAN" --actual good.safetensors --report report_dir
+mkdir -p ofifo && mkfifo ofifo/buckets.npy
+expect 2 "ofifo/buckets.npy: is a FIFO, not a regular file" "oracle --out a folder whose file is a FIFO" oracle t5 --positions 1 --out ofifo --force
+still -p ofifo/buckets.npy "a FIFO"
+mkdir -p own && cp "$MAN" "$DATA/rope/$CASE.safetensors" own/ && cp "own/$CASE.safetensors" "own/$CASE.safetensors.orig"
+expect 2 "own/$CASE.safetensors: is the file own/$CASE.safetensors that this command reads" "engine --out onto the case's own golden tensors" engine "own/$CASE.json" --out "own/$CASE.safetensors"
+cp "cat/rope/$CASE.safetensors" "cat/rope/$CASE.safetensors.orig"
+expect 2 "cat/rope/$CASE.safetensors: is the file cat/rope/$CASE.safetensors that this command reads" "check --keep into the golden folder" check --data cat --case "^$CASE\$" --keep cat/rope
+same "own/$CASE.safetensors" "cat/rope/$CASE.safetensors"
+printf 'my notes\n' >notes.html && cp notes.html notes.html.orig
+expect 2 "notes.html: exists and is not an HTML report of posenc \(it does not start with posenc's doctype and generator mark\); refused to replace it \(--force replaces it\)" "--report an existing file that is not a posenc report" verify "$MAN" --actual good.safetensors --report notes.html
+same notes.html
+expect 0 "verify: 1 checked: 1 passed" "the same with --force (replaced)" verify "$MAN" --actual good.safetensors --report notes.html --force
+if ! head -c 200 notes.html | grep -q '<meta name="generator" content="posenc">'; then
+  echo "FAIL: --report notes.html --force did not replace notes.html with the report"
+  failures=$((failures + 1))
+fi
+expect 0 "verify: 1 checked: 1 passed" "--report onto its own previous report (no --force needed)" verify "$MAN" --actual good.safetensors --report notes.html
+cp other.safetensors other.safetensors.orig
+printf 'engine bytes' >mine.safetensors && cp mine.safetensors mine.safetensors.orig
+expect 2 "mine.safetensors: exists and is not a .safetensors output of posenc" "engine --out a file posenc did not write" engine "$CASE" --data "$DATA" --out mine.safetensors
+same mine.safetensors
+expect 2 "ok.json: is a regular file, not a directory" "generate --out onto its own --config" generate --config ok.json --out ok.json
+mkdir -p fcat && printf '{"schema": "mine"}' >fcat/catalog.json
+expect 2 "fcat/catalog.json: exists and is not a posenc catalog" "catalog --data onto a catalog.json posenc did not write" catalog --data fcat
+
 echo "bad input: $rows rows, $failures failed"
 [ "$failures" -eq 0 ]

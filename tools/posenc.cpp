@@ -16,6 +16,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -26,6 +30,7 @@
 #include "golden/format/dir_lock.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/limits.hpp"
+#include "golden/format/output_path.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/verify/verify.hpp"
 #include "tools/posenc_report.hpp"
@@ -120,6 +125,33 @@ std::vector<GoldenArg> expand_golden(const std::vector<std::string>& args) {
     }
   }
   return out;
+}
+
+/// The output rule of verify and diagnose: every file they read (manifests, their tensors
+/// files, catalogs, the --actual file or the files in the --actual folder and its case folders).
+OutputRule golden_reads(const std::vector<GoldenArg>& cases, const fs::path& actual, bool force) {
+  OutputRule rule(force);
+  for (const auto& ga : cases) {
+    rule.add_read(ga.manifest);
+    if (ga.entry) {
+      rule.add_read(ga.data / "catalog.json");
+      rule.add_read(ga.data / ga.entry->tensors);
+      continue;
+    }
+    try {  // the tensors file the manifest names (a bad manifest fails later, when verified)
+      const json m = read_json_file(ga.manifest);
+      if (m.is_object() && m.contains("tensors_file") && m["tensors_file"].is_string()) {
+        rule.add_read(ga.manifest.parent_path() / m["tensors_file"].get<std::string>());
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  if (fs::is_directory(actual)) {
+    rule.add_reads_below(actual, 2);
+  } else {
+    rule.add_read(actual);
+  }
+  return rule;
 }
 
 TensorMap read_actual_file(const fs::path& f) {
@@ -441,7 +473,7 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
 /// catalog.json of a folder from the case files in it: posenc's own cases in registry order,
 /// then any other case (e.g. from `generate --config`) by path. A manifest without its tensors
 /// file is left out.
-void write_catalog_from_files(const fs::path& out) {
+void write_catalog_from_files(const fs::path& out, const OutputRule& rule) {
   std::vector<CatalogEntry> entries;
   std::set<std::string> listed;
   auto add = [&](const std::string& scheme, const std::string& id) {
@@ -471,13 +503,20 @@ void write_catalog_from_files(const fs::path& out) {
   }
   std::sort(others.begin(), others.end());
   for (const auto& [scheme, id] : others) add(scheme, id);
-  write_text_atomic(out / "catalog.json", catalog_text(entries));
+  rule.write_text(out / "catalog.json", OutputKind::kCatalog, catalog_text(entries));
   std::fprintf(stderr, "catalog: %zu cases in %s\n", entries.size(), (out / "catalog.json").c_str());
 }
 
-int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog) {
+int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog, bool force) {
   const auto cases = select_cases(sel);
   if (cases.empty()) throw UsageError("no case matches the selection (try `posenc list`)");
+  const OutputRule rule(force);  // generate reads no file
+  rule.check_dir(out);
+  for (const auto& [s, row] : cases) {
+    rule.check_file(case_tensors_path(out, s->slug, row.id), OutputKind::kGoldenTensors);
+    rule.check_file(case_manifest_path(out, s->slug, row.id), OutputKind::kGoldenManifest);
+  }
+  if (!no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
   // Shards that only add files share the folder; a run that sweeps stale files or writes the
   // catalog has it alone (golden/format/dir_lock.hpp).
   const bool sweeps = sel.case_regex.empty() && sel.shard_count == 1;
@@ -489,7 +528,7 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog)
     const auto t1 = std::chrono::steady_clock::now();
     const auto& [s, row] = cases[i];
     const CaseFiles f = case_files(s->generate(row.id));
-    write_case(out, s->slug, row.id, f);
+    write_case(out, s->slug, row.id, f, rule);
     bytes += f.tensors.size() + f.manifest_text.size();
     std::fprintf(stderr, "[%zu/%zu] %s  %.2f s\n", i + 1, cases.size(), row.id.c_str(), seconds_since(t1));
   }
@@ -512,7 +551,7 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog)
       }
     }
   }
-  if (!no_catalog) write_catalog_from_files(out);
+  if (!no_catalog) write_catalog_from_files(out, rule);
   return kExitPass;
 }
 
@@ -556,12 +595,20 @@ DType parse_case_dtype(const std::string& t) {
 }
 
 int cmd_generate_config(const fs::path& config, const std::string& positions, const std::string& dtype,
-                        const fs::path& out) {
+                        const fs::path& out, bool force) {
   const DType t = parse_case_dtype(dtype);
   const std::vector<std::int64_t> pos = positions.empty() ? std::vector<std::int64_t>() : parse_positions(positions);
   const ConfigCases cc = cases_for_config(config, pos, t);
   std::fprintf(stderr, "config %s\n  %s\n", config.c_str(), cc.model.c_str());
   for (const auto& n : cc.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
+  OutputRule rule(force);
+  rule.add_read(config);
+  rule.check_dir(out);
+  for (const ConfigCase& c : cc.cases) {
+    rule.check_file(case_tensors_path(out, c.scheme, c.id), OutputKind::kGoldenTensors);
+    rule.check_file(case_manifest_path(out, c.scheme, c.id), OutputKind::kGoldenManifest);
+  }
+  rule.check_file(out / "catalog.json", OutputKind::kCatalog);
   const DirectoryLock lock(out, DirectoryLock::Mode::kExclusive);
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t bytes = 0;
@@ -569,13 +616,13 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
     const auto t1 = std::chrono::steady_clock::now();
     const ConfigCase& c = cc.cases[i];
     const CaseFiles f = case_files(c.generate());
-    write_case(out, c.scheme, c.id, f);
+    write_case(out, c.scheme, c.id, f, rule);
     bytes += f.tensors.size() + f.manifest_text.size();
     std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s\n", i + 1, cc.cases.size(), c.scheme.c_str(),
                  c.id.c_str(), c.description.c_str(), seconds_since(t1));
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cc.cases.size(), bytes, seconds_since(t0));
-  write_catalog_from_files(out);
+  write_catalog_from_files(out, rule);
   std::fprintf(stderr, "next: run your engine on each case's inputs, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
                out.c_str());
   return kExitPass;
@@ -628,10 +675,13 @@ void check_maps(const VerifyOptions& opt, const CaseSpec& spec, Has has,
 
 int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actual,
                const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position,
-               ReportFile* html = nullptr) {
+               bool force, ReportFile* html = nullptr) {
   check_format(format);
   int diagnoses_left = kReportDiagnoses;
   const auto cases = expand_golden(golden_args);
+  // --report is checked before anything is verified (golden/format/output_path.hpp).
+  const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
+  if (html) rule.check_file(html->path, OutputKind::kReport);
   std::vector<CaseReport> reports;
   std::set<std::string> mapped_names;  // golden names --map renames that some case expects
   Progress progress("verify", cases.size());
@@ -696,7 +746,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     }
   }
   print_reports(reports, format, verbose, by_position, opt.profile);
-  if (html) html->write();
+  if (html) html->write(rule);
   const bool failed = std::any_of(reports.begin(), reports.end(), [](const CaseReport& r) {
     return r.status == "FAIL" && r.result != "invalid";
   });
@@ -709,10 +759,12 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
 }
 
 int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& actual,
-                 const std::string& profile, const std::string& format, bool verbose,
+                 const std::string& profile, const std::string& format, bool verbose, bool force,
                  ReportFile* html = nullptr) {
   check_format(format);
   const auto cases = expand_golden(golden_args);
+  const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
+  if (html) rule.check_file(html->path, OutputKind::kReport);
   nlohmann::json all = nlohmann::json::array();
   int n = 0, unexplained = 0, wrong = 0;
   Progress progress("diagnose", cases.size());
@@ -750,7 +802,7 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
     std::printf("diagnose: %d case(s), %d correct, %d explained, %d unexplained\n", n, n - wrong,
                 wrong - unexplained, unexplained);
   }
-  if (html) html->write();
+  if (html) html->write(rule);
   return wrong ? kExitMismatch : kExitPass;
 }
 
@@ -762,7 +814,7 @@ bool profile_applies(const CaseSpec& spec, const std::string& profile) {
 
 int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string& pipeline,
               const std::string& profile_arg, const std::string& format, const fs::path& keep,
-              ReportFile* html = nullptr) {
+              bool force, ReportFile* html = nullptr) {
   int diagnoses_left = kReportDiagnoses;
   check_format(format);
   pipelines::profile_of(pipeline);  // validates the name
@@ -782,11 +834,29 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
     return (sel.scheme.empty() || e.scheme == sel.scheme) && (!re || std::regex_search(e.id, *re));
   };
   const auto entries = catalog_read(data);
+  // Outputs (--report, --keep's files) are checked before any case runs.
+  OutputRule rule(force);
+  rule.add_read(data / "catalog.json");
+  for (const auto& e : entries) {
+    if (!wanted(e)) continue;
+    rule.add_read(data / e.manifest);
+    rule.add_read(data / e.tensors);
+  }
+  if (html) rule.check_file(html->path, OutputKind::kReport);
   fs::path work = keep;
   bool remove_work = false;
-  if (work.empty()) {
-    work = fs::temp_directory_path() / ("posenc-check-" + std::to_string(::getpid()));
+  if (work.empty()) {  // a fresh folder of this run's own
+    std::string tmpl = (fs::temp_directory_path() / "posenc-check-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      throw UsageError("check: cannot create a temporary folder " + tmpl + ": " + std::strerror(errno));
+    }
+    work = tmpl;
     remove_work = true;
+  } else {
+    rule.check_dir(work);
+    for (const auto& e : entries) {
+      if (wanted(e)) rule.check_file(work / (e.id + ".safetensors"), OutputKind::kEngineOutput);
+    }
   }
   fs::create_directories(work);
   std::vector<CaseReport> reports;
@@ -818,7 +888,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
       std::vector<Tensor> ts;
       for (const auto& [k, v] : out) ts.push_back(v);
       const fs::path f = work / (e.id + ".safetensors");
-      write_file_atomic(f, safetensors_encode(ts));
+      rule.write(f, OutputKind::kEngineOutput, safetensors_encode(ts, {{kEngineOutputKey, e.id}}));
       VerifyOptions vo;
       vo.profile = profile;
       vo.require_all = true;
@@ -842,7 +912,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
   progress.done();
   if (remove_work) fs::remove_all(work);
   if (reports.empty()) throw UsageError("no catalog case matches the selection");
-  if (html) html->write();
+  if (html) html->write(rule);
   if (format == "json") {
     print_reports(reports, format, false, false, profile);
     return exit_code_of(reports);
@@ -883,23 +953,35 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
 }
 
 int cmd_engine(const std::string& which, const fs::path& data, const fs::path& out,
-               const std::string& mistake, const std::string& pipeline, const std::string& format) {
+               const std::string& mistake, const std::string& pipeline, const std::string& format,
+               bool force) {
   if (format != "safetensors" && format != "npy") {
     throw UsageError("--format must be safetensors or npy (got " + format + ")");
   }
   pipelines::profile_of(pipeline);  // validates the name
-  const LoadedCase lc = load_case(manifest_for(which, data));
+  const fs::path manifest = manifest_for(which, data);
+  const LoadedCase lc = load_case(manifest);
   const SchemeEntry& s = scheme_by_slug(lc.spec.scheme);
+  OutputRule rule(force);
+  rule.add_read(manifest);
+  rule.add_read(manifest.parent_path() / lc.spec.tensors_file);
+  if (manifest.string() != which) rule.add_read(data / "catalog.json");
+  if (format == "npy") {
+    rule.check_dir(out);
+  } else {
+    rule.check_file(out, OutputKind::kEngineOutput);
+  }
   EngineOptions eo;
   eo.mistake = mistake;
   eo.pipeline = pipeline;
   const TensorMap res = s.run_engine(lc.spec, lc.golden, eo);
   if (format == "npy") {
-    for (const auto& [k, v] : res) write_file_atomic(out / (k + ".npy"), npy_encode(v));
+    for (const auto& [k, v] : res) rule.check_file(out / (k + ".npy"), OutputKind::kNpyOutput);
+    for (const auto& [k, v] : res) rule.write(out / (k + ".npy"), OutputKind::kNpyOutput, npy_encode(v));
   } else {
     std::vector<Tensor> ts;
     for (const auto& [k, v] : res) ts.push_back(v);
-    write_file_atomic(out, safetensors_encode(ts));
+    rule.write(out, OutputKind::kEngineOutput, safetensors_encode(ts, {{kEngineOutputKey, lc.spec.id}}));
   }
   std::fprintf(stderr, "engine: %s -> %s (pipeline %s%s)\n", lc.spec.id.c_str(), out.c_str(),
                pipeline.c_str(), mistake.empty() ? "" : (", deliberate mistake: " + mistake).c_str());
@@ -923,6 +1005,15 @@ int main(int argc, char** argv) {
   std::string data_str = default_data_dir().string();
   CaseSelection sel;
   std::string shard, format = "text", profile = "strict";
+
+  // The output rule (golden/format/output_path.hpp, README "Bad input"): every subcommand that
+  // writes takes --force.
+  bool force = false;
+  auto add_force = [&](CLI::App* sub, const std::string& what) {
+    sub->add_flag("--force", force,
+                  "Replace " + what + " even when it exists and is not posenc's own kind of "
+                  "output. Never: a FIFO, device, socket or directory, nor a file this command reads");
+  };
 
   auto add_selection = [&](CLI::App* sub) {
     sub->add_option("--scheme", sel.scheme, "Only cases of this scheme slug (e.g. rope)");
@@ -955,9 +1046,11 @@ int main(int argc, char** argv) {
   gen->add_option("--dtype", dtype_str, "With --config: f32 (default), bf16 or f16");
   gen->add_option("--shard", shard, "Generate only shard i of n (i/n, 0 <= i < n) for batch fan-out");
   gen->add_flag("--no-catalog", no_catalog, "Do not rewrite catalog.json (use `posenc catalog` after all shards)");
+  add_force(gen, "a case file or catalog.json in --out");
 
   auto* cat = app.add_subcommand("catalog", "Rebuild catalog.json from the case files present in a directory");
   cat->add_option("--data", data_str, "Golden data directory");
+  add_force(cat, "--data's catalog.json");
 
   auto* ver = app.add_subcommand(
       "verify",
@@ -993,9 +1086,11 @@ int main(int argc, char** argv) {
   const std::string report_help =
       "Also write one self-contained HTML page (inline SVG, no script): the case table, and per "
       "failing tensor the error against position, a position x channel heat map, the worst "
-      "elements and the diagnosis";
+      "elements and the diagnosis. Checked before the run: a FIFO, device, directory or a file "
+      "this command reads is refused; an existing file that is not a posenc report needs --force";
   ver->add_option("--report", report_str, report_help + " (failing cases: the first " +
                                               std::to_string(kReportDiagnoses) + " diagnosed)");
+  add_force(ver, "the --report file");
 
   auto* dia = app.add_subcommand(
       "diagnose",
@@ -1009,6 +1104,7 @@ int main(int argc, char** argv) {
   dia->add_option("--format", format, "text or json");
   dia->add_flag("-v,--verbose", verbose, "List every hypothesis, not only the best five");
   dia->add_option("--report", report_str, report_help);
+  add_force(dia, "the --report file");
 
   auto* chk = app.add_subcommand(
       "check", "Run posenc's own kernels (or an emulated engine pipeline) on the catalog through "
@@ -1021,15 +1117,20 @@ int main(int argc, char** argv) {
                   "(float emulations of the engines each profile models)");
   chk->add_option("--profile", check_profile, "Profile to judge by (default: the pipeline's own)");
   chk->add_option("--format", format, "text or json");
-  chk->add_option("--keep", keep_str, "Keep the engine output files in this directory");
+  chk->add_option("--keep", keep_str, "Keep the engine output files in this directory "
+                                      "(<case_id>.safetensors; checked before the run)");
   chk->add_option("--report", report_str, report_help + " (failing cases: the first " +
                                               std::to_string(kReportDiagnoses) + " diagnosed)");
+  add_force(chk, "the --report file or a --keep file");
 
   auto* eng = app.add_subcommand(
       "engine", "Run posenc's optimized kernel on one case as an engine would; write its outputs");
   std::string eng_case, eng_out, mistake, eng_format = "safetensors";
   eng->add_option("CASE", eng_case, "Case id or manifest path")->required();
-  eng->add_option("--out", eng_out, "Output .safetensors file (or directory for --format npy)")->required();
+  eng->add_option("--out", eng_out,
+                  "Output .safetensors file (or directory for --format npy); a FIFO, device, "
+                  "directory or a file this command reads is refused, an existing file not "
+                  "written by posenc engine needs --force")->required();
   eng->add_option("--data", data_str, "Golden data directory");
   eng->add_option("--mistake", mistake,
                   "Deliberate bug, to see verify fail (per scheme; rope: pairing, offset, "
@@ -1038,6 +1139,7 @@ int main(int argc, char** argv) {
                   "Engine pipeline to emulate: exact (default, posenc's kernels), fp32, "
                   "fp32-recurrence, bf16, f16");
   eng->add_option("--format", eng_format, "safetensors or npy");
+  add_force(eng, "the --out file");
 
   posenc::tools::OracleArgs oracle_args;
   auto* orc = posenc::tools::add_oracle_command(app, &oracle_args);
@@ -1076,16 +1178,21 @@ int main(int argc, char** argv) {
       if (!sel.scheme.empty() || !sel.case_regex.empty() || !shard.empty() || no_catalog) {
         throw UsageError("generate --config takes no --scheme, --case, --shard or --no-catalog");
       }
-      return cmd_generate_config(config_str, positions_str, dtype_str, out_str);
+      return cmd_generate_config(config_str, positions_str, dtype_str, out_str, force);
     }
     if (*gen && (!positions_str.empty() || dtype_str != "f32")) {
       throw UsageError("--positions and --dtype need --config (posenc's own cases fix theirs)");
     }
-    if (*gen) return cmd_generate(sel, out_str, no_catalog);
+    if (*gen) return cmd_generate(sel, out_str, no_catalog, force);
     if (*cat) {
       if (!fs::is_directory(data)) throw UsageError("catalog --data " + data.string() + ": no such directory");
+      OutputRule rule(force);  // reads the case files in data's scheme folders
+      for (const auto& d : fs::directory_iterator(data)) {
+        if (d.is_directory()) rule.add_reads_below(d.path(), 1);
+      }
+      rule.check_file(data / "catalog.json", OutputKind::kCatalog);
       const DirectoryLock lock(data, DirectoryLock::Mode::kExclusive);
-      write_catalog_from_files(data);
+      write_catalog_from_files(data, rule);
       return kExitPass;
     }
     if (*ver) {
@@ -1094,14 +1201,17 @@ int main(int argc, char** argv) {
       opt.rename = parse_maps(maps);
       opt.require_all = require_all;
       if (max_position >= 0) opt.max_position = max_position;
-      return cmd_verify(golden_args, actual_str, opt, format, verbose, by_position, rep);
+      return cmd_verify(golden_args, actual_str, opt, format, verbose, by_position, force, rep);
     }
-    if (*dia) return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose, rep);
-    if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str, rep);
+    if (*dia) {
+      return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose,
+                          force, rep);
+    }
+    if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str, force, rep);
     if (*orc) return posenc::tools::run_oracle_command(oracle_args);
     if (*cst) return posenc::tools::run_constants_command(constants_args);
     if (*bench) return tools::cmd_bench(bench_opt);
-    if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format);
+    if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format, force);
   } catch (const std::exception& e) {
     std::cerr << "posenc: error: " << e.what() << '\n';
     return kExitUsage;

@@ -13,7 +13,9 @@
 // `posenc oracle t5 --positions R,... --num-buckets N --max-distance D [--causal]` writes
 // buckets.npy (int64 [len R]): the exact T5 bucket of each relative position r = key - query
 // (reference/t5_bias.hpp; integers, the same under every profile).
-// Each file is written atomically (temporary file, then rename).
+// Each file is written atomically (temporary file, then rename) under the output rule
+// (golden/format/output_path.hpp): --out and every file name in it are checked before anything
+// is computed; --q and --k (and the alibi case's files) are the files this command reads.
 #include "tools/posenc_oracle.hpp"
 
 #include <filesystem>
@@ -23,6 +25,7 @@
 #include "golden/cases/catalog.hpp"
 #include "golden/cases/rope_call_case.hpp"
 #include "golden/format/format.hpp"
+#include "golden/format/output_path.hpp"
 #include "golden/format/profiles.hpp"
 #include "golden/verify/element_budgets.hpp"
 #include "reference/common/errors.hpp"
@@ -63,6 +66,9 @@ CLI::App* add_oracle_command(CLI::App& app, OracleArgs* a) {
   o->add_option("--max-distance", a->max_distance, "t5: max_distance (default 128)");
   o->add_flag("--causal", a->causal, "t5: causal (unidirectional) buckets; default bidirectional");
   o->add_option("--out", a->out, "Output directory (created)")->required();
+  o->add_flag("--force", a->force,
+              "Replace files in --out that are not .npy files. Never: a FIFO, device, socket or "
+              "directory, nor --q or --k");
   return o;
 }
 
@@ -108,12 +114,25 @@ std::vector<double> read_input(const std::string& path, const char* name, std::i
 
 namespace {
 
+/// The output rule of one oracle run: --out and its files checked before any work.
+OutputRule oracle_outputs(const OracleArgs& a, const std::vector<fs::path>& reads,
+                          const std::vector<std::string>& files) {
+  OutputRule rule(a.force);
+  for (const auto& r : reads) rule.add_read(r);
+  rule.check_dir(a.out);
+  for (const auto& f : files) rule.check_file(fs::path(a.out) / f, OutputKind::kNpyOutput);
+  return rule;
+}
+
 int run_alibi_oracle(const OracleArgs& a, const std::string& profile) {
   if (a.heads < 1 || a.heads > 256) {
     throw_invalid("posenc oracle alibi", "--heads must be in 1..256", a.heads);
   }
-  const LoadedCase c =
-      load_case(default_data_dir() / "alibi" / "alibi_slopes_h1_to_256_f32.json");
+  const fs::path manifest = default_data_dir() / "alibi" / "alibi_slopes_h1_to_256_f32.json";
+  const OutputRule rule =
+      oracle_outputs(a, {manifest, manifest.parent_path() / "alibi_slopes_h1_to_256_f32.safetensors"},
+                     {"slopes.exact.npy", "slopes.budget.npy"});
+  const LoadedCase c = load_case(manifest);
   const ElementBudgets b = element_budgets(c.spec, c.golden, "slopes", profile);
   const Tensor& nh = c.golden.at("n_heads");
   std::vector<double> exact, budget;
@@ -123,10 +142,10 @@ int run_alibi_oracle(const OracleArgs& a, const std::string& profile) {
     budget.push_back(b.budget[e]);
   }
   const fs::path out(a.out);
-  write_file_atomic(out / "slopes.exact.npy",
-                    npy_encode(tensor_from_f64("slopes.exact", {a.heads}, exact)));
-  write_file_atomic(out / "slopes.budget.npy",
-                    npy_encode(tensor_from_f64("slopes.budget", {a.heads}, budget)));
+  rule.write(out / "slopes.exact.npy", OutputKind::kNpyOutput,
+             npy_encode(tensor_from_f64("slopes.exact", {a.heads}, exact)));
+  rule.write(out / "slopes.budget.npy", OutputKind::kNpyOutput,
+             npy_encode(tensor_from_f64("slopes.budget", {a.heads}, budget)));
   return 0;
 }
 
@@ -140,11 +159,12 @@ int run_t5_oracle(const OracleArgs& a) {
     throw_invalid("posenc oracle t5", "needs --positions (relative positions key - query)", "");
   }
   const auto r = parse_positions(a.positions);
+  const OutputRule rule = oracle_outputs(a, {}, {"buckets.npy"});
   std::vector<std::int64_t> b;
   for (std::int64_t x : r) b.push_back(reference::t5_bias_bucket(p, x));
   const std::int64_t n = static_cast<std::int64_t>(b.size());
-  write_file_atomic(fs::path(a.out) / "buckets.npy",
-                    npy_encode(tensor_from_i64("buckets", {n}, b)));
+  rule.write(fs::path(a.out) / "buckets.npy", OutputKind::kNpyOutput,
+             npy_encode(tensor_from_i64("buckets", {n}, b)));
   return 0;
 }
 
@@ -180,6 +200,13 @@ int run_oracle_command(const OracleArgs& a) {
     throw_invalid("posenc oracle", "--heads must be >= 1 and a multiple of --kv-heads", a.heads);
   }
   const auto pos = parse_positions(a.positions);
+  std::vector<std::string> files = {"inv_freq.npy"};
+  for (const char* name : {"q_rot", "k_rot", "scores"}) {
+    for (const char* suffix : {".f32.npy", ".exact.npy", ".budget.npy"}) {
+      files.push_back(std::string(name) + suffix);
+    }
+  }
+  const OutputRule rule = oracle_outputs(a, {a.q, a.k}, files);
   const std::int64_t tn = static_cast<std::int64_t>(pos.size());
   const auto q = read_input(a.q, "q", tn, a.heads, a.head_dim);
   const auto k = read_input(a.k, "k", tn, kv, a.head_dim);
@@ -191,7 +218,7 @@ int run_oracle_command(const OracleArgs& a) {
     auto write = [&](const std::string& suffix, const Tensor& t) {
       Tensor c = t;
       c.name = std::string(name) + suffix;
-      write_file_atomic(out / (c.name + ".npy"), npy_encode(c));
+      rule.write(out / (c.name + ".npy"), OutputKind::kNpyOutput, npy_encode(c));
     };
     write(".f32", rounded);
     write(".exact", tensor_from_f64("", rounded.shape, b.exact));
@@ -201,8 +228,8 @@ int run_oracle_command(const OracleArgs& a) {
   for (int i = 0; i < p.rotary_dim / 2; ++i) {
     inv.push_back(static_cast<double>(pow(mp50(p.base), -mp50(2 * i) / mp50(p.rotary_dim))));
   }
-  write_file_atomic(out / "inv_freq.npy",
-                    npy_encode(tensor_from_f64("inv_freq", {p.rotary_dim / 2}, inv)));
+  rule.write(out / "inv_freq.npy", OutputKind::kNpyOutput,
+             npy_encode(tensor_from_f64("inv_freq", {p.rotary_dim / 2}, inv)));
   return 0;
 }
 

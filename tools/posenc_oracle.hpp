@@ -15,6 +15,7 @@ struct OracleArgs {
   int num_buckets = 32;             // t5
   std::int64_t max_distance = 128;  // t5
   bool causal = false;              // t5 (default bidirectional)
+  bool force = false;               // replace files in --out that are not .npy files
 };
 
 /// Registers the subcommand; its options fill `a`.

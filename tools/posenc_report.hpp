@@ -25,7 +25,7 @@ void report_add_case(HtmlReport& html, const LoadedCase& lc, const TensorMap* ac
 struct ReportFile {
   std::filesystem::path path;
   HtmlReport page;
-  void write() const { page.write(path); }
+  void write(const OutputRule& rule) const { page.write(path, rule); }
 };
 
 /// The command line as typed, for the page's header.

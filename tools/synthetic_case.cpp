@@ -11,6 +11,7 @@
 
 #include "golden/format/format.hpp"
 #include "golden/format/manifest.hpp"
+#include "golden/format/output_path.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::tools {
@@ -29,26 +30,23 @@ float q_value(std::uint64_t index) {
   return static_cast<float>(static_cast<double>(z >> 40) * 0x1p-23 - 1.0);
 }
 
+// Streams a file through the output rule (golden/format/output_path.hpp): checked, written to a
+// temporary file, renamed over the target by close().
+fs::path checked_output(const fs::path& p, golden::OutputKind kind) {
+  golden::OutputRule().check_file(p, kind);
+  return p;
+}
+
 class Writer {
  public:
-  explicit Writer(const fs::path& p) : path_(p), f_(std::fopen(p.c_str(), "wb")) {
-    if (!f_) throw GoldenFileError(p.string() + ": cannot open for writing");
-  }
-  ~Writer() {
-    if (f_) std::fclose(f_);
-  }
+  Writer(const fs::path& p, golden::OutputKind kind) : file_(checked_output(p, kind)) {}
   void write(const void* p, std::size_t n) {
-    if (std::fwrite(p, 1, n, f_) != n) throw GoldenFileError(path_.string() + ": write error");
+    file_.write(std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(p), n));
   }
-  void close() {
-    const int rc = std::fclose(f_);
-    f_ = nullptr;
-    if (rc != 0) throw GoldenFileError(path_.string() + ": write error");
-  }
+  void close() { file_.commit(); }
 
  private:
-  fs::path path_;
-  std::FILE* f_;
+  golden::AtomicFile file_;
 };
 
 struct Part {
@@ -62,9 +60,11 @@ struct Part {
   std::string sha;
 };
 
-// Header of a safetensors file of `parts` (sorted by name), padded to a multiple of 8.
-std::string header_of(const std::vector<Part>& parts) {
-  std::string h = "{";
+// Header of a safetensors file of `parts` (sorted by name) with one __metadata__ entry (how the
+// output rule recognises posenc's own files), padded to a multiple of 8.
+std::string header_of(const std::vector<Part>& parts, const std::string& meta_key,
+                      const std::string& meta_value) {
+  std::string h = "{\"__metadata__\":{\"" + meta_key + "\":\"" + meta_value + "\"},";
   std::uint64_t off = 0;
   for (std::size_t k = 0; k < parts.size(); ++k) {
     const Part& p = parts[k];
@@ -80,9 +80,11 @@ std::string header_of(const std::vector<Part>& parts) {
 }
 
 // Writes the file and fills each part's sha.
-std::uint64_t write_parts(const fs::path& path, std::vector<Part>& parts) {
-  Writer w(path);
-  const std::string h = header_of(parts);
+std::uint64_t write_parts(const fs::path& path, std::vector<Part>& parts, golden::OutputKind kind,
+                          const std::string& id) {
+  Writer w(path, kind);
+  const std::string h = header_of(
+      parts, kind == golden::OutputKind::kGoldenTensors ? "posenc_case" : golden::kEngineOutputKey, id);
   std::uint8_t len[8];
   for (int k = 0; k < 8; ++k) len[k] = static_cast<std::uint8_t>(h.size() >> (8 * k));
   w.write(len, 8);
@@ -98,7 +100,7 @@ std::uint64_t write_parts(const fs::path& path, std::vector<Part>& parts) {
     p.sha = sha.hex();
   }
   w.close();
-  return fs::file_size(path);
+  return fs::file_size(path);  // the target: through a symbolic link, the file it names
 }
 
 template <class T>
@@ -191,10 +193,10 @@ SyntheticCase write_synthetic_rope_case(const fs::path& dir, std::int64_t tokens
                    tokens, ""});
   const fs::path tensors = dir / (id + ".safetensors");
   SyntheticCase out;
-  out.golden_bytes = write_parts(tensors, parts);
+  out.golden_bytes = write_parts(tensors, parts, golden::OutputKind::kGoldenTensors, id);
   std::vector<Part> act = {parts[2]};
   out.actual = dir / "actual" / (id + ".safetensors");
-  out.actual_bytes = write_parts(out.actual, act);
+  out.actual_bytes = write_parts(out.actual, act, golden::OutputKind::kEngineOutput, id);
 
   using nlohmann::json;
   const json budget = {{"bound", 2.0}, {"ulps", 0.5}};
@@ -222,7 +224,8 @@ SyntheticCase write_synthetic_rope_case(const fs::path& dir, std::int64_t tokens
                                      {"sha256", parts[1].sha}}})},
             {"expected", json::array({expected})}};
   out.manifest = dir / (id + ".json");
-  golden::write_text_atomic(out.manifest, golden::manifest_text(m));
+  golden::OutputRule().write_text(out.manifest, golden::OutputKind::kGoldenManifest,
+                                  golden::manifest_text(m));
   return out;
 }
 

@@ -27,15 +27,23 @@ CaseFiles case_files(const GoldenCase& c) {
   return f;
 }
 
+fs::path case_manifest_path(const fs::path& dir, const std::string& scheme, const std::string& id) {
+  return dir / scheme / (id + ".json");
+}
+
+fs::path case_tensors_path(const fs::path& dir, const std::string& scheme, const std::string& id) {
+  return dir / scheme / (id + ".safetensors");
+}
+
 CatalogEntry write_case(const fs::path& dir, const std::string& scheme, const std::string& id,
-                        const CaseFiles& f) {
+                        const CaseFiles& f, const OutputRule& rule) {
   CatalogEntry e;
   e.id = id;
   e.scheme = scheme;
   e.manifest = scheme + "/" + id + ".json";
   e.tensors = scheme + "/" + id + ".safetensors";
-  write_file_atomic(dir / e.tensors, f.tensors);
-  write_text_atomic(dir / e.manifest, f.manifest_text);
+  rule.write(dir / e.tensors, OutputKind::kGoldenTensors, f.tensors);
+  rule.write_text(dir / e.manifest, OutputKind::kGoldenManifest, f.manifest_text);
   e.manifest_sha256 = sha256_hex(std::span<const std::uint8_t>(
       reinterpret_cast<const std::uint8_t*>(f.manifest_text.data()), f.manifest_text.size()));
   e.tensors_sha256 = sha256_hex(f.tensors);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "golden/format/manifest.hpp"
+#include "golden/format/output_path.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/verify/verify.hpp"
 
@@ -31,9 +32,16 @@ struct CaseFiles {
 };
 CaseFiles case_files(const GoldenCase& c);
 
-/// Writes the two files of a case atomically under dir/<scheme>/ and returns its entry.
+/// dir/<scheme>/<id>.json and dir/<scheme>/<id>.safetensors: where write_case puts a case.
+std::filesystem::path case_manifest_path(const std::filesystem::path& dir, const std::string& scheme,
+                                         const std::string& id);
+std::filesystem::path case_tensors_path(const std::filesystem::path& dir, const std::string& scheme,
+                                        const std::string& id);
+/// Writes the two files of a case atomically under dir/<scheme>/ (through `rule`: OutputKind
+/// kGoldenTensors and kGoldenManifest) and returns its entry.
 CatalogEntry write_case(const std::filesystem::path& dir, const std::string& scheme,
-                        const std::string& id, const CaseFiles& f);
+                        const std::string& id, const CaseFiles& f,
+                        const OutputRule& rule = OutputRule());
 std::string catalog_text(const std::vector<CatalogEntry>& entries);
 /// catalog.json of a data directory; GoldenFileError on malformed JSON, a case listed twice, or
 /// a file path that is not <scheme>/<file name>.

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "golden/format/limits.hpp"
+#include "golden/format/output_path.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
@@ -958,40 +959,9 @@ std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
-  const std::string where = path.string();
-  std::error_code ec;
-  const std::filesystem::path parent = path.parent_path();
-  if (!parent.empty()) {
-    std::filesystem::create_directories(parent, ec);
-    if (ec) fail(where, "cannot create directory " + parent.string() + ": " + ec.message());
-  }
-  std::filesystem::path temp = path;
-  temp += ".tmp." + std::to_string(::getpid());
-  auto fail_and_remove = [&](const std::string& what) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    fail(where, what);
-  };
-  std::FILE* raw = std::fopen(temp.c_str(), "wb");
-  if (raw == nullptr) {
-    fail(where, "cannot open temp file " + temp.string() + ": " + std::strerror(errno));
-  }
-  FilePtr f(raw);
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
-    const std::string err = std::strerror(errno);
-    f.reset();
-    fail_and_remove("write error on " + temp.string() + ": " + err);
-  }
-  if (std::fflush(f.get()) != 0 || ::fsync(::fileno(f.get())) != 0) {
-    const std::string err = std::strerror(errno);
-    f.reset();
-    fail_and_remove("flush error on " + temp.string() + ": " + err);
-  }
-  if (std::fclose(f.release()) != 0) {
-    fail_and_remove("close error on " + temp.string() + ": " + std::strerror(errno));
-  }
-  std::filesystem::rename(temp, path, ec);
-  if (ec) fail_and_remove("cannot rename " + temp.string() + ": " + ec.message());
+  AtomicFile f(path);
+  f.write(bytes);
+  f.commit();
 }
 
 void write_text_atomic(const std::filesystem::path& path, std::string_view text) {

@@ -160,9 +160,12 @@ class Sha256 {
 /// limit, before anything is allocated.
 std::vector<std::uint8_t> read_file(const std::filesystem::path& path);
 
-/// Writes "<path>.tmp.<pid>", flushes it, then renames it over path: never a partial file.
-///
-/// Creates missing parent directories. GoldenFileError on failure, after removing the temp file.
+/// Writes "<path>.tmp.<pid>" (created with O_EXCL), fsyncs it, then renames it over path: never
+/// a partial file (golden/format/output_path.hpp, AtomicFile). Writes regular files only: a
+/// FIFO, device, socket, directory or dangling symbolic link at path is refused; a symbolic link
+/// to a regular file has that file replaced. Creates missing parent directories. GoldenFileError
+/// on failure, after removing the temp file. Commands go through OutputRule::write, which adds
+/// the checks against the command's own inputs and foreign files.
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
 /// write_file_atomic of the text's bytes.
 void write_text_atomic(const std::filesystem::path& path, std::string_view text);

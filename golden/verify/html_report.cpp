@@ -395,7 +395,7 @@ std::string HtmlReport::html() const {
     fail += c.status == "FAIL";
     other += c.status != "PASS" && c.status != "FAIL";
   }
-  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+  o << kHtmlReportMark  // how --report recognises its own page (golden/format/output_path.hpp)
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
     << "<title>" << esc(title_) << " report</title><style>" << kCss << "</style></head><body>\n";
   o << "<h1>" << esc(title_) << " report</h1>\n<p class=\"meta\"><code>" << esc(command_)
@@ -524,6 +524,8 @@ std::string HtmlReport::html() const {
   return o.str();
 }
 
-void HtmlReport::write(const std::filesystem::path& path) const { write_text_atomic(path, html()); }
+void HtmlReport::write(const std::filesystem::path& path, const OutputRule& rule) const {
+  rule.write_text(path, OutputKind::kReport, html());
+}
 
 }  // namespace posenc::golden

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "golden/format/output_path.hpp"
 #include "golden/verify/element_ratios.hpp"
 #include "golden/verify/verify.hpp"
 
@@ -45,8 +46,9 @@ class HtmlReport {
                 std::optional<nlohmann::json> diagnosis, std::string diagnose_command);
 
   std::string html() const;
-  /// Writes the page through a temporary file and a rename (no partial page on failure).
-  void write(const std::filesystem::path& path) const;
+  /// Writes the page through a temporary file and a rename (no partial page on failure), under
+  /// the output rule (golden/format/output_path.hpp: OutputKind::kReport).
+  void write(const std::filesystem::path& path, const OutputRule& rule = OutputRule()) const;
 
   struct Worst {
     std::string where;
