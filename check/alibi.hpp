@@ -1,5 +1,5 @@
-// posenc's ALiBi properties, run on a user's own slopes and bias producer (README "Property-test
-// your own kernel"; check/rope.hpp has the RoPE ones and the shared conventions).
+// posenc's ALiBi properties, run on a user's own slopes and bias producer
+// (docs/property-testing.md; check/rope.hpp has the RoPE ones and the shared conventions).
 //
 //   #include "check/alibi.hpp"
 //   void my_alibi(const posenc::check::AlibiCall& c) { ... }  // fills c.slopes and c.bias

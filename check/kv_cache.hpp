@@ -1,5 +1,5 @@
-// posenc's KV-cache properties, run on a user's own cache (README "Property-test your own
-// kernel"; check/rope.hpp has the conventions).
+// posenc's KV-cache properties, run on a user's own cache (docs/property-testing.md;
+// check/rope.hpp has the conventions).
 //
 //   #include "check/kv_cache.hpp"
 //   posenc::check::KvStepFunction my_session(const posenc::check::KvCacheCheckConfig& c) {

@@ -1,4 +1,4 @@
-// posenc's RoPE properties, run on a user's own kernel (README "Property-test your own kernel").
+// posenc's RoPE properties, run on a user's own kernel (docs/property-testing.md).
 //
 // The user writes one function with the signature of RopeKernel (below) and registers it:
 //

@@ -1,5 +1,5 @@
-// posenc's T5 bucket properties, run on a user's own bucket function (README "Property-test
-// your own kernel"; check/rope.hpp has the conventions).
+// posenc's T5 bucket properties, run on a user's own bucket function
+// (docs/property-testing.md; check/rope.hpp has the conventions).
 //
 //   #include "check/t5_bias.hpp"
 //   void my_buckets(const posenc::check::T5BucketCall& c) { ... }  // fills c.buckets

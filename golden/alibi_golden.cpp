@@ -91,7 +91,7 @@ Json base_manifest(const std::string& id, const std::string& description, const 
   return m;
 }
 
-// ---- budgets (README "Profiles") ---------------------------------------------------------
+// ---- budgets (docs/profiles.md) ---------------------------------------------------------
 // Slopes are float32 tables in every pipeline (HF builds them in float32 whatever the model
 // dtype), so every profile applies to them:
 //   strict   correctly rounded: 0.5 ulp (+ 2^-28: long double exp2, then float)

@@ -3,7 +3,7 @@
 //   bucket table (level 3, small): r = query - key in [-4096, 4096] for the v3 preset
 //     (position_buckets 256, max_relative_positions 512). Input relative_position [8193] (i64);
 //     expected buckets [8193] (i32, exact: make_log_bucket_position) and index [8193] (i32,
-//     exact: clamp(bucket + 256, 0, 511)). The manifest lists the spec section 12 values and
+//     exact: clamp(bucket + 256, 0, 511)). The manifest lists the worked bucket values and
 //     the hard positions with why.
 //   attention (level 1): DeBERTa-v3-base shaped (position_buckets 256, max_relative_positions
 //     512, head_dim 64, pos_att_type "p2c|c2p", share_att_key true) with one head and hidden 16
@@ -73,8 +73,7 @@ constexpr double kRelativeSensitivity = 1.5;
 const char* kCitation =
     "P. He, X. Liu, J. Gao, W. Chen, DeBERTa: Decoding-enhanced BERT with Disentangled "
     "Attention, arXiv:2006.03654v6, Sec. 3.1; log buckets, att_span, share_att_key and the p2c "
-    "index of huggingface/transformers models/deberta_v2/modeling_deberta_v2.py "
-    "(spec/schemes.md section 5)";
+    "index of huggingface/transformers models/deberta_v2/modeling_deberta_v2.py";
 
 Json v3_base_config() {
   return {{"hidden_size", 768},
@@ -185,7 +184,7 @@ GoldenCase bucket_generate() {
   m["citation"] = kCitation;
   m["preset"] = {{"name", "deberta-v3-base"},
                  {"hf_model", "microsoft/deberta-v3-base"},
-                 {"source", "microsoft/deberta-v3-base config.json (spec/schemes.md 10.4)"},
+                 {"source", "microsoft/deberta-v3-base config.json"},
                  {"config", v3_base_config()}};
   m["conventions"] = deberta_conventions(p);
   m["params"] = {{"position_buckets", p.position_buckets},
@@ -452,8 +451,7 @@ GoldenCase attention_generate(DebCase c) {
              {"preset",
               {{"name", "deberta-v3-base"},
                {"hf_model", "microsoft/deberta-v3-base"},
-               {"source",
-                "microsoft/deberta-v3-base config.json (spec/schemes.md 10.4); " + c.preset_note},
+               {"source", "microsoft/deberta-v3-base config.json; " + c.preset_note},
                {"config", v3_base_config()}}},
              {"flags", flags}};
   if (c.negative_control) {

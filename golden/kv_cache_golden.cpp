@@ -163,7 +163,7 @@ std::vector<TraceDef> trace_table() {
                append_step("verify", 3, "speculative verify: rows at positions 15, 16, 17, not all at 15"),
                append_step("decode", 1), append_step("decode", 1)};
     t.flags = {"KvCacheOffset", "SpeculativeWindow", "RopeScaled"};
-    t.citation = "spec/verification.md class K (onnxruntime-genai #2354, mlx-vlm #1983, omlx #2363)";
+    t.citation = "bug class K, docs/bug-classes.md (onnxruntime-genai #2354, mlx-vlm #1983, omlx #2363)";
     v.push_back(t);
     v.push_back(negative_control(t, "kv_cache_rope_llama3_1_8b_restart_invalid_f32", "restart-at-0",
                                  "negative control: the Llama-3.1 trace with every step after the prefill "
@@ -186,7 +186,7 @@ std::vector<TraceDef> trace_table() {
                append_step("decode", 1)};
     t.flags = {"SlidingWindow", "RingBuffer", "KvCacheOffset"};
     t.citation = "A. Q. Jiang et al., Mistral 7B, arXiv:2310.06825v1, Sec. 2 (rolling buffer cache); "
-                 "spec/verification.md class M";
+                 "bug class M, docs/bug-classes.md";
     v.push_back(t);
     v.push_back(negative_control(t, "kv_cache_rope_window8_cache_length_invalid_f32", "cache-length-position",
                                  "negative control: the ring-buffer trace with each step numbered from the "
@@ -205,7 +205,7 @@ std::vector<TraceDef> trace_table() {
     pre.valid = {1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 0, 1, 1, 1, 1};
     t.steps = {pre, append_step("decode", 1, "positions 5, 2, 4"), append_step("decode", 1), append_step("decode", 1)};
     t.flags = {"Padding", "BatchPositions"};
-    t.citation = "spec/verification.md class L (unsloth #3699, transformers #22161, fla #967)";
+    t.citation = "bug class L, docs/bug-classes.md (unsloth #3699, transformers #22161, fla #967)";
     v.push_back(t);
     v.push_back(negative_control(t, "kv_cache_rope_left_padded_batch3_padding_position_invalid_f32", "padding-position",
                                  "negative control: the padded batch with positions numbered by column "
@@ -228,7 +228,7 @@ std::vector<TraceDef> trace_table() {
                append_step("decode", 1), shift_step(4, 4, "a second shift of the same keys: R(-4) R(-6)"),
                append_step("decode", 1), append_step("decode", 1)};
     t.flags = {"ContextShift", "KeyRerotation"};
-    t.citation = "spec/verification.md class N (llama.cpp #4097, #2060: R(a) R(b) = R(a + b))";
+    t.citation = "bug class N, docs/bug-classes.md (llama.cpp #4097, #2060: R(a) R(b) = R(a + b))";
     v.push_back(t);
     v.push_back(negative_control(t, "kv_cache_rope_context_shift_not_rerotated_invalid_f32", "shift-not-rerotated",
                                  "negative control: the context-shift trace with the position records "
@@ -250,7 +250,7 @@ std::vector<TraceDef> trace_table() {
       t.steps.push_back(append_step("decode", 1));
     }
     t.flags = {"ContextShift", "KeyRerotation", "RepeatedShift"};
-    t.citation = "spec/verification.md class N (llama.cpp #4097: repeated shifts of the same cells)";
+    t.citation = "bug class N, docs/bug-classes.md (llama.cpp #4097: repeated shifts of the same cells)";
     v.push_back(t);
   }
   {  // StreamingLLM attention sinks
@@ -283,7 +283,7 @@ std::vector<TraceDef> trace_table() {
     t.steps = {append_step("prefill", 8), append_step("decode", 1), append_step("decode", 1),
                append_step("decode", 1), append_step("decode", 1), append_step("verify", 3)};
     t.flags = {"AlibiDecode", "KvCacheOffset"};
-    t.citation = "O. Press et al., arXiv:2108.12409v2, Sec. 3; spec/verification.md class K";
+    t.citation = "O. Press et al., arXiv:2108.12409v2, Sec. 3; bug class K, docs/bug-classes.md";
     v.push_back(t);
   }
   {  // T5 decoder self-attention decode
@@ -303,7 +303,7 @@ std::vector<TraceDef> trace_table() {
                append_step("decode", 1), append_step("decode", 1), append_step("decode", 1),
                append_step("decode", 1)};
     t.flags = {"T5Decode", "KvCacheOffset"};
-    t.citation = "C. Raffel et al., arXiv:1910.10683v4, Sec. 2.1; spec/verification.md class O (candle #899)";
+    t.citation = "C. Raffel et al., arXiv:1910.10683v4, Sec. 2.1; bug class O, docs/bug-classes.md (candle #899)";
     v.push_back(t);
   }
   {  // learned absolute, OPT-style offset 2
@@ -319,7 +319,7 @@ std::vector<TraceDef> trace_table() {
     t.steps = {append_step("prefill", 8), append_step("decode", 1), append_step("decode", 1),
                append_step("decode", 1), append_step("decode", 1)};
     t.flags = {"LearnedDecode", "KvCacheOffset"};
-    t.citation = "spec/verification.md class K (mlx-lm #93, transformers #15751)";
+    t.citation = "bug class K, docs/bug-classes.md (mlx-lm #93, transformers #15751)";
     v.push_back(t);
   }
   for (auto& t : v) t.seed = seed++;
@@ -400,7 +400,7 @@ reference::KvEncoding encoding_from_json(const Json& j, const TensorMap& golden,
   return e;
 }
 
-// ---- budgets (README "Profiles", KV-cache traces) -------------------------------------------
+// ---- budgets (docs/profiles.md; docs/schemes/kv_cache.md) ---------------------------------
 // Traces are float32 (bf16 and f16 profiles do not apply: their pipelines write 16-bit
 // activations). eps = eps_f32, r = 1, a = the RoPE attention factor (1 for these rules).
 //   attention arithmetic: optimized::kKvCacheMaxError (16) eps (A + B), A and B as in the
@@ -900,7 +900,7 @@ GoldenCase kv_cache_generate_trace(const TraceDef& t) {
   m["seed"] = t.seed;
   m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = t5_table, 2 = learned_table, "
               "16 + 4 s, +1, +2 = q, k, v of step s";
-  m["budgets"] = "README \"KV-cache traces\": attention bound kKvCacheMaxError eps (A + B); RoPE "
+  m["budgets"] = "docs/schemes/kv_cache.md: attention bound kKvCacheMaxError eps (A + B); RoPE "
                  "angle and rotation errors of each profile's pipeline (and re-rotations) in the extras";
   manifest_add_tensors(m, t.id, inputs, expected);
   return GoldenCase{m, std::move(tensors)};

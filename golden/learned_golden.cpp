@@ -1,9 +1,9 @@
 // Golden cases for learned absolute position embeddings. Formula: see reference/learned.hpp.
 //
-// Level 1 (committed): BERT-base (512 rows) and GPT-2 (1024 rows) presets (spec/schemes.md
-// section 10.5) x target dtypes {f32, bf16}, plus a GPT-2 decode continuation (a cache of 1000
-// tokens: position_offset 1000, positions 0 .. 23, ending on the last row). The table keeps the
-// preset's max_positions but d_model is reduced from 768 to 64 to keep the committed files
+// Level 1 (committed): BERT-base (512 rows) and GPT-2 (1024 rows) presets
+// (docs/schemes/learned.md) x target dtypes {f32, bf16}, plus a GPT-2 decode continuation (a cache
+// of 1000 tokens: position_offset 1000, positions 0 .. 23, ending on the last row). The table keeps
+// the preset's max_positions but d_model is reduced from 768 to 64 to keep the committed files
 // small; the row index, the only thing the scheme computes, does not depend on the width.
 // Inputs (seeded, exact in the target dtype): positions [T] (i64), table [max_positions, d],
 // e [T, d]. Stages:
@@ -70,7 +70,7 @@ LearnedPreset bert_base() {
   return {"bert-base-uncased",
           "bert_base",
           "google-bert/bert-base-uncased",
-          "spec/schemes.md 10.5 (bert-base-uncased config)",
+          "bert-base-uncased config",
           512,
           768,
           Json{{"max_position_embeddings", 512},
@@ -84,7 +84,7 @@ LearnedPreset gpt2() {
   return {"gpt2",
           "gpt2",
           "openai-community/gpt2",
-          "spec/schemes.md 10.5 (openai-community/gpt2 config.json)",
+          "openai-community/gpt2 config.json",
           1024,
           768,
           Json{{"n_positions", 1024},
@@ -206,7 +206,7 @@ AxisSpec axis(const std::string& name, const std::string& positions) {
   return a;
 }
 
-// ---- budgets (README "Profiles") ---------------------------------------------------------
+// ---- budgets (docs/profiles.md) ---------------------------------------------------------
 // A gather is exact in every pipeline (position_ids, rows: exact checks under every profile).
 // h = e + P: one add of two values of the target dtype t, correctly rounded when done in t
 // (bf16, f16 eager: ulps 0.5), and in float32 then cast (strict, fp32, fp32-recurrence: the

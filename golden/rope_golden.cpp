@@ -2,7 +2,8 @@
 // engine): golden/cases/rope_case.hpp.
 //
 // Level 1 (committed): real-model presets (golden/presets/<name>.json, read by the HF config
-// reader) x target dtypes {f32, bf16, f16}, one token per hard position (DESIGN.md), stages:
+// reader) x target dtypes {f32, bf16, f16}, one token per hard position
+// (golden/cases/hard_positions.hpp), stages:
 //   inv_freq [d/2]            table, f32, ulp check
 //   cos, sin [T, d/2]         table, target dtype, conditioned (c = a), attention factor folded in
 //   q_rot [T, Hq, h], k_rot [T, Hk, h]   rotated, conditioned (c = a (|x_a| + |x_b|); tail c = 0:

@@ -15,7 +15,7 @@
 //     sign-flipped distance (query - key); verify passes an engine only if it does NOT
 //     reproduce them. Sign flipping equals reversing the tables' rows (clip(i - j) + K =
 //     2K - (clip(j - i) + K)), which is how the expected values are computed.
-// Engine mistakes (spec/verification.md class Q: shifts, clipping, plumbing): sign-flipped
+// Engine mistakes (bug class Q of docs/bug-classes.md: shifts, clipping, plumbing): sign-flipped
 // (query - key), clip-off-by-one (clip to K - 1), values-missing (no aV term, the keys-only
 // variant), no-offset (decode queries placed at positions 0.. instead of the last keys).
 //
@@ -57,7 +57,7 @@ using reference::ShawParams;
 const char* kCitation =
     "P. Shaw, J. Uszkoreit, A. Vaswani, Self-Attention with Relative Position Representations, "
     "arXiv:1803.02155v2, Sec. 3; signs, clipping and scaling of tensorflow/tensor2tensor "
-    "common_attention.py dot_product_attention_relative (spec/schemes.md section 7)";
+    "common_attention.py dot_product_attention_relative";
 
 constexpr int kK = 20;  // tensor2tensor transformer_relative max_relative_position
 

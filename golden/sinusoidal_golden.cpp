@@ -1,9 +1,9 @@
 // Golden cases for the sinusoidal encoding. Formula: see reference/sinusoidal.hpp.
 //
-// Level 1 (committed): Transformer base (d_model 512, spec/schemes.md section 10.5) in both
+// Level 1 (committed): Transformer base (d_model 512) in both
 // variants x target dtypes {f32, bf16}, plus an odd d_model (33) in both variants (f32), which
 // pins the lone sin channel of kPaper and the zero column of kConcat. One token per hard
-// position (DESIGN.md). Stages:
+// position (golden/cases/hard_positions.hpp). Stages:
 //   inv_freq [n]              table, f32, ulp check
 //   pe [T, d_model]           table, target dtype, conditioned: c = 1 (values lie in [-1, 1], so
 //                             the error is absolute), c = 0 for the zero column (must be exact)
@@ -69,16 +69,16 @@ std::vector<SinusoidalCaseDef> sinusoidal_case_table() {
       }
       v.push_back({case_id(p, "transformer_base", t), "transformer-base",
                    var == SinusoidalVariant::kPaper
-                       ? "spec/schemes.md 10.5 (Vaswani et al. Transformer base) and section 8"
-                       : "spec/schemes.md 10.5 (tensor2tensor transformer_base_v1) and section 8 "
-                         "(get_timing_signal_1d)",
+                       ? "Vaswani et al. Transformer base (paper variant)"
+                       : "tensor2tensor transformer_base_v1 (concat variant, "
+                         "get_timing_signal_1d)",
                    config, p, t, seed++});
     }
   }
   for (SinusoidalVariant var : {SinusoidalVariant::kPaper, SinusoidalVariant::kConcat}) {
     const SinusoidalParams p{33, var, 10000.0};
     v.push_back({case_id(p, "odd", DType::kF32), "",
-                 "spec/schemes.md section 8 (odd d_model rule of the variant)", nullptr, p,
+                 "odd d_model rule of the variant (docs/schemes/sinusoidal.md)", nullptr, p,
                  DType::kF32, seed++});
   }
   return v;
@@ -111,7 +111,7 @@ SinusoidalOracle<Real> sinusoidal_oracle(const SinusoidalParams& p,
   return o;
 }
 
-// ---- budgets: the error analysis of each profile's pipeline (README "Profiles") ------------
+// ---- budgets: the error analysis of each profile's pipeline (docs/profiles.md) ------------
 //
 // Symbols: t = target dtype, r = eps_f32 / eps_t, u = 2^-24, phi = m * inv_freq_i the exact
 // angle. pe has c = 1 (|pe| <= 1, so its error is absolute), h = e + pe has c = 1 + |e|.

@@ -3,7 +3,7 @@
 //   bucket tables (level 3, small): r = key - query in [-4096, 4096] for the T5 defaults
 //     (32 buckets, max_distance 128), bidirectional and causal. Input relative_position [8193]
 //     (i64); expected buckets [8193] (i32, exact). The manifest lists each bucket's range of r
-//     inline (spec/schemes.md section 12 must come out) and the hard positions with why.
+//     inline (the published bucket boundaries must come out) and the hard positions with why.
 //   attention (level 1): T5-small (8 heads, d_kv 64) and FLAN-T5-base (12 heads, d_kv 64)
 //     shaped self-attention with the bias: an encoder query block (bidirectional, no mask,
 //     queries 10..13 over 28 keys: r in [-13, 17]), a decoder prefill (causal, 8 tokens) and
@@ -11,7 +11,7 @@
 //     bf16 targets. Inputs: q, k, v and relative_attention_bias [num_buckets, n_heads], seeded
 //     and exact in the target dtype. Expected stages: buckets [Tq, Tk] (i32, exact), bias
 //     [H, Tq, Tk] (target dtype, exact: a gather of input values), probs and out
-//     (golden/attention_case.hpp: conditioned, mp50 with an mp100 cross-check).
+//     (golden/cases/attention_case.hpp: conditioned, mp50 with an mp100 cross-check).
 //   negative control (result "invalid"): the T5-small encoder block with the expected values of
 //     the bidirectional flag flipped; verify passes an engine only if it does NOT reproduce it.
 // Engine mistakes: direction-flipped (bidirectional flag inverted: transformers #8518),
@@ -47,7 +47,7 @@ using reference::T5BiasParams;
 const char* kCitation =
     "C. Raffel et al., Exploring the Limits of Transfer Learning with a Unified Text-to-Text "
     "Transformer, arXiv:1910.10683v4, Sec. 2.1; bucket function of tensorflow/mesh "
-    "transformer_layers.py _relative_position_bucket (spec/schemes.md section 4)";
+    "transformer_layers.py _relative_position_bucket";
 
 Json t5_conventions(const T5BiasParams& tp) {
   const int nb = reference::t5_bias_direction_buckets(tp), e = reference::t5_bias_max_exact(tp);
@@ -182,9 +182,7 @@ GoldenCase bucket_generate(const BucketCase& c) {
   m["citation"] = kCitation;
   m["preset"] = {{"name", "t5-defaults"},
                  {"hf_model", "google-t5/t5-small"},
-                 {"source",
-                  "HF T5Config defaults; google-t5/t5-small config.json "
-                  "(spec/schemes.md 4.2, 10.4)"},
+                 {"source", "HF T5Config defaults; google-t5/t5-small config.json"},
                  {"config", t5_preset_config(tp)}};
   m["conventions"] = t5_conventions(tp);
   m["params"] = {{"num_buckets", tp.num_buckets},
@@ -221,7 +219,7 @@ T5Preset t5_small() {
   return {"t5-small",
           "t5_small",
           "google-t5/t5-small",
-          "spec/schemes.md 10.4 (google-t5/t5-small config.json)",
+          "google-t5/t5-small config.json",
           8,
           64,
           Json{{"d_model", 512},
@@ -235,7 +233,7 @@ T5Preset flan_t5_base() {
   return {"flan-t5-base",
           "flan_t5_base",
           "google/flan-t5-base",
-          "spec/schemes.md 10.4 (flan-t5-base config.json via reeddg/T5sum)",
+          "flan-t5-base config.json via reeddg/T5sum",
           12,
           64,
           Json{{"d_model", 768},

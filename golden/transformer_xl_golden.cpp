@@ -23,7 +23,7 @@
 //
 // Budgets (contract)
 //   rel_position: exact in every profile (integers).
-//   probs, out: attention_case's (README "Profiles"), with bias_ij = scale * (u . k_j + BD_ij)
+//   probs, out: attention_case's (docs/profiles.md), with bias_ij = scale * (u . k_j + BD_ij)
 //     in the condition scale. strict: the optimized engine rounds the bias once from double and
 //     adds two float terms, inside kAttentionMaxError * eps_f32 * S. The float pipelines (fp32,
 //     fp32-recurrence and, as the source of the bias, bf16) compute the bias the PyTorch way in
@@ -68,7 +68,7 @@ using reference::TxlInputs;
 const char* kCitation =
     "Z. Dai et al., Transformer-XL: Attentive Language Models Beyond a Fixed-Length Context, "
     "arXiv:1901.02860v3, Sec. 3.3 and Appendix B; positions, clamp_len, same_length and mems of "
-    "kimiyoung/transformer-xl pytorch/mem_transformer.py (spec/schemes.md section 6)";
+    "kimiyoung/transformer-xl pytorch/mem_transformer.py";
 
 struct TxlCase {
   std::string id, description;
@@ -379,9 +379,7 @@ GoldenCase txl_generate(const TxlCase& c) {
              {"preset",
               {{"name", "transfo-xl-wt103 (scaled down)"},
                {"hf_model", "transfo-xl/transfo-xl-wt103"},
-               {"source",
-                "spec/schemes.md 10.4 (TransfoXLConfig defaults; run_wt103_base.sh "
-                "mem_len 150)"},
+               {"source", "TransfoXLConfig defaults; run_wt103_base.sh mem_len 150"},
                {"config",
                 {{"d_model", 1024},
                  {"n_head", 16},

@@ -11,7 +11,7 @@
 // the visible columns, one `omp simd` pass of exp_f32 (optimized/fast_math.hpp: relative error
 // <= 2 eps_f32, measured 0.65) with the row sum as a simd reduction (its order depends on the
 // vector width, not on the thread count), one GEMM acc += P V. Larger chunks than the old
-// 32 x 64 tiles mean fewer, larger GEMMs and fewer passes (measured in README "Performance").
+// 32 x 64 tiles mean fewer, larger GEMMs and fewer passes (measured in docs/performance.md).
 #define EIGEN_DONT_PARALLELIZE  // one OpenMP level: tasks, not GEMM threads
 #include "optimized/attention.hpp"
 

@@ -7,7 +7,8 @@
 //                   B_ic = sum_j p_ij |v_jc - o_ic| (scale |q_i|.|k_j| + |bias_ij|)  (score scale)
 //                   |o - o*| <= kAttentionMaxError * eps_f32 * (A_ic + B_ic)
 //                 the bound is empirical (measured with margin over random shapes up to
-//                 Tq, Tk <= 300, d <= 128; see README), not a worst-case proof: a float dot
+//                 Tq, Tk <= 300, d <= 128; docs/schemes/attention.md), not a worst-case
+//                 proof: a float dot
 //                 product of d terms can in the worst case err by d/2 eps. The weights come
 //                 from exp_f32 (relative error <= kExpF32MaxError = 2 eps_f32 per weight,
 //                 optimized/fast_math.hpp): weights off by relative delta move o_ic by at

@@ -13,7 +13,7 @@
 //                 eps_s = eps_f32 (f32 storage) or eps_f16 (f16 storage: the stored key and value
 //                 roundings dominate); a key re-rotated n times by a shift adds n rotations'
 //                 error (kRopeMaxError each) to its part of B. Empirical, measured by the
-//                 properties (README "KV cache"), not a worst-case proof.
+//                 properties (docs/schemes/kv_cache.md), not a worst-case proof.
 //   valid range:  positions and shifts within optimized/rope.hpp's kRopeMaxPosition
 //   layout:       q [B, T, H, d], k [B, T, Hkv, d], v [B, T, Hkv, dv], out [B, T, H, dv],
 //                 valid [B, T] (0 = padding column), positions [B, T] (-1 for padding)

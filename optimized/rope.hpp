@@ -28,7 +28,7 @@ namespace posenc::optimized {
 using reference::RopeLayout;
 using reference::RopeParams;
 
-/// Bound of the float kernel, in eps_f32 * a * (|x_a| + |x_b|) (measured: see README).
+/// Bound of the float kernel, in eps_f32 * a * (|x_a| + |x_b|) (measured: docs/schemes/rope.md).
 inline constexpr double kRopeMaxError = 2.0;
 /// Constant and angle-proportional parts of the double kernel's bound, in eps_f64 units.
 inline constexpr double kRopeMaxErrorF64 = 4.0;

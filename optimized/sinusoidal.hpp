@@ -31,7 +31,7 @@ using reference::SinusoidalParams;
 using reference::SinusoidalVariant;
 
 /// Bound of the table, in eps_f32 (absolute). Derived in sinusoidal.cpp (0.77 at |m| = 2^28);
-/// measured: see README.
+/// measured: docs/schemes/sinusoidal.md.
 inline constexpr double kSinusoidalMaxError = 1.0;
 /// Bound of h = e + PE, in eps_f32 * (1 + |e|): the table's error plus half an ulp of h.
 inline constexpr double kSinusoidalAddMaxError = 1.5;

@@ -174,7 +174,7 @@ TEST(AlibiReferenceSpot, PinsSpecSection12Slopes) {
   const auto m16 = slopes(16);
   for (int k = 1; k <= 16; ++k) EXPECT_NEAR(m16[k - 1], std::exp2(-0.5 * k), 1e-16);
   const auto m112 = slopes(112);
-  EXPECT_NEAR(m112.back(), 0.016317, 5e-7);  // 2^(-95/16), spec section 12
+  EXPECT_NEAR(m112.back(), 0.016317, 5e-7);  // 2^(-95/16), BLOOM-176B's last slope
   EXPECT_NEAR(m112[64], std::exp2(-1.0 / 16), 1e-16);
 }
 

@@ -17,7 +17,7 @@ namespace posenc::properties {
 namespace {
 
 /// Independent rounding: MPFR at the target precision and exponent range, subnormalized
-/// (spec/toolchain.md section 6, the second correct method).
+/// (the second correct method: see reference/common/rounding.hpp).
 double mpfr_direct_round(const mp50& x, int precision, int emin, int emax) {
   const mpfr_exp_t old_min = mpfr_get_emin(), old_max = mpfr_get_emax();
   mpfr_set_emin(emin);

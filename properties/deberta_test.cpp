@@ -97,7 +97,8 @@ RC_GTEST_PROP(DebertaReference, LogBucketsMatchIntegerThresholds, ()) {
 }
 
 TEST(DebertaReferenceSpot, PinsSpecSection12Buckets) {
-  // spec/schemes.md section 12, bucket 256 / max_position 512: r -> bucket (index).
+  // The published worked values (docs/schemes/deberta.md), bucket 256 / max_position 512:
+  // r -> bucket (index).
   const std::vector<std::array<std::int64_t, 3>> pinned = {
       {0, 0, 256},      {127, 127, 383},   {128, 128, 384}, {129, 129, 385},
       {130, 130, 386},  {200, 169, 425},   {255, 192, 448}, {300, 207, 463},
@@ -122,8 +123,8 @@ TEST(DebertaReferenceSpot, EndpointTieIsDecidedExactly) {
 
 TEST(DebertaReferenceSpot, Float32FormulaSearch) {
   // HF's float32 buckets against the exact ones for every r in [-4096, 4096]: identical for
-  // the v3 preset (spec section 11); for every preset the differing r of smallest |r| is
-  // printed (the README records them).
+  // the v3 preset; for every preset the differing r of smallest |r| is
+  // printed (docs/schemes/deberta.md records them).
   struct Preset {
     int b;
     std::int64_t m;

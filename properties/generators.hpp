@@ -1,6 +1,6 @@
 // Shared RapidCheck generators. Float inputs are dyadic (integer * 2^-k), so they are exact in
-// every Real type under test; RapidCheck's own float generators are mostly huge or non-finite
-// (spec/toolchain.md section 1), so they are never used for inputs.
+// every Real type under test; RapidCheck's own float generators are mostly huge or non-finite,
+// so they are never used for inputs.
 #pragma once
 #include <cmath>
 #include <cstdint>

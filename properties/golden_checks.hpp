@@ -190,9 +190,9 @@ struct PipelineWorst {
 };
 
 /// Every pipeline passes its own profile on each case that profile applies to, and on every
-/// stage not listed in `loose` (reductions whose bound admits any summation order, README
-/// "Profiles"; an entry "pipeline/stage" names one pipeline's stage, "*.out" every tensor whose
-/// name ends with ".out") its worst element reaches
+/// stage not listed in `loose` (reductions whose bound admits any summation order,
+/// docs/profiles.md; an entry "pipeline/stage" names one pipeline's stage, "*.out" every
+/// tensor whose name ends with ".out") its worst element reaches
 /// at least min_share of the budget: the budget is tight.
 /// Returns the worst share per (pipeline, stage).
 /// by_stage: the worst share is taken per stage rather than per tensor (a trace has one tensor

@@ -529,7 +529,7 @@ RC_GTEST_PROP(KvCacheOptimized, MatchesReference, ()) {
   }
 }
 
-// The worst share of the bound over a fixed sweep, printed (README "KV cache").
+// The worst share of the bound over a fixed sweep, printed (docs/schemes/kv_cache.md).
 TEST(KvCacheOptimized, ErrorBoundMeasured) {
   double worst32 = 0, worst16 = 0;
   for (int mode = 0; mode < 4; ++mode) {

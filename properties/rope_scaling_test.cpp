@@ -1,5 +1,5 @@
 // RoPE scaling properties: each rule against its defining identity (float, double, mp50), the
-// worked values of spec/schemes.md section 12, the optimized tables and kernel against the mp50
+// worked values of docs/schemes/rope_scaling.md, the optimized tables and kernel against the mp50
 // oracle, the HF config reader (every committed preset round-trips; errors name the key), and
 // the golden catalog. Formulas: reference/rope_scaling.hpp.
 // Replay a failure: RC_PARAMS="reproduce=..." (printed by RapidCheck) or seed=N.
@@ -326,7 +326,7 @@ TEST(RopeScalingReferenceSpot, PositionInterpolationIsPlainRopeAtScaledPosition)
   });
 }
 
-// ---- the worked values of spec/schemes.md section 12 (and the presets they come from) --------
+// ---- the worked values of docs/schemes/rope_scaling.md (and the presets they come from) ------
 
 golden::RopeModelConfig preset(const std::string& name) {
   return golden::rope_config_read(golden::default_presets_dir() / (name + ".json"));

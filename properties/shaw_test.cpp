@@ -87,7 +87,7 @@ double order_tol(const ShawCase& c) {
 // --------------------------------------------------------------------------------
 
 TEST(ShawReferenceSpot, IndexIsClippedKeyMinusQuery) {
-  // spec/schemes.md section 7: r = key - query, clip to [-K, K], + K.
+  // docs/schemes/shaw.md: r = key - query, clip to [-K, K], + K.
   const ShawParams p{2};
   std::vector<int> got;
   for (int j = 0; j < 10; ++j) got.push_back(reference::shaw_index(p, 5, j));

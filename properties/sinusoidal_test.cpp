@@ -257,7 +257,8 @@ POSENC_TYPED_PROP(SinusoidalReference, AddIsRowwiseSum) {
 // ---- reference spot checks -------------------------------------------------------------------
 
 TEST(SinusoidalReferenceSpot, PinsD512Frequencies) {
-  // spec/schemes.md section 12, at its printed precision (half a unit in the last digit).
+  // The worked values of docs/schemes/sinusoidal.md, at their printed precision (half a unit in
+  // the last digit).
   for (const bool oracle : {false, true}) {
     auto second_and_last = [oracle](SinusoidalVariant v) {
       const SinusoidalParams p{512, v, 10000.0};

@@ -194,7 +194,7 @@ struct Range {
 };
 
 TEST(T5BiasReferenceSpot, PinsSpecSection12Tables) {
-  // spec/schemes.md section 12, N = 32, D = 128; the open ends extended to +-4096 and beyond.
+  // The published bucket boundaries, N = 32, D = 128; the open ends extended to +-4096 and beyond.
   std::vector<Range> bidir = {{-4096, -91, 15}, {-90, -64, 14}, {-63, -46, 13}, {-45, -32, 12},
                               {-31, -23, 11},   {-22, -16, 10}, {-15, -12, 9},  {-11, -8, 8},
                               {0, 0, 0},        {8, 11, 24},    {12, 15, 25},   {16, 22, 26},

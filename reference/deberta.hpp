@@ -54,7 +54,7 @@
 //   arXiv:2111.09543v4 (v3 keeps the v2 attention). Log buckets, att_span, share_att_key and
 //   the p2c index are those of the released code (huggingface/transformers
 //   models/deberta_v2/modeling_deberta_v2.py: make_log_bucket_position, build_relative_position,
-//   DisentangledSelfAttention.disentangled_attention_bias), spec/schemes.md section 5.
+//   DisentangledSelfAttention.disentangled_attention_bias); docs/schemes/deberta.md.
 // Index note: the paper writes delta(i, j) = i - j clamped, and p2c with delta(j, i); the code
 //   uses c(i, j) for both (see above). All positions 0-based.
 // Names elsewhere: HF config position_buckets, max_relative_positions (< 1: use

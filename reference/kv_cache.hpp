@@ -24,7 +24,7 @@
 //
 // and only then are the step's keys written: a token takes the lowest empty slot; when none is
 // empty it replaces the oldest evictable token (sliding window: a ring buffer, slot != position).
-// Pitfalls this model makes explicit (spec/verification.md classes H-N):
+// Pitfalls this model makes explicit (bug classes H-N of docs/bug-classes.md):
 //   continuation  after a prefill of 100 tokens the next token is position 100, even alone
 //   moving        a ring buffer keeps positions 80-99 in slots 0-19; the next token is 100, not 20
 //   renumbering   a context shift (llama.cpp: discard positions [n_keep, n_keep + n_discard),

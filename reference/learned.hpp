@@ -20,11 +20,11 @@
 //   Understanding by Generative Pre-Training" (OpenAI report, 2018), Sec. 3.1, h_0 = U W_e + W_p;
 //   A. Radford, J. Wu, R. Child, D. Luan, D. Amodei, I. Sutskever, "Language Models are
 //   Unsupervised Multitask Learners" (OpenAI technical report, 2019; no arXiv ID), Sec. 2.3:
-//   GPT-2 follows GPT's model, context 1024 (n_positions 1024, spec/schemes.md 10.5);
+//   GPT-2 follows GPT's model, context 1024 (n_positions 1024);
 //   J. Devlin, M.-W. Chang, K. Lee, K. Toutanova, "BERT: Pre-training of Deep Bidirectional
 //   Transformers for Language Understanding", arXiv:1810.04805v2, Sec. 3 ("Input/Output
 //   Representations") and Fig. 2: the input is the sum of token, segment and position
-//   embeddings (max_position_embeddings 512, spec/schemes.md 10.5).
+//   embeddings (max_position_embeddings 512).
 // Index note: the papers give no index base; the released models start at row 0 (HF
 //   position_ids = arange(past_length, past_length + n)). fairseq / RoBERTa / OPT / BART start at a
 //   later row: fairseq make_positions gives padding_idx + 1 for the first token (RoBERTa:

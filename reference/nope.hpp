@@ -13,8 +13,8 @@
 // Index note: none (no positions).
 // Names elsewhere: HF SmolLM3 `no_rope_layers` (a layer schedule: 1 = RoPE, 0 = NoPE), Llama 4
 //   `no_rope_layers`; in ggml a layer that skips ggml_rope.
-// Not modelled: per-layer schedules (which layers skip RoPE is a config question, class S of
-//   spec/verification.md); this file is the NoPE layer itself.
+// Not modelled: per-layer schedules (which layers skip RoPE is a config question, bug class S of
+//   docs/bug-classes.md); this file is the NoPE layer itself.
 #pragma once
 #include <cstdint>
 #include <vector>

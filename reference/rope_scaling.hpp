@@ -44,7 +44,7 @@
 //   LlamaYaRNScaledRotaryEmbedding; DeepSeek-AI, "DeepSeek-V2", arXiv:2405.04434v5, App. B
 //   (YaRN for MLA) and deepseek-ai/DeepSeek-V3 inference/model.py; meta-llama/llama-models
 //   models/llama3/model.py apply_scaling; Y. Ding et al., "LongRoPE", arXiv:2402.13753v1, Sec. 3
-//   and microsoft Phi-3 (HF _compute_longrope_parameters). Facts: spec/schemes.md section 2.
+//   and microsoft Phi-3 (HF _compute_longrope_parameters). Facts: docs/schemes/rope_scaling.md.
 // Index note: YaRN's paper counts dimensions d/2 pairs from 0 as here; its ramp is over the
 //   pair index i, while the correction range is clamped against d - 1 (as the reference code).
 // Names elsewhere: HF rope_type linear / dynamic / yarn / llama3 / longrope (legacy "su"), vLLM
@@ -69,7 +69,7 @@
 namespace posenc::reference {
 
 enum class RopeScalingType { kNone, kLinear, kNtk, kDynamic, kYarn, kLlama3, kLongRope };
-/// Which YaRN code a case follows (spec/schemes.md 2.4, 2.5).
+/// Which YaRN code a case follows (docs/schemes/rope_scaling.md).
 enum class YarnForm { kPaper, kHfEarly, kHfCurrent, kDeepSeekOfficial };
 enum class LongRopePolicy { kHfSeqLen, kVllmAnyAbove, kVllmMaxModelLen };
 

@@ -30,7 +30,7 @@
 //   the released code, tensorflow/tensor2tensor common_attention.py
 //   (_generate_relative_positions_matrix: range_k[None, :] - range_q[:, None];
 //   dot_product_attention_relative; multihead_attention scales q by depth^-0.5), see
-//   spec/schemes.md section 7.
+//   docs/schemes/shaw.md.
 // Index note: the paper is 0/1-agnostic; only differences j - i occur, so none.
 // Names elsewhere: tensor2tensor max_relative_position (hparams transformer_relative: K = 20),
 //   relations_keys / relations_values (the gathered T x T x d tables), embeddings named

@@ -8,7 +8,7 @@
 //     PE(m, 2i)     = sin(m * omega_i)
 //     PE(m, 2i + 1) = cos(m * omega_i)                 (only while 2i + 1 < d)
 //     Odd d: the last channel d - 1 is sin(m * omega_{n-1}) and has no cos partner; the
-//     exponent's denominator stays d (spec/schemes.md section 8, HF DistilBERT).
+//     exponent's denominator stays d (HF DistilBERT).
 //
 //   SinusoidalVariant::kConcat (tensor2tensor / fairseq; concatenated [sin | cos]):
 //     n = floor(d/2) frequencies       omega_i = base^(-i / max(n - 1, 1))    i = 0 .. n - 1
@@ -38,7 +38,7 @@
 //   PE_pos" remark) and Sec. 3.4 (embeddings multiplied by sqrt(d_model) before the sum).
 // Index note: the paper's pos (= m) and i are 0-based as here; it writes the angle as
 //   pos / 10000^(2i/d_model) and only uses even d_model (512). Odd d and kConcat follow
-//   spec/schemes.md section 8.
+//   the released code named below (docs/schemes/sinusoidal.md).
 // Names elsewhere: tensor2tensor common_attention get_timing_signal_1d / add_timing_signal_1d
 //   (min_timescale 1, max_timescale = base; = kConcat); fairseq SinusoidalPositionalEmbedding
 //   get_embedding (log(10000) / (half_dim - 1); = kConcat); HF DistilBERT

@@ -43,7 +43,7 @@
 //   bucket added to the logits, 32 buckets with logarithmically growing ranges up to an offset
 //   of 128, shared across layers, a different table per head). The paper gives no formula for
 //   the buckets: the function above is that of the released code (tensorflow/mesh
-//   transformer_layers.py _relative_position_bucket), see spec/schemes.md section 4.
+//   transformer_layers.py _relative_position_bucket), see docs/schemes/t5_bias.md.
 // Index note: none; positions are 0-based in the paper's code too. The paper speaks of the
 //   "offset between the key and query"; the code's sign is r = key - query (memory - context).
 // Names elsewhere: HF T5Attention._relative_position_bucket (relative_position, bidirectional,
@@ -53,7 +53,7 @@
 //   RelativePositionBiases; candle t5 T5Attention.
 // Not modelled: HF's float32 evaluation of ln(n/E) (relative_position.float() / max_exact,
 //   torch.log, divided by the Python double ln(D/E)); for the defaults it gives the same buckets
-//   for |r| <= 4096 (a test checks this; spec/schemes.md section 11 says |r| <= 5000). Not
+//   for |r| <= 4096 (a test checks this). Not
 //   modelled either: sharing the bias across layers, cross-attention (no position bias),
 //   HF's position_bias reuse across the stack, and padding masks (reference/attention.hpp).
 #pragma once

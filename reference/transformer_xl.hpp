@@ -36,7 +36,7 @@
 //   Attentive Language Models Beyond a Fixed-Length Context", arXiv:1901.02860v3, Sec. 3.3
 //   (eq. with terms (a)-(d), u and v) and Appendix B (the efficient shift); the positions,
 //   clamp_len, same_length and mems slicing are those of kimiyoung/transformer-xl
-//   pytorch/mem_transformer.py (spec/schemes.md section 6).
+//   pytorch/mem_transformer.py (docs/schemes/transformer_xl.md).
 // Index note: the paper writes R_{i-j}; the code builds the table in descending order
 //   klen-1 .. 0 and relies on the shift, which gives the same i - j with i the absolute query
 //   position (mlen + i here).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bad-input table (README "Bad input"): every row run through the posenc program, checking
+# The bad-input table (docs/bad-input.md): every row run through the posenc program, checking
 # its exit code and message. Each command runs under `timeout`, so a hang (a FIFO read, a
 # device that never ends) fails the row instead of the suite. Run by ctest as
 #   tools/bad_input_test.sh <posenc> <source dir> <scratch dir>

@@ -1,5 +1,5 @@
 // `posenc bench`: the optimized kernels' speed as ratios to ceilings measured in the same run
-// (README "Performance"). Not a test: nothing here passes or fails on a number.
+// (docs/performance.md). Not a test: nothing here passes or fails on a number.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>

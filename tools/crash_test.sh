@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Crash-safe writes of `posenc generate` (README "Bad input"):
+# Crash-safe writes of `posenc generate` (docs/bad-input.md, "Crash-safe writes"):
 #  1. generate is SIGKILLed at several points (after fixed delays and after its Nth progress
 #     line); every file left in the folder is then either complete, with the SHA-256 the
 #     committed catalog lists for it, or a temp file named <file>.tmp.<pid>, which no reader

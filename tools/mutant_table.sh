@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints README's mutant table (section "Mutants", between the markers
+# Prints the mutant table of docs/mutants.md (between the markers
 # <!-- mutant-table:begin --> and <!-- mutant-table:end -->): one row per mutant with its test
 # binary and the tests that fail with it, from tools/mutant_matrix.sh. Usage:
 #   tools/mutant_table.sh [build-dir]            runs the matrix (every mutant binary; minutes)

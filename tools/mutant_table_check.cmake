@@ -1,15 +1,15 @@
-# docs.mutant_table: README's mutant table (between <!-- mutant-table:begin --> and
+# docs.mutant_table: the mutant table of docs/mutants.md (between <!-- mutant-table:begin --> and
 # <!-- mutant-table:end -->) must name exactly the mutants CMake finds in the sources, each with
 # its binary. Run by ctest as
-#   cmake -DREADME=<README.md> -DNAMES=<file: one label.mutant per line> -P tools/mutant_table_check.cmake
+#   cmake -DDOC=<docs/mutants.md> -DNAMES=<file: one label.mutant per line> -P tools/mutant_table_check.cmake
 # Regenerate the table with tools/mutant_table.sh. (A mutant that no test kills fails its own
 # ctest entry mutant.<label>.<name>, and tools/mutant_table.sh refuses to print a table then.)
 cmake_minimum_required(VERSION 3.25)
-file(READ "${README}" text)
+file(READ "${DOC}" text)
 string(FIND "${text}" "<!-- mutant-table:begin -->" begin)
 string(FIND "${text}" "<!-- mutant-table:end -->" end)
 if(begin EQUAL -1 OR end EQUAL -1 OR end LESS begin)
-  message(FATAL_ERROR "${README}: no mutant table (markers <!-- mutant-table:begin --> and "
+  message(FATAL_ERROR "${DOC}: no mutant table (markers <!-- mutant-table:begin --> and "
                       "<!-- mutant-table:end -->); generate it with tools/mutant_table.sh")
 endif()
 math(EXPR length "${end} - ${begin}")
@@ -43,7 +43,7 @@ if(NOT n_table EQUAL n_unique)
   string(APPEND problems "\n  the table lists a mutant twice")
 endif()
 if(problems)
-  message(FATAL_ERROR "${README}: the mutant table is stale (label.mutant):${problems}\n"
+  message(FATAL_ERROR "${DOC}: the mutant table is stale (label.mutant):${problems}\n"
                       "Regenerate it with tools/mutant_table.sh and paste it between the markers.")
 endif()
 message(STATUS "mutant table: ${n_table} rows, the ${n_sources} mutants CMake finds")

@@ -1,6 +1,6 @@
 // posenc: the command-line program. Subcommands list, show, generate, catalog, verify, check,
 // engine, bench. Exit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.
-// No scheme-specific code here: schemes are reached through golden/registry.hpp.
+// No scheme-specific code here: schemes are reached through golden/cases/registry.hpp.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -179,7 +179,7 @@ TensorMap read_actual_dir(const fs::path& d) {
   return m;
 }
 
-/// Finds an engine's output for one case (README "Verifying an engine"); nullopt when the
+/// Finds an engine's output for one case (docs/verifying.md); nullopt when the
 /// directory holds none for it.
 std::optional<TensorMap> actual_for(const fs::path& actual, const std::string& id, std::size_t n_cases) {
   if (fs::is_regular_file(actual)) {
@@ -388,7 +388,7 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
     std::cout << "  negative control of the mistake " << m["negative_control"].value("mistake", "") << "\n";
   }
   if (m.contains("trace")) {  // a KV-cache trace: the steps to replay, in order
-    std::cout << "  trace (replay in order; README \"Replaying a KV-cache trace\")\n";
+    std::cout << "  trace (replay in order; docs/kv-cache.md)\n";
     for (const auto& st : m["trace"]["steps"]) {
       std::cout << "    " << st.value("name", "") << "  " << st.value("kind", "");
       if (st.contains("columns")) std::cout << "  columns " << st["columns"].get<long long>();
@@ -1069,7 +1069,7 @@ int main(int argc, char** argv) {
                   "<case_id>.safetensors or <case_id>/<tensor>.npy")->required();
   ver->add_option("--profile", profile,
                   "The pipeline the engine claims: " + profile_list_text() +
-                      " (README \"Profiles\" has each one's derivation and resolution)");
+                      " (docs/profiles.md has each one's derivation and resolution)");
   ver->add_option("--format", format, "text or json");
   ver->add_option("--map", maps, "Rename: golden_name=engine_name (repeatable; the engine file "
                                  "must hold engine_name)");

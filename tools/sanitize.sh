@@ -9,7 +9,7 @@
 #   POSENC_SANITIZE_LABELS   ctest label regex (default below); the binaries built follow it
 #   POSENC_SANITIZE_CMAKE_ARGS  extra -D options
 # The subset (what fits about 15 minutes of CI on 2 cores, cold): `posenc` (cli.bad_input reads
-# every row of README's bad-input table through it, cli.crash kills generate mid-run; the long
+# every row of docs/bad-input.md's table through it, cli.crash kills generate mid-run; the long
 # cli.end_to_end, 335 s under ASan, is left to the main run), posenc_common_test (the
 # safetensors, .npy, manifest and catalog readers and the verifier) and the learned and sinusoidal
 # scheme binaries (optimized kernels with OpenMP, the mp oracle, golden round trips).

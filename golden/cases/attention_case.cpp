@@ -72,7 +72,7 @@ Oracle<Real> oracle(const AttentionCaseDef& c, const std::vector<double>& q,
   return o;
 }
 
-// ---- budgets (README "Profiles") ---------------------------------------------------------
+// ---- budgets (docs/profiles.md) ---------------------------------------------------------
 // r = eps_f32 / eps_t, K = optimized::kAttentionMaxError (16: the float32 attention kernel's
 // bound in eps_f32 * cond, empirical, see optimized/attention.hpp), T = number of keys.
 //   strict, fp32, fp32-recurrence: float32 attention, outputs cast once to t: bound K r, ulps

@@ -1,4 +1,4 @@
-// Shared pieces of the profiles' error analyses (README "Profiles"): the float32 steps that
+// Shared pieces of the profiles' error analyses (docs/profiles.md): the float32 steps that
 // several schemes' pipelines have in common. Each scheme's generator combines them in a
 // contract block next to the code that writes its budgets (golden/<slug>_golden.cpp).
 //

@@ -4,7 +4,7 @@
 // is. For one case it forms hypotheses, each a (pipeline, mistake) pair that posenc can run:
 // every emulated pipeline without a mistake (exact, fp32, fp32-recurrence, bf16, f16: "you
 // compute the way engine X does") and every mistake the scheme's engine knows (`posenc engine
-// --mistake`, the bug classes of spec/verification.md) with the exact and the fp32 pipeline.
+// --mistake`, the bug classes of docs/bug-classes.md) with the exact and the fp32 pipeline.
 // Each hypothesis is run through the scheme's engine, and the engine's output is judged against
 // that run instead of the oracle, with the budgets of the hypothesis's profile: a residual
 // <= 1 (<= 2 for an exact run judged by another profile, Hypothesis::limit) confirms the hypothesis (the output is what that pipeline with that mistake computes,

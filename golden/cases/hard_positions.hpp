@@ -1,4 +1,4 @@
-// The hard positions of DESIGN.md, shared by every scheme whose golden cases sweep positions:
+// The hard positions, shared by every scheme whose golden cases sweep positions:
 // representability edges of bf16 (256), f16 (2048) and f32 (2^24), powers of two minus one up
 // to 2^20 - 1, and positions whose pair-0 angle lies within 1e-6 of a multiple of pi/2.
 #pragma once

@@ -122,7 +122,7 @@ RopeOracle<Real> rope_oracle(const RopeParams& p, const RopeScaling& s,
   return o;
 }
 
-// ---- budgets: the error analysis of each profile's pipeline (README "Profiles") ------------
+// ---- budgets: the error analysis of each profile's pipeline (docs/profiles.md) -------------
 //
 // Symbols: t = target dtype, eps_t its machine epsilon, r = eps_f32 / eps_t, u = 2^-24,
 // a = attention factor, h = head_dim, phi = p * theta_i the exact angle of position p and pair
@@ -176,7 +176,8 @@ RopeOracle<Real> rope_oracle(const RopeParams& p, const RopeScaling& s,
 //               ulps 0.5 (the sum), extra as fp32
 //     scores    R = (1.5 + (1 + A) r) eps_t: bound 2 sqrt(2) R + (h/2) r, ulps 0.5, extra as fp32
 // Every bound and extra gets 1% for the second-order terms the sums above leave out.
-// Measured tightness (each pipeline emulated in float, `posenc engine --pipeline`): README.
+// Measured tightness (each pipeline emulated in float, `posenc engine --pipeline`):
+// docs/profiles.md.
 
 constexpr double kSecondOrder = 1.01;
 
@@ -1163,7 +1164,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   }
 
   if (def.resolution && !def.dense) {
-    // Resolution (README "Profiles"): at each hard position and for each applicable profile,
+    // Resolution (docs/profiles.md): at each hard position and for each applicable profile,
     // the smallest perturbation whose exactly computed output (stored in the target dtype)
     // leaves the budget of some element of cos, sin, q_rot or k_rot at that position.
     Json res = Json::object();

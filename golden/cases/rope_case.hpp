@@ -10,7 +10,7 @@
 //   softmax_scale [1]      f32 (DeepSeek MLA): q_head_dim^-1/2 times the YaRN multiplier
 //   cos, sin [T, d/2]      the tables in the target dtype, attention factor folded in
 //   q_rot [T, Hq, h], k_rot [T, Hk, h], scores [Hq, T, T] (unscaled q_rot . k_rot)
-// The error analysis of every profile is in rope_case.cpp; README "Profiles" has the table.
+// The error analysis of every profile is in rope_case.cpp; docs/profiles.md has the table.
 #pragma once
 #include <cstdint>
 #include <string>

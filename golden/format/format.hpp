@@ -138,7 +138,7 @@ std::string sha256_hex(std::span<const std::uint8_t> bytes);
 
 /// Incremental SHA-256: update() with consecutive pieces of a message, then hex() once.
 /// OpenSSL's libcrypto computes it (SHA-NI where the CPU has it: about 2 GB/s on one core,
-/// several times the portable code it replaced; README "Performance").
+/// several times the portable code it replaced; docs/performance.md).
 class Sha256 {
  public:
   Sha256();

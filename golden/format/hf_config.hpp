@@ -1,6 +1,6 @@
 // The HF config reader: a model's config.json (verbatim) -> RoPE parameters and scaling rule.
 //
-// Keys read (spec/schemes.md 1.1, 1.4, 2.8): model_type; hidden_size | n_embd; num_attention_heads |
+// Keys read (docs/own-model.md): model_type; hidden_size | n_embd; num_attention_heads |
 // n_head; num_key_value_heads; head_dim (null falls back to hidden / heads); qk_rope_head_dim
 // (DeepSeek MLA: the rotated sub-head); rotary_dim (GPT-J), rotary_pct (GPT-NeoX),
 // partial_rotary_factor (rotary = int(head_dim * factor)); rope_theta | rotary_emb_base (GPT-J:

@@ -1,7 +1,7 @@
 // Golden case manifest (schema "posenc-golden", version 2): the parsed, validated view of the
 // JSON that verify and check need, and helpers that generators use to write it.
 //
-// The JSON itself is documented in README.md ("File format"). Every expected tensor carries a
+// The JSON itself is documented in docs/file-format.md. Every expected tensor carries a
 // check: a kind (exact | ulp | conditioned) and, for every profile of golden/format/profiles.hpp,
 // either a budget or the reason the profile does not apply. Companion tensors live in the same
 // safetensors file and are listed, with dtype and SHA-256, under the tensor's "companions":

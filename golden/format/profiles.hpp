@@ -4,7 +4,7 @@
 //
 // The error analyses behind the budgets live next to the code that computes them
 // (golden/cases/budgets.hpp for the shared pieces, golden/<slug>_golden.cpp for each scheme);
-// README "Profiles" collects them.
+// docs/profiles.md collects them.
 #pragma once
 #include <string>
 #include <string_view>

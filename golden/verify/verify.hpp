@@ -33,7 +33,7 @@ using TensorMap = std::map<std::string, Tensor>;
 TensorMap tensor_map(std::vector<Tensor> tensors);
 
 /// Elements judged at a time: verify reads and judges every expected tensor in chunks of this
-/// many elements (memory: README "Performance", FileSource's contract).
+/// many elements (memory: docs/performance.md, FileSource's contract).
 inline constexpr std::int64_t kVerifyChunkElements = std::int64_t{1} << 18;
 
 struct VerifyOptions {

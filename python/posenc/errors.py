@@ -1,6 +1,6 @@
 """Per-element errors in numpy: |actual - exact| / budget, from a case's companion tensors.
 
-The budget is README "Profiles": conditioned `b eps c + r ulp(y*) + x` (0 where c = 0),
+The budget is docs/profiles.md: conditioned `b eps c + r ulp(y*) + x` (0 where c = 0),
 ulp `b ulp(y*) + x`, exact: bit equality. ulp(y*) is the spacing of the exact value rounded to
 the target dtype. `posenc verify` stays the judge; this is for plotting error vs position.
 """

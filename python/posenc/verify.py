@@ -163,7 +163,8 @@ def verify(case_or_glob, outputs_dir, profile="strict", posenc="posenc", data_di
 def diagnose(case_or_glob, outputs_dir, profile="strict", posenc="posenc", data_dir=None,
              timeout=600):
     """Runs `posenc diagnose GOLDEN... --actual OUTPUTS_DIR --profile PROFILE --format json`: which
-    emulated pipeline and which known mistake explain the outputs (README "What went wrong").
+    emulated pipeline and which known mistake explain the outputs
+    (docs/verifying.md, "What went wrong").
 
     Returns a list of dicts, one per valid case with output: id, verdict ("correct",
     "explained", "unexplained"), summary (the answer in words) and hypotheses (best first:

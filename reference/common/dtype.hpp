@@ -1,7 +1,7 @@
 // Storage dtypes of golden files and their bit-level conversions (no multiprecision here).
 //
 // bf16 and f16 are carried as uint16_t bit patterns: g++ 12 has no __bf16 type and no
-// std::numeric_limits<_Float16> (spec/toolchain.md section 6). Decoding is exact. Encoding from
+// std::numeric_limits<_Float16>. Decoding is exact. Encoding from
 // float/double uses round-to-nearest-even on the bits; the correctly rounded encoding of an
 // MPFR value (no double rounding) lives in reference/common/rounding.hpp.
 #pragma once

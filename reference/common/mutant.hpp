@@ -3,7 +3,7 @@
 // In a normal build POSENC_MUTANT(name) is the constant false and every mutant branch is
 // compiled away. The mutant test build (CMake target posenc_rope_mutant_test) defines
 // POSENC_ENABLE_MUTANTS; there the environment variable POSENC_MUTANT names the one active
-// mutant, e.g. POSENC_MUTANT=ref_sin_sign_flipped. README "Mutants" lists them.
+// mutant, e.g. POSENC_MUTANT=ref_sin_sign_flipped. docs/mutants.md lists them.
 #pragma once
 
 #ifdef POSENC_ENABLE_MUTANTS

@@ -1,7 +1,7 @@
 // Correctly rounded conversion of an oracle value to every stored dtype.
 //
 // f64, f32 : static_cast; Boost.Multiprecision's MPFR backend converts with mpfr_get_d /
-//            mpfr_get_flt in round-to-nearest-even (spec/toolchain.md section 6).
+//            mpfr_get_flt in round-to-nearest-even.
 // bf16     : round-to-odd into float (mpfr_get_flt toward zero, sticky bit ORed into the last
 //            place when inexact), then round-to-nearest-even float -> bf16. 24 >= 8 + 2 bits, so
 //            the result equals a single correct rounding. Never "via float": RNE to float then

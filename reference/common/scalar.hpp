@@ -4,7 +4,7 @@
 // mp100 : MPFR backend, 100 decimal digits (about 333 bits). The cross-check type: every golden
 //         value is computed in both and must round to the same target value.
 // Fixed precision on purpose: Boost 1.74's variable-precision mpfr_float keeps its default
-// precision in a process-global static (spec/toolchain.md section 6).
+// precision in a process-global static.
 #pragma once
 #include "reference/common/eigen.hpp"  // first: Eigen with its one false positive silenced
 #include <boost/multiprecision/eigen.hpp>  // Eigen NumTraits for the mp types
