@@ -452,7 +452,8 @@ std::vector<HardPosition> rope_scaling_edges(const RopeModelConfig& m, std::int6
       around(static_cast<double>(s.original_max_position), "switch boundary " + l0);
       break;
     case RopeScalingType::kDynamic:
-      around(static_cast<double>(m.max_position), "dynamic boundary L = max_position_embeddings = " + std::to_string(m.max_position));
+      around(static_cast<double>(m.max_position),
+             "dynamic boundary L = max_position_embeddings = " + std::to_string(m.max_position));
       break;
     default:
       break;

@@ -36,7 +36,7 @@ class RawSax : public nlohmann::json_sax<Json> {
   bool number_unsigned(number_unsigned_t v) override { return value(), dom_.number_unsigned(v); }
   bool number_float(number_float_t v, const string_t& text) override {
     value();
-    if (raw_.size() < kMaxRaw) raw_[path()] = text.substr(0, 64);
+    if (raw_.size() < kMaxRaw && quotable()) raw_[path()] = text.substr(0, 64);
     return dom_.number_float(v, text);
   }
   bool string(string_t& v) override { return value(), dom_.string(v); }
@@ -74,6 +74,15 @@ class RawSax : public nlohmann::json_sax<Json> {
     std::size_t index;  // array: values seen so far
     std::string key;    // object: the current key
   };
+  /// Only the keys a message can name (at most three levels: "rope_scaling.short_factor[3]",
+  /// short keys), so a hostile document cannot make each float copy a long path.
+  bool quotable() const {
+    if (frames_.size() > 3) return false;
+    for (const Frame& f : frames_) {
+      if (f.key.size() > 64) return false;
+    }
+    return true;
+  }
   void value() {
     if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
   }
@@ -337,7 +346,9 @@ struct Block {
     }
     std::vector<double> out;
     out.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) out.push_back(x.number(v[i], path(key) + "[" + std::to_string(i) + "]", kFactor));
+    for (std::size_t i = 0; i < n; ++i) {
+      out.push_back(x.number(v[i], path(key) + "[" + std::to_string(i) + "]", kFactor));
+    }
     return out;
   }
   bool flag(const char* key, bool absent) const {
