@@ -7,8 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -36,6 +41,7 @@ using reference::RopeScaling;
 using reference::RopeScalingType;
 using reference::YarnForm;
 using Json = nlohmann::json;
+namespace fs = std::filesystem;
 
 constexpr std::int64_t kMaxTestPosition = std::int64_t{1} << 20;
 
@@ -615,28 +621,28 @@ TEST(RopeScalingConfig, ErrorsNameTheKey) {
   };
   const std::vector<Row> rows = {
       {"unknown key", Json::parse(R"({"rope_scaling": {"beta_fast": 32}})"), "\"rope_scaling\" of type linear has unknown key \"beta_fast\""},
-      {"factor type", Json::parse(R"({"rope_scaling": {"factor": "2"}})"), "\"rope_scaling.factor\" must be a number (got \"2\")"},
+      {"factor type", Json::parse(R"({"rope_scaling": {"factor": "2"}})"), "rope_scaling.factor = \"2\": must be a number in [0.001, 65536]"},
       {"no factor", Json::parse(R"({"rope_scaling": {"factor": null}})"), "\"rope_scaling\" of type linear needs \"factor\""},
-      {"factor <= 0", Json::parse(R"({"rope_scaling": {"factor": -2}})"), "\"rope_scaling.factor\" must be > 0 (got -2)"},
+      {"factor <= 0", Json::parse(R"({"rope_scaling": {"factor": -2}})"), "rope_scaling.factor = -2: must be a number in [0.001, 65536]"},
       {"unknown type", Json::parse(R"({"rope_scaling": {"rope_type": "magic"}})"), "unknown type \"magic\""},
       {"no type", Json::parse(R"({"rope_scaling": {"rope_type": null}})"), "has neither \"rope_type\" nor \"type\""},
-      {"odd rotary", Json::parse(R"({"rotary_dim": 63})"), "the rotary dimension 63 must be even"},
-      {"partial", Json::parse(R"({"partial_rotary_factor": 1.5})"), "\"partial_rotary_factor\" must be in (0, 1] (got 1.5)"},
+      {"odd rotary", Json::parse(R"({"rotary_dim": 63})"), "rotary_dim = 63: must be an even integer in [2, head_dim = 64]"},
+      {"partial", Json::parse(R"({"partial_rotary_factor": 1.5})"), "partial_rotary_factor = 1.5: must be a number in (0, 1]"},
       {"heads", Json::parse(R"({"num_attention_heads": null})"), "missing \"num_attention_heads\""},
-      {"kv heads", Json::parse(R"({"num_key_value_heads": 3})"), "\"num_key_value_heads\" 3 must divide num_attention_heads 8"},
-      {"hidden", Json::parse(R"({"hidden_size": 500})"), "\"hidden_size\" 500 is not a multiple of the 8 heads"},
-      {"base", Json::parse(R"({"rope_theta": 1})"), "rope_theta must be > 1"},
+      {"kv heads", Json::parse(R"({"num_key_value_heads": 3})"), "num_key_value_heads = 3: must be a divisor of num_attention_heads = 8"},
+      {"hidden", Json::parse(R"({"hidden_size": 500})"), "hidden_size = 500: must be a multiple of the 8 heads"},
+      {"base", Json::parse(R"({"rope_theta": 1})"), "rope_theta = 1: must be a number in (1, 1e15]"},
       {"llama3 key", Json::parse(R"({"rope_scaling": {"rope_type": "llama3", "original_max_position_embeddings": 8192, "high_freq_factor": 4}})"),
        "\"rope_scaling\" of type llama3 needs \"low_freq_factor\""},
       {"llama3 order", Json::parse(R"({"rope_scaling": {"rope_type": "llama3", "original_max_position_embeddings": 8192, "low_freq_factor": 4, "high_freq_factor": 1}})"),
-       "\"rope_scaling.high_freq_factor\" must be >= low_freq_factor"},
+       "rope_scaling.high_freq_factor = 1: must be > low_freq_factor = 4"},
       {"longrope list", Json::parse(R"({"rope_scaling": {"rope_type": "longrope", "original_max_position_embeddings": 4096, "short_factor": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], "long_factor": [1, 2]}})"),
-       "long_factor must have rotary_dim/2 = 32 entries (got 2)"},
+       "rope_scaling.long_factor has 2 entries: must have rotary_dim / 2 = 32"},
       {"longrope list type", Json::parse(R"({"rope_scaling": {"rope_type": "longrope", "original_max_position_embeddings": 4096, "short_factor": 1, "long_factor": [1]}})"),
-       "\"rope_scaling.short_factor\" must be a list of numbers"},
+       "rope_scaling.short_factor = 1: must be a list of 32 numbers"},
       {"yarn truncate", Json::parse(R"({"rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096, "truncate": "yes"}})"),
-       "\"rope_scaling.truncate\" must be true or false"},
-      {"not an object", Json::parse(R"({"rope_scaling": [1]})"), "\"rope_scaling\" must be an object or null"},
+       "rope_scaling.truncate = \"yes\": must be true or false"},
+      {"not an object", Json::parse(R"({"rope_scaling": [1]})"), "rope_scaling = [1]: must be an object or null"},
   };
   for (const auto& r : rows) {
     Json j = base;
@@ -661,6 +667,214 @@ TEST(RopeScalingConfig, ErrorsNameTheKey) {
   EXPECT_EQ(m.scaling.type, RopeScalingType::kLongRope);
   EXPECT_EQ(m.scaling.original_max_position, 2048);
   EXPECT_EQ(m.scaling.factor, 4.0);
+}
+
+/// A scratch folder of this test, emptied.
+fs::path config_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("posenc_config_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+fs::path write_config(const fs::path& d, const std::string& name, const std::string& text) {
+  const fs::path f = d / name;
+  std::ofstream(f, std::ios::binary) << text;
+  return f;
+}
+
+// Issue 22: absurd numbers are refused before any arithmetic, with the file, the key (with its
+// path), the value as the file writes it (never wrapped or converted) and the accepted range.
+TEST(RopeScalingConfig, AbsurdNumbersAreRefusedWithFileKeyValueAndRange) {
+  const fs::path d = config_dir("absurd");
+  const std::string head = R"("num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 4096)";
+  auto with = [&](const std::string& rest) { return "{" + head + ", " + rest + "}"; };
+  std::string ones = "1";
+  for (int i = 1; i < 32; ++i) ones += ",1";
+  const std::string lr = R"("original_max_position_embeddings": 4096, "short_factor": [)" + ones + R"(], )";
+  struct Row {
+    std::string what, config, needle;
+  };
+  const std::string L28 = "an integer in [1, 268435456] (2^28, the kernel's position limit)";
+  const std::vector<Row> rows = {
+      {"2^62 with dynamic NTK (overflowed seq_len)",
+       R"({"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 4611686018427387904,
+          "rope_scaling": {"type": "dynamic", "factor": 2}})",
+       "max_position_embeddings = 4611686018427387904: must be " + L28},
+      {"2^63 - 1", R"({"num_attention_heads": 4, "head_dim": 64, "n_positions": 9223372036854775807})",
+       "n_positions = 9223372036854775807: must be " + L28},
+      {"dynamic: 2L - 1 beyond 2^28",
+       R"({"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 134217729,
+          "rope_scaling": {"type": "dynamic", "factor": 2}})",
+       "max_position_embeddings = 134217729: must be an integer in [1, 134217728] for dynamic scaling"},
+      {"yarn attention_factor -1 (was replaced by the default)",
+       with(R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "attention_factor": -1})"),
+       "rope_scaling.attention_factor = -1: must be a number in (0, 100]"},
+      {"yarn attention_factor 0", with(R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "attention_factor": 0.0})"),
+       "rope_scaling.attention_factor = 0.0: must be a number in (0, 100]"},
+      {"longrope attention_factor -1",
+       with(R"("rope_scaling": {"rope_type": "longrope", )" + lr + R"("long_factor": [)" + ones +
+            R"(], "attention_factor": -1})"),
+       "rope_scaling.attention_factor = -1: must be a number in (0, 100]"},
+      {"head_dim 2^31 (was printed -2147483648)", R"({"num_attention_heads": 4, "head_dim": 2147483648})",
+       "head_dim = 2147483648: must be an integer in [1, 16384]"},
+      {"head_dim 1e20 (was printed 0)", R"({"num_attention_heads": 4, "head_dim": 1e20})",
+       "head_dim = 1e20: must be an integer in [1, 16384]"},
+      {"head_dim fractional", R"({"num_attention_heads": 4, "head_dim": 64.5})",
+       "head_dim = 64.5: must be an integer in [1, 16384]"},
+      {"head_dim negative", R"({"num_attention_heads": 4, "head_dim": -64})",
+       "head_dim = -64: must be an integer in [1, 16384]"},
+      {"heads 2^64 - 1", R"({"num_attention_heads": 18446744073709551615, "head_dim": 64})",
+       "num_attention_heads = 18446744073709551615: must be an integer in [1, 65536]"},
+      {"heads -2^63", R"({"n_head": -9223372036854775808, "head_dim": 64})",
+       "n_head = -9223372036854775808: must be an integer in [1, 65536]"},
+      {"heads 0", R"({"num_attention_heads": 0, "head_dim": 64})",
+       "num_attention_heads = 0: must be an integer in [1, 65536]"},
+      {"hidden beyond uint64", R"({"num_attention_heads": 4, "hidden_size": 99999999999999999999})",
+       "hidden_size = 99999999999999999999: must be an integer in [1, 16777216]"},
+      {"hidden / heads beyond the head limit", R"({"num_attention_heads": 1, "hidden_size": 32768})",
+       "hidden_size = 32768: must be at most 16384 per head"},
+      {"kv heads 0", with(R"("num_key_value_heads": 0)"), "num_key_value_heads = 0: must be an integer in [1, 65536]"},
+      {"qk_nope negative", R"({"num_attention_heads": 4, "qk_rope_head_dim": 64, "qk_nope_head_dim": -1})",
+       "qk_nope_head_dim = -1: must be an integer in [0, 16384]"},
+      {"rotary_dim 2^40", with(R"("rotary_dim": 1099511627776)"),
+       "rotary_dim = 1099511627776: must be an even integer in [2, head_dim = 64]"},
+      {"partial 0", with(R"("partial_rotary_factor": 0)"), "partial_rotary_factor = 0: must be a number in (0, 1]"},
+      {"rope_theta 1e300", with(R"("rope_theta": 1e300)"), "rope_theta = 1e300: must be a number in (1, 1e15]"},
+      {"rope_theta a string", with(R"("rope_theta": "10000")"),
+       "rope_theta = \"10000\": must be a number in (1, 1e15]"},
+      {"factor 1E-400 (underflows to 0)", with(R"("rope_scaling": {"type": "linear", "factor": 1E-400})"),
+       "rope_scaling.factor = 1E-400: must be a number in [0.001, 65536]"},
+      {"factor 1e20", with(R"("rope_scaling": {"type": "ntk", "factor": 1e20})"),
+       "rope_scaling.factor = 1e20: must be a number in [0.001, 65536]"},
+      {"factor 0", with(R"("rope_parameters": {"rope_type": "dynamic", "factor": 0})"),
+       "rope_parameters.factor = 0: must be a number in [0.001, 65536]"},
+      {"yarn beta order", with(R"("rope_scaling": {"type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 32})"),
+       "rope_scaling.beta_fast = 1: must be > beta_slow = 32"},
+      {"yarn beta_slow 0", with(R"("rope_scaling": {"type": "yarn", "factor": 4, "beta_slow": 0})"),
+       "rope_scaling.beta_slow = 0: must be a number in (0, 65536]"},
+      {"yarn mscale -1", with(R"("rope_scaling": {"type": "yarn", "factor": 4, "mscale": -1, "mscale_all_dim": 1})"),
+       "rope_scaling.mscale = -1: must be a number in [0, 100]"},
+      {"yarn L0 2^62",
+       with(R"("rope_scaling": {"type": "yarn", "factor": 4, "original_max_position_embeddings": 4611686018427387904})"),
+       "rope_scaling.original_max_position_embeddings = 4611686018427387904: must be " + L28},
+      {"yarn truncate null (HF reads it as false)", with(R"("rope_scaling": {"type": "yarn", "factor": 4, "truncate": null})"),
+       "rope_scaling.truncate = null: must be true or false"},
+      {"llama3 equal freq factors",
+       with(R"("rope_scaling": {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 1024,
+               "low_freq_factor": 2.0, "high_freq_factor": 2})"),
+       "rope_scaling.high_freq_factor = 2: must be > low_freq_factor = 2.0"},
+      {"llama3 low 0",
+       with(R"("rope_scaling": {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 1024,
+               "low_freq_factor": 0, "high_freq_factor": 4})"),
+       "rope_scaling.low_freq_factor = 0: must be a number in (0, 65536]"},
+      {"longrope entry 0",
+       with(R"("rope_scaling": {"rope_type": "longrope", )" + lr + R"("long_factor": [)" + ones.substr(0, ones.size() - 1) +
+            R"(0]})"),
+       "rope_scaling.long_factor[31] = 0: must be a number in [0.001, 65536]"},
+      {"longrope entry a string",
+       with(R"("rope_scaling": {"rope_type": "longrope", )" + lr + R"("long_factor": ["x")" + ones.substr(1) + R"(]})"),
+       "rope_scaling.long_factor[0] = \"x\": must be a number in [0.001, 65536]"},
+      {"longrope derived factor",
+       R"({"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 268435456,
+          "rope_scaling": {"rope_type": "longrope", )" + lr + R"("long_factor": [)" + ones + R"(],
+          "original_max_position_embeddings": 2}})",
+       "max_position_embeddings / original_max_position_embeddings = 268435456 / 2 must be in [0.001, 65536]"},
+      {"top-level L0 0", with(R"("original_max_position_embeddings": 0)"),
+       "original_max_position_embeddings = 0: must be " + L28},
+      {"model_type not a string", with(R"("model_type": 5)"), "model_type = 5: must be a string"},
+      {"_name_or_path not a string", with(R"("_name_or_path": ["a"])"), "_name_or_path = [\"a\"]: must be a string"},
+      {"_posenc not an object", with(R"("_posenc": "x")"), "_posenc = \"x\": must be an object"},
+      {"rope_type not a string", with(R"("rope_scaling": {"rope_type": 5})"),
+       "rope_scaling.rope_type = 5: must be a string"},
+  };
+  int i = 0;
+  for (const auto& r : rows) {
+    const fs::path f = write_config(d, "config" + std::to_string(i++) + ".json", r.config);
+    try {
+      golden::rope_config_read(f);
+      ADD_FAILURE() << r.what << ": accepted " << r.config;
+    } catch (const GoldenFileError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind(f.string() + ": ", 0), 0u) << r.what << ": the file comes first: " << msg;
+      EXPECT_NE(msg.find(r.needle), std::string::npos) << r.what << ": " << msg;
+    }
+  }
+  // A given value is kept, not replaced: the limits themselves are accepted.
+  const auto m = golden::rope_config_read(write_config(
+      d, "edge.json",
+      R"({"num_attention_heads": 65536, "head_dim": 16384, "max_position_embeddings": 268435456, "rope_theta": 1e15,
+          "rope_scaling": {"rope_type": "yarn", "factor": 0.001, "attention_factor": 100, "beta_fast": 65536,
+          "beta_slow": 1e-300, "mscale": 0, "mscale_all_dim": 100, "original_max_position_embeddings": 268435456}})"));
+  EXPECT_EQ(m.scaling.attention_factor, 100.0);
+  EXPECT_EQ(m.scaling.beta_slow, 1e-300);
+  EXPECT_EQ(m.max_position, 268435456);
+  // ... and its cases stay within the kernel's positions (the YaRN ramp edges L0 / beta are beyond).
+  for (const auto& c : golden::rope_cases_for_config(m, DType::kF32, {})) {
+    EXPECT_LE(c.positions.back().m, optimized::kRopeMaxPosition) << c.id;
+  }
+  const auto dyn = golden::rope_config_read(write_config(
+      d, "dynamic_edge.json",
+      R"({"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 134217728,
+          "rope_scaling": {"type": "dynamic", "factor": 2}})"));
+  const auto dc = golden::rope_cases_for_config(dyn, DType::kF32, {});
+  ASSERT_FALSE(dc.empty());
+  std::int64_t last = 0;
+  for (const auto& c : dc) {
+    last = std::max(last, c.positions.back().m);
+    EXPECT_EQ(c.expected.seq_len, c.positions.back().m + 1) << c.id;
+  }
+  EXPECT_EQ(last, 2 * dyn.max_position - 1);
+  EXPECT_LE(last, optimized::kRopeMaxPosition);
+}
+
+/// The case ids `generate --config` would write for a config file.
+std::vector<std::string> config_case_ids(const fs::path& f) {
+  std::vector<std::string> ids;
+  for (const auto& c : golden::cases_for_config(f, {}, DType::kF32).cases) ids.push_back(c.id);
+  return ids;
+}
+
+TEST(RopeScalingConfig, CaseNamesCarryTheModelAndTheConfigHash) {
+  const fs::path d = config_dir("names");
+  const std::string a = R"({"model_type": "llama", "num_attention_heads": 4, "head_dim": 64, "rope_theta": 10000})";
+  const std::string b = R"({"model_type": "llama", "num_attention_heads": 4, "head_dim": 64, "rope_theta": 500000})";
+  const auto ia = config_case_ids(write_config(d, "a.json", a));
+  const auto ib = config_case_ids(write_config(d, "b.json", b));
+  ASSERT_EQ(ia.size(), 1u);
+  ASSERT_EQ(ib.size(), 1u);
+  EXPECT_NE(ia[0], ib[0]) << "one model_type, two configs: one name";
+  const golden::RopeModelConfig ma = golden::rope_config_from_json(Json::parse(a), "a.json");
+  const std::string hash = golden::sha256_hex(std::span(reinterpret_cast<const std::uint8_t*>(a.data()), a.size()));
+  EXPECT_EQ(golden::config_case_name(ma, a), "llama_" + hash.substr(0, 8));
+  EXPECT_EQ(ia[0], "rope_llama_" + hash.substr(0, 8) + "_all_f32");
+  // The same bytes under another file name: the same cases (the name is the content's).
+  EXPECT_EQ(config_case_ids(write_config(d, "copy.json", a)), ia);
+
+  // A hostile _name_or_path: its basename, sanitised; never a path.
+  const std::string hostile = R"({"_name_or_path": "../../etc/x;rm -rf", "num_attention_heads": 4, "head_dim": 64})";
+  const auto ih = config_case_ids(write_config(d, "h.json", hostile));
+  ASSERT_EQ(ih.size(), 1u);
+  EXPECT_EQ(ih[0].rfind("rope_x_rm_rf_", 0), 0u) << ih[0];
+  for (const std::string& weird : {std::string("..."), std::string("/"), std::string("\xff\xfe"),
+                                   std::string(300, 'A'), std::string("a/b/\\..\\C:\\Con")}) {
+    golden::RopeModelConfig m = ma;
+    m.name_or_path = weird;
+    const std::string name = golden::config_case_name(m, weird);
+    EXPECT_LE(name.size(), golden::kConfigNameMax + 9) << name;
+    EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_"), std::string::npos) << name;
+    EXPECT_NE(name.front(), '_') << name;
+  }
+
+  // A committed preset keeps the catalog's name; one byte changed, it is another model's.
+  const fs::path preset = golden::default_presets_dir() / "llama-3.1-8b.json";
+  const auto ip = config_case_ids(preset);
+  EXPECT_EQ(ip.back(), "rope_scaling_llama_3_1_8b_all_f32");
+  std::ifstream in(preset, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto edited = config_case_ids(write_config(d, "llama-3.1-8b.json", text + " "));
+  EXPECT_EQ(edited.back().rfind("rope_scaling_llama_", 0), 0u) << edited.back();
+  EXPECT_NE(edited.back(), ip.back());
 }
 
 // ---- golden catalog ----------------------------------------------------------------------------

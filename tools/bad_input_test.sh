@@ -145,9 +145,35 @@ expect 2 "q_rot.npy: is a FIFO, not a regular file" "a FIFO among .npy outputs" 
 printf '{"num_attention_heads": 4, "head_dim": 63}' >odd_head.json
 expect 2 "odd_head.json: .*63" "odd head_dim" generate --config odd_head.json --out cfg_out
 printf '{"num_attention_heads": 4, "head_dim": 64, "rotary_dim": 33}' >odd_rot.json
-expect 2 "odd_rot.json: the rotary dimension 33 must be even" "odd rotary_dim" generate --config odd_rot.json --out cfg_out
+expect 2 "odd_rot.json: rotary_dim = 33: must be an even integer in \[2, head_dim = 64\]" "odd rotary_dim" generate --config odd_rot.json --out cfg_out
 printf '{"num_attention_heads": 4, "head_dim": 64, "rotary_dim": 128}' >big_rot.json
 expect 2 "big_rot.json: .*128" "rotary_dim > head_dim" generate --config big_rot.json --out cfg_out
+# absurd numbers: refused on the value as the file writes it, with the key and the range
+printf '{"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 4611686018427387904, "rope_scaling": {"type": "dynamic", "factor": 2}}' >huge_l.json
+expect 2 "huge_l.json: max_position_embeddings = 4611686018427387904: must be an integer in \[1, 268435456\] \(2\^28, the kernel's position limit\)" "max_position_embeddings 2^62 (config)" generate --config huge_l.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 134217729, "rope_scaling": {"type": "dynamic", "factor": 2}}' >dyn_l.json
+expect 2 "dyn_l.json: max_position_embeddings = 134217729: must be an integer in \[1, 134217728\] for dynamic scaling" "dynamic max_position_embeddings > 2^27 (config)" generate --config dyn_l.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 4, "attention_factor": -1}}' >neg_af.json
+expect 2 "neg_af.json: rope_scaling.attention_factor = -1: must be a number in \(0, 100\]" "yarn attention_factor -1 (config)" generate --config neg_af.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 2147483648}' >hd31.json
+expect 2 "hd31.json: head_dim = 2147483648: must be an integer in \[1, 16384\]" "head_dim 2^31 (config)" generate --config hd31.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 1e20}' >hd20.json
+expect 2 "hd20.json: head_dim = 1e20: must be an integer in \[1, 16384\]" "head_dim 1e20 (config)" generate --config hd20.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "rope_scaling": {"rope_type": "linear", "factor": 0}}' >factor0.json
+expect 2 "factor0.json: rope_scaling.factor = 0: must be a number in \[0.001, 65536\]" "factor 0 (config)" generate --config factor0.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 32}}' >beta.json
+expect 2 "beta.json: rope_scaling.beta_fast = 1: must be > beta_slow = 32" "yarn beta_fast <= beta_slow (config)" generate --config beta.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 8192, "low_freq_factor": 4, "high_freq_factor": 4}}' >freq.json
+expect 2 "freq.json: rope_scaling.high_freq_factor = 4: must be > low_freq_factor = 4" "llama3 high_freq_factor <= low_freq_factor (config)" generate --config freq.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "model_type": ["llama"]}' >mt.json
+expect 2 "mt.json: model_type = \[\"llama\"\]: must be a string" "model_type not a string (config)" generate --config mt.json --out cfg_out
+# a hostile _name_or_path: the case names hold its sanitised basename and the config's hash
+printf '{"_name_or_path": "../../etc/x;rm -rf", "num_attention_heads": 4, "head_dim": 64}' >hostile.json
+expect 0 "rope/rope_x_rm_rf_[0-9a-f]{8}_all_f32 " "hostile _name_or_path (config)" generate --config hostile.json --out hostile_out
+if [ "$(find hostile_out -type f -name '*.safetensors' | wc -l)" != 1 ] || [ -n "$(find . -path '*etc*')" ]; then
+  echo "FAIL: hostile _name_or_path: files not as expected: $(find hostile_out . -path '*etc*')"
+  failures=$((failures + 1))
+fi
 printf '{"num_attention_heads": 4, "head_dim": 64}' >ok.json
 expect 2 "--positions: \"-5\" is negative \(positions are >= 0\)" "negative position" generate --config ok.json --positions -5 --out cfg_out
 expect 2 "--positions: position 9007199254740993 is out of range \(at most 2\^28 = 268435456\)" "position > 2^53" generate --config ok.json --positions 9007199254740993 --out cfg_out

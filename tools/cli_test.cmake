@@ -186,7 +186,10 @@ expect(0 "rotary_dim 32.*rule yarn.*given: 9 positions up to 32767" generate --c
        --positions 0-3,8191,8192,16000,32766,32767 --dtype bf16 --out "${WORK}/mine/out")
 expect(0 "check: 1 passed, 0 failed" check --data "${WORK}/mine/out")
 expect(0 "check: 1 passed, 0 failed" check --data "${WORK}/mine/out" --pipeline bf16)
-set(MINE rope_scaling_my_org_tiny_yarn_given_bf16)
+# The case name: the basename of _name_or_path and the first 8 hex digits of the config's SHA-256.
+file(SHA256 "${WORK}/mine/config.json" mine_hash)
+string(SUBSTRING "${mine_hash}" 0 8 mine_hash)
+set(MINE rope_scaling_tiny_yarn_${mine_hash}_given_bf16)
 expect(0 "" engine ${MINE} --data "${WORK}/mine/out" --out "${WORK}/mine/good.safetensors")
 expect(0 "1 passed" verify "${WORK}/mine/out" --actual "${WORK}/mine/good.safetensors")
 expect(0 "" engine ${MINE} --data "${WORK}/mine/out" --mistake unscaled --out "${WORK}/mine/${MINE}.safetensors")
@@ -197,7 +200,7 @@ file(WRITE "${WORK}/bad/unknown_key.json" [=[{"num_attention_heads": 4, "hidden_
 expect(2 "unknown_key.json: \"rope_scaling\" of type linear has unknown key \"low_freq_factor\""
        generate --config "${WORK}/bad/unknown_key.json" --out "${WORK}/bad/out")
 file(WRITE "${WORK}/bad/odd.json" [=[{"num_attention_heads": 4, "head_dim": 64, "rotary_dim": 33}]=])
-expect(2 "odd.json: the rotary dimension 33 must be even" generate --config "${WORK}/bad/odd.json" --out "${WORK}/bad/out")
+expect(2 "odd.json: rotary_dim = 33: must be an even integer" generate --config "${WORK}/bad/odd.json" --out "${WORK}/bad/out")
 expect(2 "missing.json: cannot open: No such file" generate --config "${WORK}/bad/missing.json" --out "${WORK}/bad/out")
 if(EXISTS "${WORK}/bad/out")
   message(SEND_ERROR "a refused config left files in ${WORK}/bad/out")

@@ -2,6 +2,7 @@
 
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/hf_config.hpp"
+#include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
@@ -25,7 +26,9 @@ const SchemeEntry& scheme_by_slug(std::string_view slug) {
 
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
                              DType dtype) {
-  const RopeModelConfig m = rope_config_read(config);
+  const std::string text = read_json_text(config);
+  const RopeModelConfig m = rope_config_parse(text, config.string());
+  const std::string name = config_case_name(m, text);
   ConfigCases out;
   const auto& p = m.params;
   std::string rule = reference::rope_scaling_type_name(m.scaling.type);
@@ -36,7 +39,7 @@ ConfigCases cases_for_config(const std::filesystem::path& config, const std::vec
     }
     rule.append(" ").append(r.dump());
   }
-  out.model = m.id;
+  out.model = m.id + " (cases named " + name + ")";
   out.model.append(": head_dim ").append(std::to_string(p.head_dim));
   out.model.append(", rotary_dim ").append(std::to_string(p.rotary_dim));
   out.model.append(", base ").append(nlohmann::json(p.base).dump());
@@ -45,7 +48,7 @@ ConfigCases cases_for_config(const std::filesystem::path& config, const std::vec
   out.model.append(std::to_string(m.n_kv_heads)).append(" kv heads, rule ").append(rule);
   out.notes = m.notes;
   out.notes.push_back("layout: " + m.layout_reason);
-  for (const RopeCaseDef& d : rope_cases_for_config(m, dtype, positions)) {
+  for (const RopeCaseDef& d : rope_cases_for_config(m, dtype, positions, name)) {
     std::string desc = d.call + ": " + std::to_string(d.positions.size()) + " positions up to " +
                        std::to_string(d.positions.back().m);
     out.cases.push_back({d.scheme, d.id, desc, [d] { return rope_case_generate(d); }});

@@ -426,8 +426,11 @@ std::vector<HardPosition> rope_call_positions(std::int64_t last, const std::vect
 std::vector<HardPosition> rope_scaling_edges(const RopeModelConfig& m, std::int64_t last) {
   const RopeScaling& s = m.scaling;
   std::vector<HardPosition> v;
-  auto around = [&](std::int64_t x, const std::string& what) {
-    if (x <= 0) return;
+  // x: a position as a double (L0 / beta, L0 / a factor); none beyond the kernel's range, where
+  // no call reaches (and llround would overflow).
+  auto around = [&](double xd, const std::string& what) {
+    if (!(xd >= 0.5 && xd <= static_cast<double>(optimized::kRopeMaxPosition))) return;
+    const auto x = static_cast<std::int64_t>(std::llround(xd));
     v.push_back({x - 1, what + " - 1"});
     v.push_back({x, what});
     v.push_back({x + 1, what + " + 1"});
@@ -435,22 +438,23 @@ std::vector<HardPosition> rope_scaling_edges(const RopeModelConfig& m, std::int6
   const std::string l0 = "L0 = original_max_position_embeddings = " + std::to_string(s.original_max_position);
   switch (s.type) {
     case RopeScalingType::kLlama3:
-      around(static_cast<std::int64_t>(std::llround(s.original_max_position / s.high_freq_factor)),
+      around(static_cast<double>(s.original_max_position) / s.high_freq_factor,
              "wavelength edge L0 / high_freq_factor (kept below)");
-      around(static_cast<std::int64_t>(std::llround(s.original_max_position / s.low_freq_factor)),
+      around(static_cast<double>(s.original_max_position) / s.low_freq_factor,
              "wavelength edge L0 / low_freq_factor (divided above)");
       break;
     case RopeScalingType::kYarn:
-      around(static_cast<std::int64_t>(std::llround(s.original_max_position / s.beta_fast)),
+      around(static_cast<double>(s.original_max_position) / s.beta_fast,
              "ramp edge: beta_fast turns over L0 (wavelength L0 / beta_fast)");
-      around(static_cast<std::int64_t>(std::llround(s.original_max_position / s.beta_slow)),
+      around(static_cast<double>(s.original_max_position) / s.beta_slow,
              "ramp edge: beta_slow turns over L0 (wavelength L0 / beta_slow)");
       break;
     case RopeScalingType::kLongRope:
-      around(s.original_max_position, "switch boundary " + l0);
+      around(static_cast<double>(s.original_max_position), "switch boundary " + l0);
       break;
     case RopeScalingType::kDynamic:
-      around(m.max_position, "dynamic boundary L = max_position_embeddings = " + std::to_string(m.max_position));
+      around(static_cast<double>(m.max_position),
+             "dynamic boundary L = max_position_embeddings = " + std::to_string(m.max_position));
       break;
     default:
       break;
@@ -507,8 +511,8 @@ RopeCaseDef rope_case_for(const RopeModelConfig& m, const std::string& short_id,
 }
 
 std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t,
-                                               const std::vector<std::int64_t>& positions) {
-  const std::string sid = sanitize(m.id);
+                                               const std::vector<std::int64_t>& positions, const std::string& name) {
+  const std::string sid = name.empty() ? sanitize(m.id) : sanitize(name);
   std::vector<RopeCaseDef> v;
   if (!positions.empty()) {
     if (positions.size() > kRopeMaxGivenPositions) {
@@ -539,6 +543,10 @@ std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t
   }
   if (s.type == RopeScalingType::kDynamic) {
     const std::int64_t l = m.max_position;
+    if (l <= 0 || l > optimized::kRopeMaxPosition / 2) {  // the reader refuses these; 2L - 1 must stay valid
+      throw_invalid("rope_cases_for_config",
+                    "dynamic scaling needs max_position_embeddings in [1, 2^27] (its call ends at 2L - 1)", l);
+    }
     v.push_back(rope_case_for(m, sid, t, rope_call_positions(l - 1, rope_scaling_edges(m, l - 1)), "within"));
     v.push_back(rope_case_for(m, sid, t, rope_call_positions(2 * l - 1, rope_scaling_edges(m, 2 * l - 1)), "double"));
   }

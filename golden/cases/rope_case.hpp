@@ -88,9 +88,11 @@ RopeCaseDef rope_case_for(const RopeModelConfig& m, const std::string& short_id,
 
 /// The standard calls of a model's rule: one call over the hard positions (and the rule's
 /// boundaries), plus for LongRoPE a short call (last position L0 - 1) and for dynamic NTK a call
-/// within L (last position L - 1); `positions` non-empty: one call with exactly those.
+/// within L (last position L - 1); `positions` non-empty: one call with exactly those. The
+/// case ids carry `name` (sanitised; config_case_name for `generate --config`), else m.id.
 std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t,
-                                               const std::vector<std::int64_t>& positions);
+                                               const std::vector<std::int64_t>& positions,
+                                               const std::string& name = {});
 
 GoldenCase rope_case_generate(const RopeCaseDef& def);
 

@@ -209,14 +209,19 @@ void check_json_depth(std::string_view text, const std::string& source, std::uin
   }
 }
 
-nlohmann::json read_json_file(const std::filesystem::path& path) {
+std::string read_json_text(const std::filesystem::path& path) {
   const InputLimits limits = input_limits();
   const InputFile f(path);
   check_limit(path.string(), "the JSON file", f.size(), limits.json_bytes,
               "POSENC_MAX_JSON_BYTES");
   std::string text(f.size(), '\0');
   f.read_at(0, std::span(reinterpret_cast<std::uint8_t*>(text.data()), text.size()));
-  check_json_depth(text, path.string(), limits.json_depth);
+  return text;
+}
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  const std::string text = read_json_text(path);
+  check_json_depth(text, path.string(), input_limits().json_depth);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: 1e999

@@ -85,6 +85,9 @@ class InputFile {
 /// when arrays and objects nest more than `limit` deep; a scan of the text, before parsing.
 void check_json_depth(std::string_view text, const std::string& source, std::uint64_t limit);
 
+/// The bytes of a JSON file, within POSENC_MAX_JSON_BYTES (not parsed, depth not checked).
+std::string read_json_text(const std::filesystem::path& path);
+
 /// Reads and parses a JSON file (manifest, catalog, config) within the JSON limits; errors
 /// name the path ("<path>: invalid JSON: ...").
 nlohmann::json read_json_file(const std::filesystem::path& path);
