@@ -416,7 +416,9 @@ void kv_rules(const CaseSpec& c, const Json& p, const std::string& source) {
   }
   if (k == "learned") {
     rule(e.value("rows", Json()).is_number_integer(), source, "encoding.rows", "expected an integer");
-    Json q = {{"n", e.at("rows")}, {"Hd", H * d}};
+    std::int64_t hd = 0;
+    rule(!__builtin_mul_overflow(H, d, &hd), source, "params.head_dim", "n_heads * head_dim overflows");
+    Json q = {{"n", e.at("rows")}, {"Hd", hd}};
     check_shape(c, {"learned_table", {"n", "Hd"}, true}, q, source);
   }
   check_kv_trace(c, source);
@@ -522,7 +524,7 @@ void check_kv_trace(const CaseSpec& c, const std::string& source) {
     if (kind == "shift") {
       const std::int64_t keep = step_int(js, "n_keep", 0, w, source);
       const std::int64_t discard = step_int(js, "n_discard", 1, w, source);
-      if (keep + discard > C) {
+      if (keep > C || discard > C - keep) {
         bad(source, w + ".n_discard", "expected n_keep + n_discard <= cache_rows " + std::to_string(C) +
                                           " (got " + std::to_string(keep) + " + " + std::to_string(discard) + ")");
       }
@@ -534,7 +536,7 @@ void check_kv_trace(const CaseSpec& c, const std::string& source) {
     const std::int64_t T = step_int(js, "columns", POSENC_MUTANT("golden_trace_columns_unchecked") ? -1000 : 1, w, source);
     if (kind == "decode" && T != 1) bad(source, w + ".columns", "expected 1 for a decode step (got " + std::to_string(T) + ")");
     if (js.contains("n_keep") || js.contains("n_discard")) bad(source, w, "unexpected n_keep / n_discard: not a shift step");
-    columns += T;
+    if (__builtin_add_overflow(columns, T, &columns)) bad(source, w + ".columns", "the columns add up beyond 2^63");
     for (const char* r : {"q", "k", "v"}) {
       if (!ins.count(r)) bad(source, w + ".inputs", "missing " + sn + "." + r);
     }
