@@ -5,10 +5,9 @@
 // tensors in the manifest's lists; a JSON exception there is a finding (expect_clean aborts).
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_common.hpp"
 #include "golden/format/manifest.hpp"
@@ -31,15 +30,20 @@ void replay_reads(const CaseSpec& spec) {
   for (const auto& js : spec.manifest.at("trace").at("steps")) {
     fuzz::require(js.at("index").get<int>() == ++index, "step indexes 0, 1, 2, ...");
     const std::string sn = js.at("name").get<std::string>();
-    for (const auto& n : js.at("expected")) fuzz::require(expected.count(n.get<std::string>()) == 1, "listed expected tensor");
-    for (const auto& n : js.at("inputs")) fuzz::require(inputs.count(n.get<std::string>()) == 1, "listed input tensor");
+    for (const auto& n : js.at("expected"))
+      fuzz::require(expected.count(n.get<std::string>()) == 1, "listed expected tensor");
+    for (const auto& n : js.at("inputs"))
+      fuzz::require(inputs.count(n.get<std::string>()) == 1, "listed input tensor");
     if (js.at("kind").get<std::string>() == "shift") {
-      const auto keep = js.at("n_keep").get<std::int64_t>(), discard = js.at("n_discard").get<std::int64_t>();
-      fuzz::require(keep >= 0 && discard >= 1 && keep <= rows && discard <= rows - keep, "shift within the cache");
+      const auto keep = js.at("n_keep").get<std::int64_t>(),
+                 discard = js.at("n_discard").get<std::int64_t>();
+      fuzz::require(keep >= 0 && discard >= 1 && keep <= rows && discard <= rows - keep,
+                    "shift within the cache");
       continue;
     }
     fuzz::require(js.at("columns").get<std::int64_t>() >= 1, "columns >= 1");
-    fuzz::require(inputs.count(sn + ".q") && inputs.count(sn + ".k") && inputs.count(sn + ".v"), "q, k, v");
+    fuzz::require(inputs.count(sn + ".q") && inputs.count(sn + ".k") && inputs.count(sn + ".v"),
+                  "q, k, v");
   }
 }
 
@@ -62,6 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_manifest_schema(spec, "fuzz.json");
     accepted = true;
   });
-  if (accepted && spec.scheme == "kv_cache") fuzz::expect_clean("replay_reads", [&] { replay_reads(spec); });
+  if (accepted && spec.scheme == "kv_cache")
+    fuzz::expect_clean("replay_reads", [&] { replay_reads(spec); });
   return 0;
 }
