@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -343,6 +344,48 @@ TEST(KvTraceValidation, CacheRowsMatchTheCapacityOrTheColumns) {
   CaseCopy u("kv_cache_rope_llama3_1_8b_prefill_decode_f32");  // no capacity: 12 + 3 + 3 + 2 = 20 rows
   u.edit_manifest([](Json& m) { m["trace"]["steps"][0]["columns"] = 13; });
   expect_refused(u, {"s00.", "shape"});
+}
+
+/// Changes a tensor of a scratch case and writes its new SHA-256 into the manifest (the case
+/// stays self-consistent: only the trace invariants can refuse it).
+void rewrite_i64(const CaseCopy& c, const std::string& name, std::int64_t i, std::int64_t v) {
+  std::string sha;
+  c.edit_tensors([&](std::vector<Tensor>& ts, std::map<std::string, std::string>&) {
+    for (auto& t : ts) {
+      if (t.name != name) continue;
+      std::memcpy(t.data.data() + 8 * i, &v, 8);
+      sha = sha256_hex(t.data);
+    }
+  });
+  ASSERT_FALSE(sha.empty()) << name;
+  c.edit_manifest([&](Json& m) {
+    for (auto& t : m["expected"]) {
+      if (t["name"] == name) t["sha256"] = sha;
+    }
+  });
+}
+
+std::string open_error(const fs::path& manifest);
+
+TEST(KvTraceValidation, IntegerTensorsHoldTheGeneratorsInvariants) {
+  struct Edit {
+    std::string tensor;
+    std::int64_t index, value;
+    std::string message;
+  };
+  // kv_cache_rope_context_shift_f32: batch 1, 16 cache rows; s02 caches positions 0..13
+  const std::vector<Edit> edits = {
+      {"s01.slots", 0, 16, "tensor \"s01.slots\" [0, 0]: expected a slot in [0, cache_rows 16) (got 16)"},
+      {"s01.positions", 0, -3, "tensor \"s01.positions\" [0, 0]: expected a position >= 0 (got -3)"},
+      {"s02.cache_positions", 1, 0, "tensor \"s02.cache_positions\" [0, 1]: expected more than the row before, 0"},
+      {"s02.cache_positions", 15, 7, "tensor \"s02.cache_positions\" [0, 15]: expected -1: the cached positions come first"}};
+  for (const auto& e : edits) {
+    CaseCopy c(kKvShiftCase);
+    rewrite_i64(c, e.tensor, e.index, e.value);
+    for (const std::string& err : {load_error(c.manifest()), open_error(c.manifest())}) {
+      EXPECT_NE(err.find(e.message), std::string::npos) << e.tensor << ": " << err;
+    }
+  }
 }
 
 // ---- a manifest inside a catalog folder ------------------------------------------------------

@@ -732,4 +732,68 @@ void check_manifest_schema(const CaseSpec& c, const std::string& source) {
   }
 }
 
+void check_kv_trace_values(const CaseSpec& c, TensorSource& g, const std::string& source) {
+  if (c.scheme != "kv_cache" || POSENC_MUTANT("golden_trace_values_unchecked")) return;
+  const Json& p = c.manifest.at("params");
+  const std::int64_t B = pint(p, "batch"), C = pint(p, "cache_rows");
+  const bool strict = c.result == "valid";
+  auto fail = [&](const std::string& name, std::int64_t b, std::int64_t i, const std::string& what,
+                  std::int64_t got) {
+    bad(source, "tensor \"" + name + "\" [" + std::to_string(b) + ", " + std::to_string(i) + "]",
+        "expected " + what + " (got " + std::to_string(got) + ")");
+  };
+  for (const auto& js : c.manifest.at("trace").at("steps")) {
+    const std::string sn = js.at("name").get<std::string>();
+    const std::string cp = sn + ".cache_positions";
+    const Tensor cache = g.load(cp);
+    for (std::int64_t b = 0; b < B; ++b) {
+      bool empty = false;
+      for (std::int64_t r = 0; r < C; ++r) {
+        const std::int64_t v = cache.get_i64(b * C + r);
+        if (empty && v != -1)
+          fail(cp, b, r, "-1: the cached positions come first, then empty rows", v);
+        if (v < 0 && v != -1) fail(cp, b, r, "a position >= 0, or -1 for an empty row", v);
+        empty |= v == -1;
+        if (empty || r == 0) continue;
+        const std::int64_t prev = cache.get_i64(b * C + r - 1);
+        if (v < prev || (strict && v == prev)) {
+          fail(cp, b, r,
+               std::string(strict ? "more than" : "at least") + " the row before, " +
+                   std::to_string(prev) + " (cached positions ascend)",
+               v);
+        }
+      }
+    }
+    if (js.at("kind").get<std::string>() == "shift") continue;
+    const std::int64_t T = js.at("columns").get<std::int64_t>();
+    std::vector<std::int64_t> valid(static_cast<std::size_t>(B * T), 1);
+    if (g.contains(sn + ".valid")) {
+      const Tensor t = g.load(sn + ".valid");
+      for (std::int64_t i = 0; i < B * T; ++i) {
+        valid[i] = t.get_i64(i);
+        if (valid[i] != 0 && valid[i] != 1) fail(sn + ".valid", i / T, i % T, "0 or 1", valid[i]);
+      }
+    }
+    const Tensor pos = g.load(sn + ".positions");
+    for (std::int64_t i = 0; i < B * T; ++i) {
+      const std::int64_t v = pos.get_i64(i);
+      if (valid[i] ? v < 0 : v != -1) {
+        fail(sn + ".positions", i / T, i % T,
+             valid[i] ? "a position >= 0" : "-1 at a padding column", v);
+      }
+    }
+    if (!g.contains(sn + ".slots")) continue;
+    const Tensor slots = g.load(sn + ".slots");
+    for (std::int64_t i = 0; i < B * T; ++i) {
+      const std::int64_t v = slots.get_i64(i);
+      if (valid[i] ? (v < 0 || v >= C) : v != -1) {
+        fail(sn + ".slots", i / T, i % T,
+             valid[i] ? "a slot in [0, cache_rows " + std::to_string(C) + ")"
+                      : "-1 at a padding column",
+             v);
+      }
+    }
+  }
+}
+
 }  // namespace posenc::golden

@@ -28,10 +28,20 @@
 #include <string>
 
 #include "golden/format/manifest.hpp"
+#include "golden/verify/tensor_source.hpp"
 
 namespace posenc::golden {
 
 /// GoldenFileError "<source>: <key>: <what was expected>" unless the manifest fits its scheme.
 void check_manifest_schema(const CaseSpec& spec, const std::string& source);
+
+/// The values of a kv_cache trace's integer tensors (after check_manifest_schema; nothing for
+/// another scheme), as the generator writes them: per sequence, sNN.cache_positions holds the
+/// cached positions first, in ascending order (strictly in a valid trace; a negative control
+/// may cache two keys at one position), then -1 for the empty rows; sNN.valid is 0 or 1;
+/// sNN.positions is >= 0 at a valid column and -1 at padding; sNN.slots is in [0, cache_rows)
+/// at a valid column and -1 at padding. GoldenFileError "<source>: tensor \"sNN.x\" [b, i]:
+/// expected ... (got v)".
+void check_kv_trace_values(const CaseSpec& spec, TensorSource& golden, const std::string& source);
 
 }  // namespace posenc::golden
