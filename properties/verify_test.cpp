@@ -2,11 +2,13 @@
 // tensors_file rule, SHA-256 over every tensor (companions included), catalog hashes and
 // duplicates, NaN, MISSING and --require-all reporting, negative-control wording, the
 // per-position answers, declared alternative conventions, blind-spot notes and profiles that
-// do not apply. Each rule has a mutant switch in golden/ that this file's tests kill.
+// do not apply, the per-scheme manifest schema and the KV trace invariants (manifest_check.hpp),
+// a catalog folder's hashes whichever way its manifest is named. Each rule has a mutant switch in golden/ that this file's tests kill.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,6 +19,7 @@
 #include "golden/cases/registry.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/manifest.hpp"
+#include "golden/verify/manifest_check.hpp"
 #include "golden/verify/verify.hpp"
 #include "reference/common/errors.hpp"
 
@@ -230,6 +233,239 @@ TEST(ManifestValidation, OldSchemaVersionAsksForRegeneration) {
   CaseCopy c(kRopeCase);
   c.edit_manifest([](Json& m) { m["version"] = 1; });
   EXPECT_NE(load_error(c.manifest()).find("regenerate"), std::string::npos);
+}
+
+// ---- per-scheme schema (golden/verify/manifest_check.hpp) ------------------------------------
+
+const char* kKvShiftCase = "kv_cache_rope_context_shift_f32";
+const char* kScaledCase = "rope_scaling_llama_2_7b_dynamic_x2_all_f32";
+
+/// load_error, and the message must name the file and every given fragment (the key and what
+/// was expected).
+void expect_refused(const CaseCopy& c, const std::vector<std::string>& fragments) {
+  const std::string e = load_error(c.manifest());
+  ASSERT_FALSE(e.empty()) << "accepted; expected an error naming " << fragments.front();
+  EXPECT_NE(e.find(c.manifest().string()), std::string::npos) << e;
+  for (const auto& f : fragments) EXPECT_NE(e.find(f), std::string::npos) << f << " not in: " << e;
+}
+
+TEST(ManifestSchema, EveryCommittedManifestFitsItsScheme) {
+  int n = 0;
+  for (const auto& e : catalog_read(default_data_dir())) {
+    const fs::path m = default_data_dir() / e.manifest;
+    EXPECT_NO_THROW(check_manifest_schema(case_spec_read(m), m.string())) << e.id;
+    ++n;
+  }
+  EXPECT_GT(n, 100);
+}
+
+TEST(ManifestSchema, MissingParamsIsRefused) {
+  for (const char* id : {kRopeCase, kKvShiftCase, kMaskedRows}) {
+    CaseCopy c(id);
+    c.edit_manifest([](Json& m) { m.erase("params"); });
+    expect_refused(c, {": params: missing"});
+  }
+}
+
+TEST(ManifestSchema, ManifestRelabelledWithAnotherSchemeIsRefused) {
+  {
+    CaseCopy c(kRopeCase);  // RoPE params under shaw: shaw's keys are missing
+    c.edit_manifest([](Json& m) { m["scheme"] = "shaw"; });
+    expect_refused(c, {"params.n_heads: missing", "shaw"});
+  }
+  {
+    CaseCopy c(kScaledCase);  // a scaled rule presented as plain RoPE: its scaling is refused
+    c.edit_manifest([](Json& m) { m["scheme"] = "rope"; });
+    expect_refused(c, {"params.scaling: unexpected"});
+  }
+  {
+    CaseCopy c(kRopeCase);  // a wrong type and a value out of range are named with the expectation
+    c.edit_manifest([](Json& m) { m["params"]["n_tokens"] = "many"; });
+    expect_refused(c, {"params.n_tokens: expected an integer"});
+    c.edit_manifest([](Json& m) { m["params"]["n_tokens"] = 0; });
+    expect_refused(c, {"params.n_tokens: expected an integer in [1,"});
+  }
+}
+
+TEST(ManifestSchema, ParamsMustAgreeWithTheTensorShapesAndDtype) {
+  CaseCopy c(kRopeCase);
+  c.edit_manifest([](Json& m) { m["params"]["n_q_heads"] = m["params"]["n_q_heads"].get<int>() + 1; });
+  expect_refused(c, {"tensor \"q\" shape", "expected [n_tokens, n_q_heads, head_dim] = ["});
+  c.edit_manifest([](Json& m) {
+    m["params"]["n_q_heads"] = m["params"]["n_q_heads"].get<int>() - 1;
+    m["params"]["dtype"] = "f64";
+  });
+  expect_refused(c, {"tensor \"q\" dtype", "expected params.dtype \"f64\""});
+}
+
+// ---- KV-cache traces --------------------------------------------------------------------------
+
+/// A scratch copy of the context-shift trace with its trace steps edited.
+void expect_trace_refused(const std::function<void(Json& steps)>& edit, const std::vector<std::string>& fragments) {
+  CaseCopy c(kKvShiftCase);
+  c.edit_manifest([&](Json& m) { edit(m["trace"]["steps"]); });
+  expect_refused(c, fragments);
+}
+
+TEST(KvTraceValidation, StepsMustBeInOrderWithNoneRepeatedOrMissing) {
+  expect_trace_refused([](Json& s) { s.insert(s.begin() + 2, s[1]); },  // s01 twice
+                       {"trace.steps[2].index: expected 2", "repeated"});
+  expect_trace_refused([](Json& s) { std::swap(s[1], s[2]); }, {"trace.steps[1].index: expected 1"});
+  expect_trace_refused([](Json& s) { s.erase(s.begin() + 3); }, {"trace.steps[3].index: expected 3", "got 4"});
+  expect_trace_refused([](Json& s) { s[2]["name"] = "s07"; }, {"trace.steps[2].name: expected \"s02\""});
+}
+
+TEST(KvTraceValidation, StepKindsAreKnown) {
+  expect_trace_refused([](Json& s) { s[3]["kind"] = "rewind"; },
+                       {"trace.steps[3].kind: expected prefill, batch, decode, verify or shift", "rewind"});
+  expect_trace_refused([](Json& s) { s[0]["kind"] = "shift"; }, {"trace.steps[0].kind", "the first step appends"});
+  expect_trace_refused([](Json& s) { s[2]["kind"] = "prefill"; }, {"trace.steps[2].kind", "first step only"});
+}
+
+TEST(KvTraceValidation, CountsAndShapesAreConsistent) {
+  expect_trace_refused([](Json& s) { s[1]["columns"] = -1; }, {"trace.steps[1].columns: expected an integer >= 1", "-1"});
+  expect_trace_refused([](Json& s) { s[1]["columns"] = 0; }, {"trace.steps[1].columns: expected an integer >= 1"});
+  // s01 is a decode: one column (its tensors' shapes say so too)
+  expect_trace_refused([](Json& s) { s[1]["columns"] = 2; }, {"trace.steps[1].columns: expected 1 for a decode"});
+  expect_trace_refused([](Json& s) { s[0]["columns"] = 11; }, {"tensor \"s00.q\" shape", "[batch, columns, n_heads, head_dim]"});
+  // the shift at s05 keeps 4 and discards 6 of 16 rows; 40 would leave the cache
+  expect_trace_refused([](Json& s) { s[5]["n_discard"] = 40; }, {"trace.steps[5].n_discard", "<= cache_rows 16"});
+  expect_trace_refused([](Json& s) { s[5]["n_keep"] = -1; }, {"trace.steps[5].n_keep: expected an integer >= 0"});
+  // a step's tensors are its own, listed once, and every step tensor belongs to a step
+  expect_trace_refused([](Json& s) { s[2]["inputs"][0] = "s01.q"; }, {"trace.steps[2].inputs", "not a tensor of step s02"});
+  expect_trace_refused([](Json& s) { s[2]["expected"].erase(0); }, {"trace.steps[2].expected: missing s02.positions"});
+  expect_trace_refused([](Json& s) { s.erase(s.end() - 1); }, {"tensor \"s11.", "belongs to no trace step"});
+}
+
+TEST(KvTraceValidation, CacheRowsMatchTheCapacityOrTheColumns) {
+  CaseCopy c(kKvShiftCase);
+  c.edit_manifest([](Json& m) { m["params"]["cache_rows"] = 17; });
+  expect_refused(c, {"params.cache_rows: expected the capacity 16"});
+  CaseCopy u("kv_cache_rope_llama3_1_8b_prefill_decode_f32");  // no capacity: 12 + 3 + 3 + 2 = 20 rows
+  u.edit_manifest([](Json& m) { m["trace"]["steps"][0]["columns"] = 13; });
+  expect_refused(u, {"s00.", "shape"});
+}
+
+/// Changes a tensor of a scratch case and writes its new SHA-256 into the manifest (the case
+/// stays self-consistent: only the trace invariants can refuse it).
+void rewrite_i64(const CaseCopy& c, const std::string& name, std::int64_t i, std::int64_t v) {
+  std::string sha;
+  c.edit_tensors([&](std::vector<Tensor>& ts, std::map<std::string, std::string>&) {
+    for (auto& t : ts) {
+      if (t.name != name) continue;
+      std::memcpy(t.data.data() + 8 * i, &v, 8);
+      sha = sha256_hex(t.data);
+    }
+  });
+  ASSERT_FALSE(sha.empty()) << name;
+  c.edit_manifest([&](Json& m) {
+    for (auto& t : m["expected"]) {
+      if (t["name"] == name) t["sha256"] = sha;
+    }
+  });
+}
+
+std::string open_error(const fs::path& manifest);
+
+TEST(KvTraceValidation, IntegerTensorsHoldTheGeneratorsInvariants) {
+  struct Edit {
+    std::string tensor;
+    std::int64_t index, value;
+    std::string message;
+  };
+  // kv_cache_rope_context_shift_f32: batch 1, 16 cache rows; s02 caches positions 0..13
+  const std::vector<Edit> edits = {
+      {"s01.slots", 0, 16, "tensor \"s01.slots\" [0, 0]: expected a slot in [0, cache_rows 16) (got 16)"},
+      {"s01.positions", 0, -3, "tensor \"s01.positions\" [0, 0]: expected a position >= 0 (got -3)"},
+      {"s02.cache_positions", 1, 0, "tensor \"s02.cache_positions\" [0, 1]: expected more than the row before, 0"},
+      {"s02.cache_positions", 15, 7, "tensor \"s02.cache_positions\" [0, 15]: expected -1: the cached positions come first"}};
+  for (const auto& e : edits) {
+    CaseCopy c(kKvShiftCase);
+    rewrite_i64(c, e.tensor, e.index, e.value);
+    for (const std::string& err : {load_error(c.manifest()), open_error(c.manifest())}) {
+      EXPECT_NE(err.find(e.message), std::string::npos) << e.tensor << ": " << err;
+    }
+  }
+}
+
+// ---- a manifest inside a catalog folder ------------------------------------------------------
+
+/// A catalog folder <dir>/catalog.json with one committed case under <dir>/<scheme>/.
+class CatalogCopy {
+ public:
+  explicit CatalogCopy(const std::string& id) {
+    dir_ = fs::temp_directory_path() / ("posenc-catalog-copy-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    for (const auto& e : catalog_read(default_data_dir())) {
+      if (e.id != id) continue;
+      fs::create_directories(dir_ / e.scheme);
+      fs::copy_file(default_data_dir() / e.manifest, dir_ / e.manifest);
+      fs::copy_file(default_data_dir() / e.tensors, dir_ / e.tensors);
+      write_text_atomic(dir_ / "catalog.json", catalog_text({e}));
+      manifest_ = dir_ / e.manifest;
+      tensors_ = dir_ / e.tensors;
+    }
+  }
+  ~CatalogCopy() { fs::remove_all(dir_); }
+  fs::path dir_, manifest_, tensors_;
+};
+
+std::string open_error(const fs::path& manifest) {
+  try {
+    open_case(manifest)->finish();
+  } catch (const GoldenFileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CatalogMembership, EditedCaseWithRewrittenHashesIsRefusedWhenNamedByPath) {
+  CatalogCopy cat(kRopeCase);
+  ASSERT_FALSE(cat.manifest_.empty());
+  EXPECT_EQ(load_error(cat.manifest_), "");
+  EXPECT_EQ(open_error(cat.manifest_), "");
+  // Edit the .cond companion of the first conditioned tensor and rewrite its hash in the
+  // manifest: the manifest and its tensors agree, only the catalog can tell.
+  std::string cond;
+  std::map<std::string, std::string> meta;
+  auto ts = safetensors_read(cat.tensors_, &meta);
+  const auto b = read_file(cat.manifest_);
+  Json m = Json::parse(b.begin(), b.end());
+  for (auto& t : m["expected"]) {
+    if (!t["companions"].contains("cond")) continue;
+    cond = t["companions"]["cond"]["name"];
+    for (auto& x : ts) {
+      if (x.name != cond) continue;
+      for (std::int64_t i = 0; i < x.numel(); ++i) set_f32(x, i, 1e6f);
+      t["companions"]["cond"]["sha256"] = sha256_hex(x.data);
+    }
+    break;
+  }
+  ASSERT_FALSE(cond.empty());
+  write_file_atomic(cat.tensors_, safetensors_encode(ts, meta));
+  write_text_atomic(cat.manifest_, manifest_text(m));
+  for (const std::string& e : {load_error(cat.manifest_), open_error(cat.manifest_)}) {
+    EXPECT_NE(e.find("SHA-256 differs from catalog.json"), std::string::npos) << e;
+  }
+  // The same files outside a catalog folder load: the hashes inside the case agree.
+  CaseCopy outside(kRopeCase);
+  fs::copy_file(cat.manifest_, outside.manifest(), fs::copy_options::overwrite_existing);
+  fs::copy_file(cat.tensors_, outside.tensors(), fs::copy_options::overwrite_existing);
+  EXPECT_EQ(load_error(outside.manifest()), "");
+}
+
+TEST(CatalogMembership, UnlistedManifestInACatalogFolderIsRefused) {
+  CatalogCopy cat(kRopeCase);
+  ASSERT_FALSE(cat.manifest_.empty());
+  const fs::path other = cat.manifest_.parent_path() / "copy.json";
+  fs::copy_file(cat.manifest_, other);
+  for (const std::string& e : {load_error(other), open_error(other)}) {
+    EXPECT_NE(e.find("does not list it"), std::string::npos) << e;
+    EXPECT_NE(e.find("catalog.json"), std::string::npos) << e;
+  }
+  // in the catalog folder itself (no <scheme>/ level) too
+  fs::copy_file(cat.manifest_, cat.dir_ / "top.json");
+  EXPECT_NE(load_error(cat.dir_ / "top.json").find("does not list it"), std::string::npos);
 }
 
 // ---- verdicts ----------------------------------------------------------------------------------

@@ -125,6 +125,27 @@ mkdir -p cat/rope && cp case/$CASE.json case/$CASE.safetensors cat/rope/
 "$POSENC" catalog --data cat >/dev/null 2>&1
 printf ' ' >>"cat/rope/$CASE.json"
 expect 2 "$CASE.json: SHA-256 differs from catalog.json" "manifest differing from the catalog's SHA-256" verify cat --actual good.safetensors
+expect 2 "cat/rope/$CASE.json: SHA-256 differs from catalog.json" "an edited manifest of a catalog, named by its path" verify "cat/rope/$CASE.json" --actual good.safetensors
+expect 2 "cat/rope/$CASE.json: SHA-256 differs from catalog.json" "an edited manifest of a catalog, its scheme folder named" verify cat/rope --actual good.safetensors
+expect 2 "cat/rope/$CASE.json: SHA-256 differs from catalog.json" "an edited manifest of a catalog, named by case id" show "$CASE" --data cat
+cp "case/$CASE.json" cat/rope/extra.json
+expect 2 "extra.json: lies in the catalog folder .*cat but .*catalog.json does not list it; refused" "a manifest in a catalog folder that its catalog does not list" verify cat/rope/extra.json --actual good.safetensors
+
+# ---- golden files: the scheme's schema and KV traces ----------------------------------------
+sed '/^ "params": {$/,/^ },$/d' "$MAN" >case/noparams.json
+expect 2 "noparams.json: params: missing \(a rope manifest needs its parameters\)" "a manifest without params" verify case/noparams.json --actual good.safetensors
+sed 's/^ "scheme": "rope",$/ "scheme": "shaw",/' "$MAN" >case/relabelled.json
+expect 2 "relabelled.json: params.n_heads: missing \(a shaw manifest has it\)" "a RoPE manifest relabelled \"scheme\": \"shaw\"" verify case/relabelled.json --actual good.safetensors
+sed 's/^  "n_q_heads": 2,$/  "n_q_heads": 7,/' "$MAN" >case/heads.json
+expect 2 "heads.json: tensor \"q\" shape: expected \[n_tokens, n_q_heads, head_dim\] = \[19, 7, 96\] from params, got \[19, 2, 96\]" "params disagreeing with a tensor's shape" verify case/heads.json --actual good.safetensors
+KV=kv_cache_rope_context_shift_f32
+mkdir -p kv && cp "$DATA/kv_cache/$KV.safetensors" kv/
+sed '0,/^    "index": 2,$/s//    "index": 1,/' "$DATA/kv_cache/$KV.json" >kv/repeated.json
+expect 2 "repeated.json: trace.steps\[2\].index: expected 2 \(step indexes increase by one from 0: none repeated, reversed or missing; got 1\)" "a KV trace step repeated" verify kv/repeated.json --actual good.safetensors
+sed '0,/"kind": "decode"/s//"kind": "rewind"/' "$DATA/kv_cache/$KV.json" >kv/kind.json
+expect 2 "kind.json: trace.steps\[1\].kind: expected prefill, batch, decode, verify or shift \(got \"rewind\"\)" "a KV trace step of unknown kind" verify kv/kind.json --actual good.safetensors
+sed '0,/^    "columns": 1,$/s//    "columns": -1,/' "$DATA/kv_cache/$KV.json" >kv/columns.json
+expect 2 "columns.json: trace.steps\[1\].columns: expected an integer >= 1 \(got -1\)" "a KV trace step with negative columns" verify kv/columns.json --actual good.safetensors
 
 # ---- special files --------------------------------------------------------------------------
 mkfifo fifo.safetensors fifo.json

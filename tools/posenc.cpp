@@ -692,7 +692,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     try {
       if (ga.entry) check_catalog_entry(ga.data, *ga.entry);
       if (html) {
-        const LoadedCase lc = load_case(ga.manifest);
+        const LoadedCase lc = load_case(ga.manifest, ga.entry ? CatalogCheck::kDone : CatalogCheck::kIfInCatalog);
         r.id = lc.spec.id;
         r.scheme = lc.spec.scheme;
         scheme_by_slug(lc.spec.scheme);  // a manifest of an unknown scheme is refused
@@ -713,7 +713,8 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
       } else {
         // Streaming: headers first, then each tensor in chunks; the golden tensors' SHA-256
         // is checked as they stream (finish(): before the report is used).
-        const std::unique_ptr<OpenedCase> oc = open_case(ga.manifest);
+        const std::unique_ptr<OpenedCase> oc =
+            open_case(ga.manifest, ga.entry ? CatalogCheck::kDone : CatalogCheck::kIfInCatalog);
         r.id = oc->spec.id;
         r.scheme = oc->spec.scheme;
         scheme_by_slug(oc->spec.scheme);
@@ -771,7 +772,7 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
   for (const auto& ga : cases) {
     progress.step(ga.manifest.stem().string());
     if (ga.entry) check_catalog_entry(ga.data, *ga.entry);
-    const LoadedCase lc = load_case(ga.manifest);
+    const LoadedCase lc = load_case(ga.manifest, ga.entry ? CatalogCheck::kDone : CatalogCheck::kIfInCatalog);
     if (lc.spec.result == "invalid") continue;  // negative controls hold a mistake already
     const auto act = actual_for(actual, lc.spec.id, cases.size());
     if (!act) continue;
@@ -872,7 +873,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
     r.profile = profile;
     try {
       check_catalog_entry(data, e);
-      const LoadedCase lc = load_case(data / e.manifest);
+      const LoadedCase lc = load_case(data / e.manifest, CatalogCheck::kDone);
       const SchemeEntry& s = scheme_by_slug(lc.spec.scheme);
       if (!profile_applies(lc.spec, pipelines::profile_of(pipeline))) {
         r.status = "N/A";

@@ -218,6 +218,9 @@ SyntheticCase write_synthetic_rope_case(const fs::path& dir, std::int64_t tokens
             {"description", "synthetic RoPE-shaped case for verify throughput; exact values from "
                             "a double-precision evaluation, not the mp oracle"},
             {"tensors_file", id + ".safetensors"},
+            {"params", {{"n_tokens", tokens}, {"n_q_heads", heads}, {"n_kv_heads", 0},
+                        {"head_dim", head_dim}, {"rotary_dim", head_dim}, {"base", 10000.0},
+                        {"attention_factor", 1.0}, {"layout", "half_split"}, {"dtype", "f32"}}},
             {"inputs", json::array({{{"name", "positions"}, {"dtype", "i64"}, {"shape", {tokens}},
                                      {"sha256", parts[0].sha}},
                                     {{"name", "q"}, {"dtype", "f32"}, {"shape", shape},

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "golden/format/limits.hpp"
+#include "golden/verify/manifest_check.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
@@ -121,6 +122,27 @@ void check_catalog_entry(const fs::path& data, const CatalogEntry& e) {
   }
 }
 
+void check_catalog_membership(const fs::path& manifest_path) {
+  if (POSENC_MUTANT("golden_catalog_membership_unchecked")) return;
+  std::error_code ec;
+  const fs::path m = fs::weakly_canonical(manifest_path, ec);
+  if (ec) return;  // reading the manifest reports it
+  for (const fs::path& dir : {m.parent_path(), m.parent_path().parent_path()}) {
+    if (dir.empty() || !fs::exists(dir / "catalog.json", ec)) continue;
+    for (const auto& e : catalog_read(dir)) {
+      if (fs::weakly_canonical(dir / e.manifest, ec) == m) {
+        check_catalog_entry(dir, e);
+        return;
+      }
+    }
+    throw GoldenFileError(manifest_path.string() + ": lies in the catalog folder " + dir.string() +
+                          " but " + (dir / "catalog.json").string() +
+                          " does not list it; refused (a case of a catalog is checked against the "
+                          "catalog's SHA-256: rebuild it with `posenc catalog --data " + dir.string() +
+                          "`, or move the case out of the folder)");
+  }
+}
+
 fs::path tensors_path(const fs::path& manifest_path, const CaseSpec& spec) {
   // case_spec_from_json has checked that tensors_file is a plain name; a symbolic link may
   // still point elsewhere: it must resolve into the manifest's own folder.
@@ -137,10 +159,12 @@ fs::path tensors_path(const fs::path& manifest_path, const CaseSpec& spec) {
   return p;
 }
 
-LoadedCase load_case(const fs::path& manifest_path) {
+LoadedCase load_case(const fs::path& manifest_path, CatalogCheck catalog) {
   LoadedCase lc;
   lc.manifest_path = manifest_path;
+  if (catalog == CatalogCheck::kIfInCatalog) check_catalog_membership(manifest_path);
   lc.spec = case_spec_read(manifest_path);
+  check_manifest_schema(lc.spec, manifest_path.string());
   const fs::path tpath = tensors_path(manifest_path, lc.spec);
   std::map<std::string, std::string> meta;
   lc.golden = tensor_map(safetensors_read(tpath, &meta));
@@ -150,13 +174,17 @@ LoadedCase load_case(const fs::path& manifest_path) {
                           "\", the manifest is \"" + lc.spec.id + "\"");
   }
   check_golden_tensors(lc.spec, lc.golden, tpath.string());
+  MapSource small(lc.golden);
+  check_kv_trace_values(lc.spec, small, manifest_path.string());
   return lc;
 }
 
-std::unique_ptr<OpenedCase> open_case(const fs::path& manifest_path) {
+std::unique_ptr<OpenedCase> open_case(const fs::path& manifest_path, CatalogCheck catalog) {
   auto oc = std::make_unique<OpenedCase>();
   oc->manifest_path = manifest_path;
+  if (catalog == CatalogCheck::kIfInCatalog) check_catalog_membership(manifest_path);
   oc->spec = case_spec_read(manifest_path);
+  check_manifest_schema(oc->spec, manifest_path.string());
   oc->tensors_path = tensors_path(manifest_path, oc->spec);
   oc->golden.add_safetensors(oc->tensors_path);
   const auto& meta = oc->golden.metadata();
@@ -166,6 +194,13 @@ std::unique_ptr<OpenedCase> open_case(const fs::path& manifest_path) {
                           "\", the manifest is \"" + oc->spec.id + "\"");
   }
   oc->golden.start_golden_check(oc->spec, oc->tensors_path.string());
+  if (oc->spec.scheme == "kv_cache") {
+    // The trace's integer tensors, read apart from the streaming (hashed) source; finish()
+    // still checks the file's SHA-256 before the report is used.
+    FileSource small;
+    small.add_safetensors(oc->tensors_path);
+    check_kv_trace_values(oc->spec, small, manifest_path.string());
+  }
   return oc;
 }
 

@@ -51,14 +51,27 @@ std::vector<CatalogEntry> catalog_read(const std::filesystem::path& dir);
 /// file otherwise.
 void check_catalog_entry(const std::filesystem::path& data, const CatalogEntry& e);
 
+/// A manifest inside a catalog folder (catalog.json in the manifest's own folder or in its
+/// parent, the <data>/<scheme>/<file> layout) must be listed there, and both files of its entry
+/// must have the catalog's SHA-256 (check_catalog_entry), whichever way the manifest was named.
+/// GoldenFileError naming the manifest and the catalog otherwise: an unlisted manifest in a
+/// catalog folder is refused, not judged. Nothing to check when neither folder has a catalog.
+void check_catalog_membership(const std::filesystem::path& manifest_path);
+
+/// Whether load_case / open_case run check_catalog_membership: kDone when the caller has
+/// checked the case's catalog entry itself (a catalog argument), not to hash the files twice.
+enum class CatalogCheck { kIfInCatalog, kDone };
+
 /// A case loaded for verification: parsed manifest and all golden tensors, integrity-checked
-/// (tensors_file inside the manifest's folder, every tensor listed with its SHA-256).
+/// (tensors_file inside the manifest's folder, every tensor listed with its SHA-256), its catalog
+/// entry when it lies in a catalog folder, and its scheme's schema (golden/verify/manifest_check.hpp).
 struct LoadedCase {
   CaseSpec spec;
   TensorMap golden;
   std::filesystem::path manifest_path;
 };
-LoadedCase load_case(const std::filesystem::path& manifest_path);
+LoadedCase load_case(const std::filesystem::path& manifest_path,
+                     CatalogCheck catalog = CatalogCheck::kIfInCatalog);
 
 /// A case opened for streaming verification (`posenc verify` without --report): the parsed
 /// manifest and the header of its tensors file, checked against the manifest by name, dtype and
@@ -72,7 +85,8 @@ struct OpenedCase {
   std::filesystem::path manifest_path, tensors_path;
   void finish() { golden.finish_golden_check(spec, tensors_path.string()); }
 };
-std::unique_ptr<OpenedCase> open_case(const std::filesystem::path& manifest_path);
+std::unique_ptr<OpenedCase> open_case(const std::filesystem::path& manifest_path,
+                                      CatalogCheck catalog = CatalogCheck::kIfInCatalog);
 
 /// Every case of every scheme (in registry order), filtered.
 struct CaseSelection {
