@@ -1,6 +1,6 @@
 // libFuzzer target: the HF config reader (rope_config_parse, what `posenc generate --config`
 // runs on a config.json) on arbitrary text. An accepted config must hold every documented range
-// (README "Golden cases for your own model"), its canonical form must read back to the same
+// (docs/own-model.md), its canonical form must read back to the same
 // model, and its case name must be a safe file name ([a-z0-9_], bounded length).
 #include <cstddef>
 #include <cstdint>

@@ -1007,7 +1007,7 @@ int main(int argc, char** argv) {
   CaseSelection sel;
   std::string shard, format = "text", profile = "strict";
 
-  // The output rule (golden/format/output_path.hpp, README "Bad input"): every subcommand that
+  // The output rule (golden/format/output_path.hpp, docs/bad-input.md): every subcommand that
   // writes takes --force.
   bool force = false;
   auto add_force = [&](CLI::App* sub, const std::string& what) {

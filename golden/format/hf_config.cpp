@@ -105,7 +105,7 @@ class RawSax : public nlohmann::json_sax<Json> {
 
 // ---- checked reads ------------------------------------------------------------------------------
 
-/// Accepted ranges (README "Golden cases for your own model" has the table; see the header).
+/// Accepted ranges (docs/own-model.md has the table; see the header).
 struct Range {
   double lo, hi;
   bool lo_open;      // (lo, hi] rather than [lo, hi]

@@ -11,8 +11,7 @@
 // values (odd or oversized rotary dim, factor lists of the wrong length, factor <= 0) is a
 // GoldenFileError naming the file and the key.
 //
-// Every number is checked against its documented range (the table in README "Golden cases for
-// your own model") on the value as the JSON holds it (signed, unsigned or float), before any
+// Every number is checked against its documented range (the table in docs/own-model.md) on the value as the JSON holds it (signed, unsigned or float), before any
 // conversion or arithmetic, so a message shows the value as written in the file:
 //   "config.json: rope_scaling.attention_factor = -1: must be a number in (0, 100]".
 // A given value is never replaced by a default; null means "absent" (HF's config classes and

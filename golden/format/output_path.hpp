@@ -1,4 +1,4 @@
-// The one rule for every file posenc writes (README "Bad input", "Output files").
+// The one rule for every file posenc writes (docs/bad-input.md, "Output files").
 //
 // posenc writes regular files only, through a temporary file and a rename. A write to PATH is
 // refused (GoldenFileError naming PATH and the reason; exit 2 from the CLI) when PATH
