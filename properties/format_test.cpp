@@ -308,6 +308,55 @@ TEST(FormatSafetensors, EncodingIsDeterministic) {
   EXPECT_EQ(sha256_hex(a), sha256_hex(safetensors_encode(decoded, meta)));
 }
 
+// safetensors_write (spilled tensors appended chunk by chunk, the file copied in chunks) gives
+// safetensors_encode's bytes, for random tensors, random spill pieces and random chunk sizes.
+TEST(FormatSafetensors, ChunkedWriterMatchesEncoder) {
+  std::mt19937_64 rng(11);
+  const fs::path dir = fs::temp_directory_path() / ("posenc_chunked_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const DType dtypes[] = {DType::kF64, DType::kF32, DType::kBF16, DType::kF16, DType::kI64, DType::kI32};
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<Tensor> all, memory;
+    std::vector<SpilledTensor> spilled;
+    const int n = 1 + static_cast<int>(rng() % 6);
+    for (int k = 0; k < n; ++k) {
+      Tensor t;
+      t.name = "t" + std::to_string(rng() % 1000) + "_" + std::to_string(k);
+      t.dtype = dtypes[rng() % 6];
+      t.shape = {static_cast<std::int64_t>(rng() % 40), static_cast<std::int64_t>(1 + rng() % 5)};
+      t.data.resize(static_cast<std::size_t>(t.numel() * dtype_size(t.dtype)));
+      for (auto& b : t.data) b = static_cast<std::uint8_t>(rng());
+      all.push_back(t);
+      if (rng() % 2) {
+        TensorSpill sp(t.name, t.dtype, t.shape, dir);
+        for (std::size_t at = 0; at < t.data.size();) {
+          const std::size_t piece = std::min<std::size_t>(1 + rng() % 97, t.data.size() - at);
+          sp.append(std::span<const std::uint8_t>(t.data.data() + at, piece));
+          at += piece;
+        }
+        spilled.push_back(sp.finish());
+        EXPECT_EQ(spilled.back().sha256, sha256_hex(t.data)) << t.name;
+      } else {
+        memory.push_back(t);
+      }
+    }
+    const std::map<std::string, std::string> meta = {{"posenc_case", "c" + std::to_string(trial)}};
+    const std::vector<std::uint8_t> want = safetensors_encode(all, meta);
+    const std::size_t chunk = 1 + rng() % 300;
+    const WrittenFile w = safetensors_write(dir / "x.safetensors", memory, spilled, meta, chunk);
+    const std::vector<std::uint8_t> got = read_file(dir / "x.safetensors");
+    ASSERT_EQ(got, want) << "trial " << trial << ", chunk " << chunk;
+    EXPECT_EQ(w.bytes, want.size());
+    EXPECT_EQ(w.sha256, sha256_hex(want));
+  }
+  // A spill given the wrong number of bytes is refused, and its file removed.
+  TensorSpill sp("short", DType::kF32, {4}, dir);
+  sp.append(std::vector<std::uint8_t>(12, 0));
+  EXPECT_THROW(sp.finish(), InvalidArgument);
+  EXPECT_THROW(sp.append(std::vector<std::uint8_t>(8, 0)), InvalidArgument);
+  fs::remove_all(dir);
+}
+
 TEST(FormatSafetensors, HeaderAlignedToEight) {
   for (int len = 1; len <= 24; ++len) {
     const Tensor t = tensor_from_f32(std::string(len, 'n'), {1}, std::vector<float>{0.0f});

@@ -527,9 +527,9 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog,
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto t1 = std::chrono::steady_clock::now();
     const auto& [s, row] = cases[i];
-    const CaseFiles f = case_files(s->generate(row.id));
-    write_case(out, s->slug, row.id, f, rule);
-    bytes += f.tensors.size() + f.manifest_text.size();
+    std::uint64_t n = 0;
+    write_case(out, s->slug, row.id, s->generate(row.id), rule, &n);
+    bytes += n;
     std::fprintf(stderr, "[%zu/%zu] %s  %.2f s\n", i + 1, cases.size(), row.id.c_str(), seconds_since(t1));
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cases.size(), bytes, seconds_since(t0));
@@ -615,9 +615,9 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   for (std::size_t i = 0; i < cc.cases.size(); ++i) {
     const auto t1 = std::chrono::steady_clock::now();
     const ConfigCase& c = cc.cases[i];
-    const CaseFiles f = case_files(c.generate());
-    write_case(out, c.scheme, c.id, f, rule);
-    bytes += f.tensors.size() + f.manifest_text.size();
+    std::uint64_t n = 0;
+    write_case(out, c.scheme, c.id, c.generate(), rule, &n);
+    bytes += n;
     std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s\n", i + 1, cc.cases.size(), c.scheme.c_str(),
                  c.id.c_str(), c.description.c_str(), seconds_since(t1));
   }

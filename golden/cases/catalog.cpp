@@ -23,7 +23,9 @@ fs::path default_data_dir() {
 
 CaseFiles case_files(const GoldenCase& c) {
   CaseFiles f;
-  f.tensors = safetensors_encode(c.tensors, {{"posenc_case", c.manifest.value("id", "")}});
+  std::vector<Tensor> all = c.tensors;
+  for (const auto& s : c.spilled) all.push_back(spilled_tensor_read(s));
+  f.tensors = safetensors_encode(all, {{"posenc_case", c.manifest.value("id", "")}});
   f.manifest_text = manifest_text(c.manifest);
   return f;
 }
@@ -50,6 +52,27 @@ CatalogEntry write_case(const fs::path& dir, const std::string& scheme, const st
   e.tensors_sha256 = sha256_hex(f.tensors);
   const auto m = nlohmann::json::parse(f.manifest_text);
   e.result = m.value("result", std::string("valid"));
+  return e;
+}
+
+CatalogEntry write_case(const fs::path& dir, const std::string& scheme, const std::string& id,
+                        const GoldenCase& c, const OutputRule& rule, std::uint64_t* bytes) {
+  CatalogEntry e;
+  e.id = id;
+  e.scheme = scheme;
+  e.manifest = scheme + "/" + id + ".json";
+  e.tensors = scheme + "/" + id + ".safetensors";
+  rule.check_file(dir / e.tensors, OutputKind::kGoldenTensors);
+  rule.check_file(dir / e.manifest, OutputKind::kGoldenManifest);
+  const WrittenFile w = safetensors_write(dir / e.tensors, c.tensors, c.spilled,
+                                          {{"posenc_case", c.manifest.value("id", "")}});
+  const std::string text = manifest_text(c.manifest);
+  rule.write_text(dir / e.manifest, OutputKind::kGoldenManifest, text);
+  e.manifest_sha256 = sha256_hex(std::span<const std::uint8_t>(
+      reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  e.tensors_sha256 = w.sha256;
+  e.result = c.manifest.value("result", std::string("valid"));
+  if (bytes) *bytes = w.bytes + text.size();
   return e;
 }
 

@@ -25,7 +25,7 @@ struct CatalogEntry {
   std::string manifest_sha256, tensors_sha256;
 };
 
-/// Encoded files of one case (bit-reproducible).
+/// Encoded files of one case (bit-reproducible), in memory (spilled tensors read back).
 struct CaseFiles {
   std::string manifest_text;
   std::vector<std::uint8_t> tensors;
@@ -42,6 +42,11 @@ std::filesystem::path case_tensors_path(const std::filesystem::path& dir, const 
 CatalogEntry write_case(const std::filesystem::path& dir, const std::string& scheme,
                         const std::string& id, const CaseFiles& f,
                         const OutputRule& rule = OutputRule());
+/// The same files, the tensors streamed to disk chunk by chunk (safetensors_write: memory is the
+/// in-memory tensors, never the encoded file or the spilled ones); *bytes = both files' sizes.
+CatalogEntry write_case(const std::filesystem::path& dir, const std::string& scheme,
+                        const std::string& id, const GoldenCase& c, const OutputRule& rule = OutputRule(),
+                        std::uint64_t* bytes = nullptr);
 std::string catalog_text(const std::vector<CatalogEntry>& entries);
 /// catalog.json of a data directory; GoldenFileError on malformed JSON, a case listed twice, or
 /// a file path that is not <scheme>/<file name>.

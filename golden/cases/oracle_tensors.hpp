@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <limits>
 #include <stdexcept>
@@ -45,23 +46,25 @@ inline Tensor input_tensor(const std::string& name, DType t, std::vector<std::in
   return target_tensor(name, t, std::move(shape), std::vector<mp50>(x.begin(), x.end()));
 }
 
+/// cross_check of one element (index i of tensor `name`).
+inline void cross_check_one(const std::string& id, const std::string& name, DType t, std::size_t i,
+                            const mp50& a, const mp100& b) {
+  const double a64 = round_to_f64(a), b64 = round_to_f64(b);
+  if ((a64 != b64 && std::nextafter(a64, b64) != b64) || round_to_dtype(a, t) != round_to_dtype(b, t)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "; as double %a vs %a", a64, b64);
+    throw std::runtime_error("generate: " + id + ": mp50 and mp100 round " + name + "[" + std::to_string(i) +
+                             "] differently (" + a.str(60) + " vs " + b.str(60) + buf + ")");
+  }
+}
+
 /// Throws unless mp50 and mp100 round every value to the same dtype-t value and to doubles at
 /// most one ulp apart. (The double is the `.exact` companion, which budgets read: an exact
 /// value on a double midpoint, as a same-position score a^2 q.k with a rational a^2 can be,
 /// is rounded the way mp50 sees it.)
 inline void cross_check(const std::string& id, const std::string& name, DType t,
                         const std::vector<mp50>& a, const std::vector<mp100>& b) {
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double a64 = round_to_f64(a[i]), b64 = round_to_f64(b[i]);
-    if ((a64 != b64 && std::nextafter(a64, b64) != b64) ||
-        round_to_dtype(a[i], t) != round_to_dtype(b[i], t)) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "; as double %a vs %a", round_to_f64(a[i]), round_to_f64(b[i]));
-      throw std::runtime_error("generate: " + id + ": mp50 and mp100 round " + name + "[" +
-                               std::to_string(i) + "] differently (" + a[i].str(60) + " vs " +
-                               b[i].str(60) + buf + ")");
-    }
-  }
+  for (std::size_t i = 0; i < a.size(); ++i) cross_check_one(id, name, t, i, a[i], b[i]);
 }
 
 /// Oracle values rounded to double (the `.exact` companions).
@@ -197,6 +200,14 @@ inline ExpectedTensor expected_tensor(std::string name, std::string stage, DType
   return e;
 }
 
+/// Scales and budgets are stored in float32 rounded up, so a budget never shrinks (a tiny
+/// probability's scale does not flush to 0).
+inline float f32_up(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) < v) f = std::nextafter(f, INFINITY);
+  return f;
+}
+
 /// Appends the expected tensor and its companions (exact f64; cond, extras and alternatives'
 /// cond f32) to `tensors`; returns the spec with SHA-256, companions and extras filled in.
 inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
@@ -210,14 +221,9 @@ inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
     s.companions.push_back({role, t.name, t.dtype, sha256_hex(t.data)});
     tensors->push_back(std::move(t));
   };
-  // Scales and budgets are stored in float32 rounded up, so a budget never shrinks (a tiny
-  // probability's scale does not flush to 0).
   auto f32v = [](const std::vector<double>& v) {
     std::vector<float> f(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      f[i] = static_cast<float>(v[i]);
-      if (static_cast<double>(f[i]) < v[i]) f[i] = std::nextafter(f[i], INFINITY);
-    }
+    for (std::size_t i = 0; i < v.size(); ++i) f[i] = f32_up(v[i]);
     return f;
   };
   if (e.exact_tensor) {
@@ -273,6 +279,157 @@ inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
   }
   return s;
 }
+
+/// add_expected for a conditioned tensor too large to hold (a long call's scores): the elements
+/// arrive one by one in C order and go straight to spill files (TensorSpill), each value
+/// rounded at once; finish() gives the same tensors (names and bytes), spec (companions,
+/// shared extras, saturation) as add_expected of the whole ExpectedTensor. Memory: one block
+/// per companion and one count per position. An alternative whose exact values all equal the
+/// tensor's is dropped (as the generators' add_alternative does).
+class StreamedExpected {
+ public:
+  /// `spec` holds a budget for every profile; `extra_profiles` (in profiles() order) are the
+  /// profiles whose extra every element carries, `alternatives` name and describe each
+  /// alternative, in add()'s order.
+  StreamedExpected(TensorSpec spec, std::vector<std::string> extra_profiles,
+                   std::vector<std::pair<std::string, std::string>> alternatives)
+      : spec_(std::move(spec)), extra_profiles_(std::move(extra_profiles)), alts_(std::move(alternatives)) {
+    for (const auto& p : profiles()) {
+      if (!spec_.check.profiles.count(p.name)) {
+        throw std::logic_error("StreamedExpected(" + spec_.name + "): no budget for profile " + p.name);
+      }
+    }
+    if (spec_.check.kind != "conditioned") throw std::logic_error("StreamedExpected: conditioned checks only");
+    value_ = spill(spec_.name, spec_.dtype);
+    exact_ = spill(spec_.name + ".exact", DType::kF64);
+    cond_ = spill(spec_.name + ".cond", DType::kF32);
+    for (const auto& prof : extra_profiles_) {
+      const bool applies = spec_.check.profiles.at(prof).applies;
+      extras_.push_back(applies ? spill(spec_.name + ".extra." + prof, DType::kF32) : nullptr);
+    }
+    equal_.assign(extra_profiles_.size() * extra_profiles_.size(), true);
+    saturation_.resize(extra_profiles_.size());
+    for (const auto& a : alts_) {
+      alt_exact_.push_back(spill(spec_.name + ".alt." + a.first + ".exact", DType::kF64));
+      alt_cond_.push_back(spill(spec_.name + ".alt." + a.first + ".cond", DType::kF32));
+    }
+    alt_differs_.assign(alts_.size(), false);
+  }
+
+  void add(const mp50& value, double cond, double amp, std::int64_t position, const double* extras,
+           const double* alt_exact, const double* alt_cond) {
+    const double exact = round_to_f64(value);
+    if (spec_.dtype == DType::kF32) {
+      value_->f32.push_back(round_to_f32(value));
+    } else if (spec_.dtype == DType::kF64) {
+      value_->f64.push_back(exact);
+    } else {
+      value_->b16.push_back(spec_.dtype == DType::kBF16 ? round_to_bf16(value) : round_to_f16(value));
+    }
+    exact_->f64.push_back(exact);
+    cond_->f32.push_back(f32_up(cond));
+    const std::size_t np = extra_profiles_.size();
+    for (std::size_t p = 0; p < np; ++p) {
+      if (!extras_[p]) continue;
+      extras_[p]->f32.push_back(f32_up(extras[p]));
+      for (std::size_t q = 0; q < p; ++q) equal_[p * np + q] = equal_[p * np + q] && extras[p] == extras[q];
+      auto& c = saturation_[p][position];
+      ++c.second;
+      if (amp > 0 && extras[p] >= 2 * amp) ++c.first;
+    }
+    for (std::size_t a = 0; a < alts_.size(); ++a) {
+      alt_exact_[a]->f64.push_back(alt_exact[a]);
+      alt_cond_[a]->f32.push_back(f32_up(alt_cond[a]));
+      if (alt_exact[a] != exact) alt_differs_[a] = true;
+    }
+    if (exact_->f64.size() >= kBlock) flush();
+  }
+
+  TensorSpec finish(std::vector<SpilledTensor>* out) {
+    flush();
+    TensorSpec s = std::move(spec_);
+    auto put = [&](Spill& sp) {
+      SpilledTensor t = sp.spill.finish();
+      out->push_back(t);
+      return t;
+    };
+    s.sha256 = put(*value_).sha256;
+    s.companions.push_back({"exact", s.name + ".exact", DType::kF64, put(*exact_).sha256});
+    s.exact = s.name + ".exact";
+    s.companions.push_back({"cond", s.name + ".cond", DType::kF32, put(*cond_).sha256});
+    s.cond = s.name + ".cond";
+    const std::size_t np = extra_profiles_.size();
+    std::vector<bool> written(np, false);
+    for (std::size_t p = 0; p < np; ++p) {
+      if (!extras_[p]) continue;
+      ProfileBudget& b = s.check.profiles.at(extra_profiles_[p]);
+      b.extra = s.name + ".extra." + extra_profiles_[p];
+      for (const auto& [pos, c] : saturation_[p]) {
+        if (c.first > 0) b.saturated[pos] = static_cast<double>(c.first) / c.second;
+      }
+      std::size_t same = np;  // the first written profile with the same values
+      for (std::size_t q = 0; q < p && same == np; ++q) {
+        if (written[q] && equal_[p * np + q]) same = q;
+      }
+      if (same != np) {
+        b.extra = s.name + ".extra." + extra_profiles_[same];
+        continue;
+      }
+      written[p] = true;
+      s.companions.push_back({"extra." + extra_profiles_[p], b.extra, DType::kF32, put(*extras_[p]).sha256});
+    }
+    for (std::size_t a = 0; a < alts_.size(); ++a) {
+      if (!alt_differs_[a]) continue;
+      const std::string base = s.name + ".alt." + alts_[a].first;
+      s.companions.push_back({"alt." + alts_[a].first + ".exact", base + ".exact", DType::kF64, put(*alt_exact_[a]).sha256});
+      s.companions.push_back({"alt." + alts_[a].first + ".cond", base + ".cond", DType::kF32, put(*alt_cond_[a]).sha256});
+      s.alternatives.push_back({alts_[a].first, alts_[a].second, base + ".exact", base + ".cond"});
+    }
+    return s;
+  }
+
+ private:
+  static constexpr std::size_t kBlock = std::size_t{1} << 14;
+  struct Spill {
+    TensorSpill spill;
+    DType dtype;
+    std::vector<float> f32;
+    std::vector<double> f64;
+    std::vector<std::uint16_t> b16;
+    Spill(const std::string& name, DType t, const std::vector<std::int64_t>& shape) : spill(name, t, shape), dtype(t) {}
+    void flush() {
+      Tensor t;
+      if (dtype == DType::kF32) t = tensor_from_f32("block", {static_cast<std::int64_t>(f32.size())}, f32);
+      else if (dtype == DType::kF64) t = tensor_from_f64("block", {static_cast<std::int64_t>(f64.size())}, f64);
+      else t = tensor_from_bits16("block", dtype, {static_cast<std::int64_t>(b16.size())}, b16);
+      spill.append(t.data);
+      f32.clear();
+      f64.clear();
+      b16.clear();
+    }
+  };
+  std::unique_ptr<Spill> spill(const std::string& name, DType t) {
+    return std::make_unique<Spill>(name, t, spec_.shape);
+  }
+  void flush() {
+    value_->flush();
+    exact_->flush();
+    cond_->flush();
+    for (auto& e : extras_) {
+      if (e) e->flush();
+    }
+    for (auto& e : alt_exact_) e->flush();
+    for (auto& e : alt_cond_) e->flush();
+  }
+
+  TensorSpec spec_;
+  std::vector<std::string> extra_profiles_;
+  std::vector<std::pair<std::string, std::string>> alts_;
+  std::unique_ptr<Spill> value_, exact_, cond_;
+  std::vector<std::unique_ptr<Spill>> extras_, alt_exact_, alt_cond_;
+  std::vector<bool> equal_, alt_differs_;
+  std::vector<std::map<std::int64_t, std::pair<std::int64_t, std::int64_t>>> saturation_;
+};
 
 /// Adds tensors_file, inputs and expected (with their SHA-256 already set) to a manifest.
 inline void manifest_add_tensors(nlohmann::json& m, const std::string& id,

@@ -21,11 +21,20 @@ struct CaseRow {
   std::string description;
 };
 
-/// A generated case: the manifest (tensor SHA-256 filled in) and every tensor of its file.
+/// A generated case: the manifest (tensor SHA-256 filled in) and every tensor of its file, in
+/// memory or, when too large to hold (a long call's rope scores), spilled to a file of its own.
 struct GoldenCase {
   nlohmann::json manifest;
   std::vector<Tensor> tensors;
+  std::vector<SpilledTensor> spilled;
 };
+
+/// Reads the spilled tensors of a case into `tensors` (for code that needs every tensor in
+/// memory).
+inline void load_spilled(GoldenCase& g) {
+  for (const auto& s : g.spilled) g.tensors.push_back(spilled_tensor_read(s));
+  g.spilled.clear();
+}
 
 /// Options of the built-in engine (posenc's own optimized kernels run as an external engine
 /// would). `mistake` names a deliberate bug, for demonstrating and testing verify; `pipeline`

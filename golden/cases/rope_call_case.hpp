@@ -35,6 +35,7 @@ inline LoadedCase rope_call_case(const reference::RopeParams& p, int n_heads, in
   def.q_values = q;
   def.k_values = k;
   GoldenCase g = rope_case_generate(def);
+  load_spilled(g);
   LoadedCase lc;
   lc.spec = case_spec_from_json(g.manifest, def.id);
   lc.golden = tensor_map(std::move(g.tensors));

@@ -3,6 +3,8 @@
 #include "golden/cases/rope_case.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -121,6 +123,29 @@ RopeOracle<Real> rope_oracle(const RopeParams& p, const RopeScaling& s,
   }
   return o;
 }
+
+/// A progress line on stderr every 10 s while a call's scores are computed (long --positions
+/// calls take minutes: the scores are Hq T^2 dot products in mp50 and mp100).
+class RopeScoresProgress {
+ public:
+  RopeScoresProgress(std::string id, std::int64_t rows)
+      : id_(std::move(id)), rows_(rows), start_(std::chrono::steady_clock::now()), last_(start_) {}
+  void row_done() {
+    ++done_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::seconds(10)) return;
+    last_ = now;
+    const double s = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(stderr, "  %s: scores %lld/%lld rows, %.0f s, about %.0f s left\n", id_.c_str(),
+                 static_cast<long long>(done_), static_cast<long long>(rows_), s,
+                 s / static_cast<double>(done_) * static_cast<double>(rows_ - done_));
+  }
+
+ private:
+  std::string id_;
+  std::int64_t rows_, done_ = 0;
+  std::chrono::steady_clock::time_point start_, last_;
+};
 
 // ---- budgets: the error analysis of each profile's pipeline (docs/profiles.md) -------------
 //
@@ -707,14 +732,16 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   given(def.q_values, &q, "q_values");
   given(def.k_values, &k, "k_values");
 
-  const auto o50 = rope_oracle<mp50>(p, es, pos, hq, hk, q, k, with_scores);
-  const auto o100 = rope_oracle<mp100>(p, es, pos, hq, hk, q, k, with_scores);
+  // The scores ([Hq, T, T]) are never held: computed element by element below and streamed to
+  // disk (StreamedExpected), each cross-checked as it comes.
+  const auto o50 = rope_oracle<mp50>(p, es, pos, hq, hk, q, k, false);
+  auto o100 = rope_oracle<mp100>(p, es, pos, hq, hk, q, k, false);
   cross_check(def.id, "inv_freq", DType::kF32, o50.inv_freq, o100.inv_freq);
   cross_check(def.id, "cos", t, o50.cos, o100.cos);
   cross_check(def.id, "sin", t, o50.sin, o100.sin);
   cross_check(def.id, "q_rot", t, o50.q_rot, o100.q_rot);
   cross_check(def.id, "k_rot", t, o50.k_rot, o100.k_rot);
-  cross_check(def.id, "scores", t, o50.scores, o100.scores);
+  o100.cos = o100.sin = {};
   const mp50 softmax50 = pow(mp50(def.model.softmax_head_dim), mp50(-0.5)) * o50.softmax_multiplier;
   cross_check(def.id, "attention_factor", DType::kF32, {o50.a}, {o100.a});
   cross_check(def.id, "softmax_scale", DType::kF32, {softmax50},
@@ -744,22 +771,24 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     double a;
   };
   std::vector<AltOracle> alts;
+  std::vector<RopeOracle<mp100>> alts100;  // their q_rot and k_rot, for the scores
   for (const auto& al : def.alternatives) {
     RopeScaling r = al.rule;
     r.seq_len = es.seq_len;
     reference::rope_scaling_check(p, r, "rope_case_generate");
-    AltOracle x{&al, r, rope_oracle<mp50>(p, r, pos, hq, hk, q, k, with_scores), 0, 0};
-    const auto y = rope_oracle<mp100>(p, r, pos, hq, hk, q, k, with_scores);
+    AltOracle x{&al, r, rope_oracle<mp50>(p, r, pos, hq, hk, q, k, false), 0, 0};
+    auto y = rope_oracle<mp100>(p, r, pos, hq, hk, q, k, false);
     const std::string aid = def.id + " (alternative " + al.name + ")";
     cross_check(aid, "inv_freq", DType::kF32, x.o.inv_freq, y.inv_freq);
     cross_check(aid, "cos", t, x.o.cos, y.cos);
     cross_check(aid, "sin", t, x.o.sin, y.sin);
     cross_check(aid, "q_rot", t, x.o.q_rot, y.q_rot);
     cross_check(aid, "k_rot", t, x.o.k_rot, y.k_rot);
-    cross_check(aid, "scores", t, x.o.scores, y.scores);
     x.softmax = pow(mp50(def.model.softmax_head_dim), mp50(-0.5)) * x.o.softmax_multiplier;
     x.a = round_to_f64(x.o.a);
     alts.push_back(std::move(x));
+    y.cos = y.sin = {};
+    alts100.push_back(std::move(y));
   }
   std::vector<std::string> angle_profiles;  // profiles with an angle extra that apply here
   std::map<std::string, StageBudgets> sb;
@@ -893,6 +922,66 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     alt_qs.push_back(pair_scales(q, hq, al.a));
     alt_ks.push_back(pair_scales(k, hk, al.a));
   }
+  // scores: streamed (rope_scores below), then the mp100 rotations are no longer needed
+  GoldenCase g;
+  TensorSpec scores_spec;
+  if (with_scores) {
+    const int group = hq / hk;
+    ExpectedTensor es0 = expected_tensor("scores", "scores", t, {hq, tn, tn}, "conditioned");
+    es0.spec.axes = {{"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
+    for (const auto& prof : profiles()) es0.spec.check.profiles[prof.name] = sb[prof.name].scores;
+    std::vector<std::pair<std::string, std::string>> alt_names;
+    for (const auto& al : alts) alt_names.emplace_back(al.def->name, al.def->description);
+    StreamedExpected e(std::move(es0.spec), angle_profiles, alt_names);
+    const std::size_t na = angle_profiles.size(), nalt = alts.size();
+    std::vector<double> x(na), alt_exact(nalt), alt_cond(nalt);
+    // q_rot . k_rot of one (head, query, key) in precision Real, from rotations q and k
+    auto dot = [&](const auto& qr, const auto& kr, int hh, std::int64_t i, std::int64_t j) {
+      typename std::decay_t<decltype(qr)>::value_type sum = 0;
+      for (int c = 0; c < h; ++c) sum += qr[(i * hq + hh) * h + c] * kr[(j * hk + hh / group) * h + c];
+      return sum;
+    };
+    RopeScoresProgress progress(def.id, static_cast<std::int64_t>(hq) * tn);
+    for (int hh = 0; hh < hq; ++hh) {
+      for (std::int64_t i = 0; i < tn; ++i) {
+        for (std::int64_t j = 0; j < tn; ++j) {
+          const std::size_t flat = static_cast<std::size_t>((hh * tn + i) * tn + j);
+          const mp50 v = dot(o50.q_rot, o50.k_rot, hh, i, j);
+          cross_check_one(def.id, "scores", t, flat, v, dot(o100.q_rot, o100.k_rot, hh, i, j));
+          double c = 0, amp = 0;
+          const std::int64_t qr = i * hq + hh, kr = j * hk + hh / group;
+          std::fill(x.begin(), x.end(), 0.0);
+          for (int pi = 0; pi < np; ++pi) {
+            const double w = qs.pair_sum[qr * np + pi] * ks.pair_sum[kr * np + pi];
+            c += w;
+            amp += qs.pair_norm[qr * np + pi] * ks.pair_norm[kr * np + pi];
+            for (std::size_t pr = 0; pr < na; ++pr) {
+              const auto& angle = pe[angle_profiles[pr]].angle;
+              x[pr] += w * (angle[i * np + pi] + angle[j * np + pi]);
+            }
+          }
+          for (int ch = d; ch < h; ++ch) c += std::fabs(q[qr * h + ch] * k[kr * h + ch]);
+          if (POSENC_MUTANT("gold_rope_scores_extra_dropped")) std::fill(x.begin(), x.end(), 0.0);
+          for (std::size_t ai = 0; ai < nalt; ++ai) {
+            const mp50 av = dot(alts[ai].o.q_rot, alts[ai].o.k_rot, hh, i, j);
+            cross_check_one(def.id + " (alternative " + alts[ai].def->name + ")", "scores", t, flat, av,
+                            dot(alts100[ai].q_rot, alts100[ai].k_rot, hh, i, j));
+            alt_exact[ai] = round_to_f64(av);
+            double ac = 0;
+            for (int pi = 0; pi < np; ++pi) ac += alt_qs[ai].pair_sum[qr * np + pi] * alt_ks[ai].pair_sum[kr * np + pi];
+            for (int ch = d; ch < h; ++ch) ac += std::fabs(q[qr * h + ch] * k[kr * h + ch]);
+            alt_cond[ai] = ac;
+          }
+          e.add(v, c, amp, std::max(pos[i], pos[j]), x.data(), alt_exact.data(), alt_cond.data());
+        }
+        progress.row_done();
+      }
+    }
+    scores_spec = e.finish(&g.spilled);
+  }
+  o100 = {};
+  alts100.clear();
+
   auto rotated_tensor = [&](const std::string& name, const std::vector<mp50>& values,
                             const PairScales& s, int heads, bool is_q) {
     ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, "conditioned");
@@ -953,55 +1042,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   expected.push_back(add_expected(&tensors, rotated_tensor("q_rot", o50.q_rot, qs, hq, true)));
   if (hk > 0) expected.push_back(add_expected(&tensors, rotated_tensor("k_rot", o50.k_rot, ks, hk, false)));
 
-  if (with_scores) {
-    const int group = hq / hk;
-    ExpectedTensor e = expected_tensor("scores", "scores", t, {hq, tn, tn}, "conditioned");
-    e.spec.axes = {{"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
-    e.values = o50.scores;
-    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].scores;
-    std::map<std::string, std::vector<double>> extra;
-    for (int hh = 0; hh < hq; ++hh) {
-      for (std::int64_t i = 0; i < tn; ++i) {
-        for (std::int64_t j = 0; j < tn; ++j) {
-          double c = 0, amp = 0;
-          const std::int64_t qr = i * hq + hh, kr = j * hk + hh / group;
-          std::map<std::string, double> x;
-          for (int pi = 0; pi < np; ++pi) {
-            const double w = qs.pair_sum[qr * np + pi] * ks.pair_sum[kr * np + pi];
-            c += w;
-            amp += qs.pair_norm[qr * np + pi] * ks.pair_norm[kr * np + pi];
-            for (const auto& prof : angle_profiles) {
-              x[prof] += w * (pe[prof].angle[i * np + pi] + pe[prof].angle[j * np + pi]);
-            }
-          }
-          for (int ch = d; ch < h; ++ch) c += std::fabs(q[qr * h + ch] * k[kr * h + ch]);
-          e.cond.push_back(c);
-          e.amp.push_back(amp);
-          e.positions.push_back(std::max(pos[i], pos[j]));
-          for (const auto& prof : angle_profiles) {
-            extra[prof].push_back(POSENC_MUTANT("gold_rope_scores_extra_dropped") ? 0.0 : x[prof]);
-          }
-        }
-      }
-    }
-    e.extra = std::move(extra);
-    for (std::size_t ai = 0; ai < alts.size(); ++ai) {
-      std::vector<double> cond;
-      for (int hh = 0; hh < hq; ++hh) {
-        for (std::int64_t i = 0; i < tn; ++i) {
-          for (std::int64_t j = 0; j < tn; ++j) {
-            const std::int64_t qr = i * hq + hh, kr = j * hk + hh / group;
-            double c = 0;
-            for (int pi = 0; pi < np; ++pi) c += alt_qs[ai].pair_sum[qr * np + pi] * alt_ks[ai].pair_sum[kr * np + pi];
-            for (int ch = d; ch < h; ++ch) c += std::fabs(q[qr * h + ch] * k[kr * h + ch]);
-            cond.push_back(c);
-          }
-        }
-      }
-      add_alternative(e, alts[ai], alts[ai].o.scores, std::move(cond));
-    }
-    expected.push_back(add_expected(&tensors, std::move(e)));
-  }
+  if (with_scores) expected.push_back(std::move(scores_spec));
 
   // ---- the manifest ----
   const std::string layout = reference::rope_layout_name(p.layout);
@@ -1251,7 +1292,9 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
         {"profiles", res}};
   }
   manifest_add_tensors(m, def.id, inputs, expected);
-  return GoldenCase{m, std::move(tensors)};
+  g.manifest = std::move(m);
+  g.tensors = std::move(tensors);
+  return g;
 }
 
 // ---- the built-in engine: posenc's kernels and the emulated pipelines, through files ---------

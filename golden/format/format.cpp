@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -535,25 +536,35 @@ std::vector<double> tensor_to_f64(const Tensor& t) {
 // -----------------------------------------------------------------------------------------------
 // safetensors.
 
-std::vector<std::uint8_t> safetensors_encode(const std::vector<Tensor>& tensors,
-                                             const std::map<std::string, std::string>& metadata) {
-  std::vector<const Tensor*> sorted;
-  sorted.reserve(tensors.size());
-  for (const Tensor& t : tensors) {
-    if (t.name == kMetadataKey) {
-      throw_invalid("safetensors_encode", "reserved tensor name", t.name);
-    }
-    require_consistent(t, "safetensors_encode");
-    sorted.push_back(&t);
-  }
-  std::sort(sorted.begin(), sorted.end(),
-            [](const Tensor* a, const Tensor* b) { return a->name < b->name; });
-  for (std::size_t k = 1; k < sorted.size(); ++k) {
-    if (sorted[k - 1]->name == sorted[k]->name) {
-      throw_invalid("safetensors_encode", "duplicate tensor name", sorted[k]->name);
-    }
-  }
+namespace {
 
+// What the header says of one tensor: name, dtype, shape and its data size.
+struct HeaderItem {
+  const std::string* name;
+  DType dtype;
+  const std::vector<std::int64_t>* shape;
+  std::uint64_t bytes;
+};
+
+// The header items sorted by name (the data layout); InvalidArgument on a reserved or repeated
+// name.
+void sort_items(std::vector<HeaderItem>& items, const char* function) {
+  for (const auto& it : items) {
+    if (*it.name == kMetadataKey) throw_invalid(function, "reserved tensor name", *it.name);
+  }
+  std::sort(items.begin(), items.end(),
+            [](const HeaderItem& a, const HeaderItem& b) { return *a.name < *b.name; });
+  for (std::size_t k = 1; k < items.size(); ++k) {
+    if (*items[k - 1].name == *items[k].name) {
+      throw_invalid(function, "duplicate tensor name", *items[k].name);
+    }
+  }
+}
+
+// The 8-byte length and the padded JSON header of sorted items; *data_bytes = the data size.
+std::vector<std::uint8_t> header_bytes(const std::vector<HeaderItem>& sorted,
+                                       const std::map<std::string, std::string>& metadata,
+                                       std::uint64_t* data_bytes) {
   std::string header = "{";
   bool first = true;
   if (!metadata.empty()) {
@@ -568,27 +579,48 @@ std::vector<std::uint8_t> safetensors_encode(const std::vector<Tensor>& tensors,
     first = false;
   }
   std::uint64_t offset = 0;
-  for (const Tensor* t : sorted) {
+  for (const HeaderItem& t : sorted) {
     if (!first) header += ",";
     first = false;
-    header += json_quote(t->name) + ":{\"dtype\":\"" + std::string(dtype_name(t->dtype)) +
+    header += json_quote(*t.name) + ":{\"dtype\":\"" + std::string(dtype_name(t.dtype)) +
               "\",\"shape\":[";
-    for (std::size_t k = 0; k < t->shape.size(); ++k) {
+    for (std::size_t k = 0; k < t.shape->size(); ++k) {
       if (k > 0) header += ",";
-      header += std::to_string(t->shape[k]);
+      header += std::to_string((*t.shape)[k]);
     }
-    const std::uint64_t end = offset + t->data.size();
+    const std::uint64_t end = offset + t.bytes;
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
     offset = end;
   }
   header += "}";
   while ((8 + header.size()) % 8 != 0) header += ' ';
-
   std::vector<std::uint8_t> out;
-  out.reserve(8 + header.size() + offset);
   store_le(out, header.size(), 8);
   out.insert(out.end(), header.begin(), header.end());
-  for (const Tensor* t : sorted) out.insert(out.end(), t->data.begin(), t->data.end());
+  *data_bytes = offset;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> safetensors_encode(const std::vector<Tensor>& tensors,
+                                             const std::map<std::string, std::string>& metadata) {
+  std::vector<HeaderItem> items;
+  items.reserve(tensors.size());
+  std::map<const std::string*, const Tensor*> by_name;
+  for (const Tensor& t : tensors) {
+    require_consistent(t, "safetensors_encode");
+    items.push_back({&t.name, t.dtype, &t.shape, t.data.size()});
+    by_name[&t.name] = &t;
+  }
+  sort_items(items, "safetensors_encode");
+  std::uint64_t data = 0;
+  std::vector<std::uint8_t> out = header_bytes(items, metadata, &data);
+  out.reserve(out.size() + data);
+  for (const HeaderItem& it : items) {
+    const Tensor* t = by_name.at(it.name);
+    out.insert(out.end(), t->data.begin(), t->data.end());
+  }
   return out;
 }
 
@@ -967,6 +999,145 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::u
 void write_text_atomic(const std::filesystem::path& path, std::string_view text) {
   write_file_atomic(path, std::span<const std::uint8_t>(
                               reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+}
+
+// ---- tensors too large to hold: spilled to files, written chunk by chunk --------------------
+
+TensorSpill::TensorSpill(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                         const std::filesystem::path& dir) {
+  t_.name = std::move(name);
+  t_.dtype = dtype;
+  t_.shape = std::move(shape);
+  const std::optional<std::uint64_t> bytes = checked_nbytes(t_.shape, dtype);
+  if (!bytes) throw_invalid("TensorSpill", "tensor '" + t_.name + "' has an invalid shape", shape_string(t_.shape));
+  expected_ = *bytes;
+  std::string templ = ((dir.empty() ? std::filesystem::temp_directory_path() : dir) / "posenc-spill-XXXXXX").string();
+  const int fd = ::mkstemp(templ.data());
+  if (fd < 0) fail(templ, std::string("cannot create a spill file: ") + std::strerror(errno));
+  f_ = ::fdopen(fd, "w+b");
+  if (f_ == nullptr) {
+    ::close(fd);
+    ::unlink(templ.c_str());
+    fail(templ, std::string("cannot open the spill file: ") + std::strerror(errno));
+  }
+  // The file is removed when the last SpilledTensor naming it goes.
+  t_.file = std::shared_ptr<const std::filesystem::path>(new std::filesystem::path(templ),
+                                                          [](const std::filesystem::path* p) {
+                                                            ::unlink(p->c_str());
+                                                            delete p;
+                                                          });
+  sha_ = new Sha256();
+}
+
+TensorSpill::~TensorSpill() {
+  if (f_ != nullptr) std::fclose(f_);
+  delete sha_;
+}
+
+void TensorSpill::append(std::span<const std::uint8_t> bytes) {
+  if (f_ == nullptr) throw_invalid("TensorSpill::append", "spill of '" + t_.name + "' is finished", t_.bytes);
+  if (t_.bytes + bytes.size() > expected_) {
+    throw_invalid("TensorSpill::append", "tensor '" + t_.name + "' needs " + std::to_string(expected_) +
+                  " bytes of data", t_.bytes + bytes.size());
+  }
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size()) {
+    fail(t_.file->string(), std::string("write error: ") + std::strerror(errno));
+  }
+  sha_->update(bytes);
+  t_.bytes += bytes.size();
+}
+
+SpilledTensor TensorSpill::finish() {
+  if (t_.bytes != expected_) {
+    throw_invalid("TensorSpill::finish", "tensor '" + t_.name + "' needs " + std::to_string(expected_) +
+                  " bytes of data", t_.bytes);
+  }
+  if (std::fclose(f_) != 0) {
+    f_ = nullptr;
+    fail(t_.file->string(), std::string("close error: ") + std::strerror(errno));
+  }
+  f_ = nullptr;
+  t_.sha256 = sha_->hex();
+  return t_;
+}
+
+namespace {
+
+// Copies `bytes` bytes of a spilled tensor to `emit` in pieces of at most `chunk` bytes.
+template <class Emit>
+void copy_spilled(const SpilledTensor& s, std::size_t chunk, Emit emit) {
+  FilePtr in(std::fopen(s.file->c_str(), "rb"));
+  if (!in) fail(s.file->string(), std::string("cannot open the spill file: ") + std::strerror(errno));
+  std::vector<std::uint8_t> buf(std::max<std::size_t>(chunk, 1));
+  std::uint64_t left = s.bytes;
+  while (left > 0) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
+    if (std::fread(buf.data(), 1, n, in.get()) != n) fail(s.file->string(), "the spill file ended early");
+    emit(std::span<const std::uint8_t>(buf.data(), n));
+    left -= n;
+  }
+}
+
+}  // namespace
+
+Tensor spilled_tensor_read(const SpilledTensor& s) {
+  Tensor t;
+  t.name = s.name;
+  t.dtype = s.dtype;
+  t.shape = s.shape;
+  t.data.reserve(static_cast<std::size_t>(s.bytes));
+  copy_spilled(s, std::size_t{1} << 20,
+               [&](std::span<const std::uint8_t> b) { t.data.insert(t.data.end(), b.begin(), b.end()); });
+  return t;
+}
+
+WrittenFile safetensors_write(const std::filesystem::path& path, const std::vector<Tensor>& tensors,
+                              const std::vector<SpilledTensor>& spilled,
+                              const std::map<std::string, std::string>& metadata, std::size_t chunk) {
+  std::vector<HeaderItem> items;
+  std::map<const std::string*, const Tensor*> in_memory;
+  std::map<const std::string*, const SpilledTensor*> on_disk;
+  for (const Tensor& t : tensors) {
+    require_consistent(t, "safetensors_write");
+    items.push_back({&t.name, t.dtype, &t.shape, t.data.size()});
+    in_memory[&t.name] = &t;
+  }
+  for (const SpilledTensor& t : spilled) {
+    if (checked_nbytes(t.shape, t.dtype) != std::optional<std::uint64_t>(t.bytes)) {
+      throw_invalid("safetensors_write", "spilled tensor '" + t.name + "' does not match its shape", t.bytes);
+    }
+    items.push_back({&t.name, t.dtype, &t.shape, t.bytes});
+    on_disk[&t.name] = &t;
+  }
+  sort_items(items, "safetensors_write");
+  std::uint64_t data = 0;
+  const std::vector<std::uint8_t> header = header_bytes(items, metadata, &data);
+
+  // The temp file + rename of every posenc output (AtomicFile, golden/format/output_path.hpp):
+  // created O_EXCL beside the target, removed if anything below throws.
+  AtomicFile f(path);
+  WrittenFile w;
+  Sha256 sha;
+  auto emit = [&](std::span<const std::uint8_t> b) {
+    f.write(b);
+    sha.update(b);
+    w.bytes += b.size();
+  };
+  emit(header);
+  for (const HeaderItem& it : items) {
+    if (auto m = in_memory.find(it.name); m != in_memory.end()) {
+      const auto& d = m->second->data;
+      const std::size_t c = std::max<std::size_t>(chunk, 1);
+      for (std::size_t k = 0; k < d.size(); k += c) {
+        emit(std::span<const std::uint8_t>(d.data() + k, std::min(c, d.size() - k)));
+      }
+    } else {
+      copy_spilled(*on_disk.at(it.name), chunk, emit);
+    }
+  }
+  f.commit();
+  w.sha256 = sha.hex();
+  return w;
 }
 
 }  // namespace posenc::golden

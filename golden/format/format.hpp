@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -77,6 +78,57 @@ std::vector<double> tensor_to_f64(const Tensor& t);
 /// multiple of 8, no whitespace in the JSON other than that padding.
 std::vector<std::uint8_t> safetensors_encode(
     const std::vector<Tensor>& tensors, const std::map<std::string, std::string>& metadata = {});
+
+class Sha256;
+
+/// A tensor whose data lies in a file of its own (TensorSpill), for tensors too large to hold
+/// in memory; the file is removed when the last copy of `file` goes.
+struct SpilledTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;
+  std::shared_ptr<const std::filesystem::path> file;
+  std::uint64_t bytes = 0;
+  std::string sha256;  // of the data
+};
+
+/// Writes one tensor's data chunk by chunk to a temp file (in `dir`, default the system temp
+/// folder: $TMPDIR), hashing as it goes. finish() checks that exactly numel * dtype size bytes
+/// came (InvalidArgument otherwise) and hands the file over; an unfinished spill removes it.
+class TensorSpill {
+ public:
+  TensorSpill(std::string name, DType dtype, std::vector<std::int64_t> shape,
+              const std::filesystem::path& dir = {});
+  ~TensorSpill();
+  TensorSpill(const TensorSpill&) = delete;
+  TensorSpill& operator=(const TensorSpill&) = delete;
+  void append(std::span<const std::uint8_t> bytes);
+  SpilledTensor finish();
+
+ private:
+  SpilledTensor t_;
+  std::uint64_t expected_ = 0;
+  std::FILE* f_ = nullptr;
+  Sha256* sha_ = nullptr;
+};
+
+/// The bytes of a spilled tensor, read back (for code that needs the tensor in memory).
+Tensor spilled_tensor_read(const SpilledTensor& s);
+
+/// What safetensors_write wrote: the file's size and SHA-256.
+struct WrittenFile {
+  std::uint64_t bytes = 0;
+  std::string sha256;
+};
+
+/// Writes exactly safetensors_encode's bytes for tensors + spilled (the same sorted layout) to
+/// path atomically (write_file_atomic's temp file, fsync, rename), copying the data `chunk`
+/// bytes at a time: memory is the header and one chunk, never the file. The same errors as
+/// safetensors_encode and write_file_atomic.
+WrittenFile safetensors_write(const std::filesystem::path& path, const std::vector<Tensor>& tensors,
+                              const std::vector<SpilledTensor>& spilled,
+                              const std::map<std::string, std::string>& metadata = {},
+                              std::size_t chunk = std::size_t{1} << 20);
 
 /// Strict safetensors decoding; every problem is a GoldenFileError starting with `source`.
 ///
