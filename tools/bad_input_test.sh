@@ -196,6 +196,12 @@ if [ "$(find hostile_out -type f -name '*.safetensors' | wc -l)" != 1 ] || [ -n 
   failures=$((failures + 1))
 fi
 printf '{"num_attention_heads": 4, "head_dim": 64}' >ok.json
+# a call whose scores would exceed the input limits verify reads back: refused before any work
+POSENC_MAX_TENSOR_BYTES=1M expect 2 "would write a tensor of about [0-9]+ bytes, over the limit of 1048576 bytes that verify reads \(POSENC_MAX_TENSOR_BYTES raises it\)" "generate --config beyond the tensor limit" generate --config ok.json --positions 0-511 --out big_out
+if [ -e big_out ]; then
+  echo "FAIL: generate --config beyond the tensor limit: wrote big_out"
+  failures=$((failures + 1))
+fi
 expect 2 "--positions: \"-5\" is negative \(positions are >= 0\)" "negative position" generate --config ok.json --positions -5 --out cfg_out
 expect 2 "--positions: position 9007199254740993 is out of range \(at most 2\^28 = 268435456\)" "position > 2^53" generate --config ok.json --positions 9007199254740993 --out cfg_out
 expect 2 "positions must be <= 2\^28 \(the kernel's valid range\) \(got 999999999999\)" "position > 2^28" generate --config ok.json --positions 999999999999 --out cfg_out

@@ -594,6 +594,31 @@ DType parse_case_dtype(const std::string& t) {
   throw UsageError("--dtype must be f32, bf16 or f16 (got " + t + ")");
 }
 
+/// Prints what generating cc will take (bytes, seconds) and refuses, before anything is computed,
+/// a case whose file or largest tensor `verify` could not read back under the input limits in
+/// force (POSENC_MAX_FILE_BYTES, POSENC_MAX_TENSOR_BYTES).
+void check_config_estimate(const ConfigCases& cc) {
+  const InputLimits limits = input_limits();
+  std::uint64_t total = 0;
+  double seconds = 0;
+  for (const ConfigCase& c : cc.cases) {
+    total += c.file_bytes;
+    seconds += c.seconds;
+    auto refuse = [&](const char* what, std::uint64_t n, std::uint64_t limit, const char* var) {
+      throw UsageError("generate --config: case " + c.id + " (" + c.description + ") would write " +
+                       what + " of about " + std::to_string(n) + " bytes, over the limit of " +
+                       std::to_string(limit) + " bytes that verify reads (" + var +
+                       " raises it); give fewer --positions");
+    };
+    if (c.largest_tensor_bytes > limits.tensor_bytes) {
+      refuse("a tensor", c.largest_tensor_bytes, limits.tensor_bytes, "POSENC_MAX_TENSOR_BYTES");
+    }
+    if (c.file_bytes > limits.file_bytes) refuse("a file", c.file_bytes, limits.file_bytes, "POSENC_MAX_FILE_BYTES");
+  }
+  std::fprintf(stderr, "estimate: %zu cases, about %.1f MB, about %.0f s on one core\n", cc.cases.size(),
+               static_cast<double>(total) / 1e6, seconds);
+}
+
 int cmd_generate_config(const fs::path& config, const std::string& positions, const std::string& dtype,
                         const fs::path& out, bool force) {
   const DType t = parse_case_dtype(dtype);
@@ -601,6 +626,7 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   const ConfigCases cc = cases_for_config(config, pos, t);
   std::fprintf(stderr, "config %s\n  %s\n", config.c_str(), cc.model.c_str());
   for (const auto& n : cc.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
+  check_config_estimate(cc);
   OutputRule rule(force);
   rule.add_read(config);
   rule.check_dir(out);

@@ -52,6 +52,8 @@ ConfigCases cases_for_config(const std::filesystem::path& config, const std::vec
     std::string desc = d.call + ": " + std::to_string(d.positions.size()) + " positions up to " +
                        std::to_string(d.positions.back().m);
     out.cases.push_back({d.scheme, d.id, desc, [d] { return rope_case_generate(d); }});
+    rope_case_estimate(d, &out.cases.back().largest_tensor_bytes, &out.cases.back().file_bytes,
+                       &out.cases.back().seconds);
   }
   return out;
 }

@@ -64,6 +64,10 @@ const SchemeEntry& scheme_by_slug(std::string_view slug);
 struct ConfigCase {
   std::string scheme, id, description;
   std::function<GoldenCase()> generate;
+  // Estimated before generating (cases_for_config): the largest tensor of its file, the whole
+  // file, and the seconds on one core (the mp50 + mp100 scores dominate: T^2 per q head).
+  std::uint64_t largest_tensor_bytes = 0, file_bytes = 0;
+  double seconds = 0;
 };
 struct ConfigCases {
   std::string model;               // what was read, one line

@@ -535,6 +535,23 @@ RopeCaseDef rope_case_for(const RopeModelConfig& m, const std::string& short_id,
   return d;
 }
 
+void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_bytes, std::uint64_t* file_bytes,
+                        double* seconds) {
+  const std::uint64_t t = d.positions.size();
+  const std::uint64_t hq = static_cast<std::uint64_t>(d.n_q_heads);
+  const std::uint64_t hk = static_cast<std::uint64_t>(d.n_kv_heads);
+  const std::uint64_t hd = static_cast<std::uint64_t>(d.model.params.head_dim);
+  const std::uint64_t pairs = static_cast<std::uint64_t>(d.model.params.rotary_dim) / 2;
+  const std::uint64_t scores = hk > 0 ? hq * t * t : 0;
+  // An expected element: its dtype, .cond (f32), .exact (f64) and at most four .extra (f32).
+  const std::uint64_t per = static_cast<std::uint64_t>(dtype_size(d.dtype)) + 4 + 8 + 4 * 4;
+  const std::uint64_t inputs = t * 8 + (hq + hk) * t * hd * static_cast<std::uint64_t>(dtype_size(d.dtype));
+  const std::uint64_t expected = pairs + 2 * t * pairs + (hq + hk) * t * hd + scores;
+  *largest_tensor_bytes = std::max<std::uint64_t>({8 * scores, 8 * (hq + hk) * t * hd, 8 * t * pairs});
+  *file_bytes = inputs + per * expected + 65536;  // + the header
+  *seconds = 9e-5 * static_cast<double>(scores) + 5e-3 * static_cast<double>(t);
+}
+
 std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t,
                                                const std::vector<std::int64_t>& positions, const std::string& name) {
   const std::string sid = name.empty() ? sanitize(m.id) : sanitize(name);

@@ -62,6 +62,14 @@ struct RopeCaseDef {
 /// every call when max_position_embeddings > L0 (nothing when the call is long under HF anyway).
 std::vector<RopeAlternative> rope_default_alternatives(const RopeModelConfig& m, const reference::RopeScaling& expected);
 
+/// What generating `d` costs, estimated from its shapes before any oracle runs: the largest
+/// tensor of its file (scores.exact, f64 [Hq, T, T], once there are scores), the whole file
+/// (every expected tensor with its .cond, .exact and per-profile .extra companions) and the
+/// seconds on one core (measured: 740 s for T = 2048, Hq = 2 on a loaded core, i.e. about 9e-5 s
+/// per score in mp50 + mp100; the rotations add about 5 ms per token).
+void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_bytes, std::uint64_t* file_bytes,
+                        double* seconds);
+
 inline constexpr int kRopeDenseLast = 511;  // dense cases hold every position 0..511
 inline constexpr std::size_t kRopeMaxGivenPositions = 2048;  // --positions: scores are T x T
 
