@@ -141,10 +141,9 @@ TraceDef negative_control(TraceDef t, std::string id, std::string mistake, std::
   return t;
 }
 
-std::vector<TraceDef> trace_table() {
-  std::vector<TraceDef> v;
-  std::uint64_t seed = POSENC_MUTANT("data_kv_seed_changed") ? 0x6b760001 : 0x6b760000;
-
+/// The RoPE traces of positions across steps: Llama-3.1 continuation with a verify window, a
+/// sliding-window ring buffer, a left-padded batch (each with its negative control).
+void add_rope_position_traces(std::vector<TraceDef>& v) {
   {  // Llama-3.1-8B: RoPE with the llama3 rule, prefill, decode, a speculative verify window
     const RopeModelConfig m = rope_config_read(default_presets_dir() / "llama-3.1-8b.json");
     TraceDef t;
@@ -211,6 +210,11 @@ std::vector<TraceDef> trace_table() {
                                  "negative control: the padded batch with positions numbered by column "
                                  "(padding counted as positions)"));
   }
+}
+
+/// The traces that move cached keys: llama.cpp context shifts (two, with a negative control;
+/// 24 in a row) and StreamingLLM attention sinks.
+void add_key_moving_traces(std::vector<TraceDef>& v) {
   {  // llama.cpp context shift, twice
     TraceDef t;
     t.id = "kv_cache_rope_context_shift_f32";
@@ -271,6 +275,10 @@ std::vector<TraceDef> trace_table() {
     t.citation = "G. Xiao et al., arXiv:2309.17453v4, Sec. 3.2 (positions within the cache)";
     v.push_back(t);
   }
+}
+
+/// The decode traces of the other encodings: ALiBi, T5 decoder bias, learned absolute.
+void add_other_encoding_traces(std::vector<TraceDef>& v) {
   {  // ALiBi decode
     TraceDef t;
     t.id = "kv_cache_alibi_decode_h4_f32";
@@ -322,6 +330,15 @@ std::vector<TraceDef> trace_table() {
     t.citation = "spec/verification.md class K (mlx-lm #93, transformers #15751)";
     v.push_back(t);
   }
+}
+
+/// The kv_cache catalog in order; seeds follow that order (a negative control takes its twin's).
+std::vector<TraceDef> trace_table() {
+  std::vector<TraceDef> v;
+  std::uint64_t seed = POSENC_MUTANT("data_kv_seed_changed") ? 0x6b760001 : 0x6b760000;
+  add_rope_position_traces(v);
+  add_key_moving_traces(v);
+  add_other_encoding_traces(v);
   for (auto& t : v) t.seed = seed++;
   // A negative control draws the same inputs as its valid twin.
   for (std::size_t i = 1; i < v.size(); ++i) {
