@@ -1120,7 +1120,19 @@ optimized::KvRotate pipeline_rotation(const std::string& pipeline, const referen
   };
 }
 
-TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+
+/// A trace case as the engine reads it: attention parameters, batch, cache rows, the stored
+/// dtype of the float outputs, the encoding.
+struct EngineTrace {
+  AttentionParams a;
+  int B = 0;
+  std::int64_t rows = 0;
+  DType dt = DType::kF32;
+  reference::KvEncoding enc;
+};
+
+/// Checks the mistake and pipeline, reads the case's parameters and encoding.
+EngineTrace read_engine_trace(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
   const auto& mk = kv_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("kv_cache_run_engine", "unknown mistake (known: restart-at-0, cache-length-position, "
@@ -1130,7 +1142,8 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
     throw_invalid("kv_cache_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const Json& pj = spec.manifest.at("params");
-  AttentionParams a;
+  EngineTrace tr;
+  AttentionParams& a = tr.a;
   a.n_heads = pj.at("n_heads").get<int>();
   a.n_kv_heads = pj.at("n_kv_heads").get<int>();
   a.head_dim = pj.at("head_dim").get<int>();
@@ -1138,22 +1151,30 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
   a.scale_kind = pj.at("scale_kind").get<std::string>() == "none" ? AttentionScale::kNone : AttentionScale::kInvSqrtHeadDim;
   a.causal = true;
   a.window = pj.at("window").get<std::int64_t>();
-  const int B = pj.at("batch").get<int>(), H = a.n_heads, Hkv = a.n_kv_heads, d = a.head_dim, dv = a.value_dim;
-  const std::int64_t rows = pj.at("cache_rows").get<std::int64_t>();
-  DType dt = DType::kF32;  // the stored dtype of the float outputs
+  tr.B = pj.at("batch").get<int>();
+  tr.rows = pj.at("cache_rows").get<std::int64_t>();
   for (const auto& e : spec.expected) {
-    if (e.check.kind == "conditioned") dt = e.dtype;
+    if (e.check.kind == "conditioned") tr.dt = e.dtype;
   }
-  const reference::KvEncoding enc = encoding_from_json(spec.manifest.at("encoding"), golden, a);
-  if (const auto why = pipelines::dtype_mismatch(o.pipeline, dt); !why.empty() && o.pipeline != "exact") {
+  tr.enc = encoding_from_json(spec.manifest.at("encoding"), golden, a);
+  if (const auto why = pipelines::dtype_mismatch(o.pipeline, tr.dt); !why.empty() && o.pipeline != "exact") {
     throw_invalid("kv_cache_run_engine", why, o.pipeline);
   }
+  return tr;
+}
 
+/// The cache configuration: posenc's kernels (exact) or the pipeline's rotation, slopes and
+/// T5 buckets; the mistake `shift-not-rerotated` turns re-rotation off.
+optimized::KvCacheConfig engine_config(const CaseSpec& spec, const TensorMap& golden, const EngineTrace& tr,
+                                       const EngineOptions& o) {
+  const Json& pj = spec.manifest.at("params");
+  const reference::KvEncoding& enc = tr.enc;
+  const int H = tr.a.n_heads;
   optimized::KvCacheConfig c;
-  c.attn = a;
-  c.capacity = rows;
+  c.attn = tr.a;
+  c.capacity = tr.rows;
   c.n_sink = pj.at("n_sink").get<std::int64_t>();
-  c.batch = B;
+  c.batch = tr.B;
   c.rerotate = o.mistake != "shift-not-rerotated";
   const bool exact = o.pipeline == "exact";
   if (enc.kind == KvEncodingKind::kRope) {
@@ -1184,98 +1205,151 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
       return tab[static_cast<std::size_t>(bucket) * t5.n_heads + h];
     };
   }
+  return c;
+}
+
+/// Writes the cache after step sn: positions ascending and the keys in that order.
+void engine_cache_out(const optimized::KvCache& cache, const EngineTrace& tr, const std::string& sn, TensorMap& res) {
+  const int B = tr.B, Hkv = tr.a.n_kv_heads, d = tr.a.head_dim, dv = tr.a.value_dim;
+  const std::int64_t rows = tr.rows;
+  std::vector<std::int64_t> cpos(static_cast<std::size_t>(B * rows), -1);
+  std::vector<float> ck(static_cast<std::size_t>(B * rows * Hkv * d), 0.0f);
+  std::vector<float> key(static_cast<std::size_t>(Hkv * d)), val(static_cast<std::size_t>(Hkv * dv));
+  for (int b = 0; b < B; ++b) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> order;
+    for (std::int64_t s = 0; s < rows; ++s) {
+      if (cache.slot_position(b, s) >= 0) order.push_back({cache.slot_position(b, s), s});
+    }
+    std::sort(order.begin(), order.end());
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      cache.read_slot(b, order[r].second, key, val);
+      cpos[b * rows + r] = order[r].first;
+      std::copy(key.begin(), key.end(), ck.begin() + (b * rows + r) * Hkv * d);
+    }
+  }
+  res.emplace(sn + ".cache_positions", tensor_from_i64(sn + ".cache_positions", {B, rows}, cpos));
+  res.emplace(sn + ".cache_k", engine_tensor(sn + ".cache_k", tr.dt, {B, rows, Hkv, d}, ck));
+}
+
+/// A shift step: every sequence drops [n_keep, n_keep + n_discard) and moves later keys down.
+void engine_shift(optimized::KvCache& cache, const EngineTrace& tr, const Json& js, const EngineOptions& o) {
+  const std::int64_t n_keep = js.at("n_keep").get<std::int64_t>(), n_discard = js.at("n_discard").get<std::int64_t>();
+  for (int b = 0; b < tr.B; ++b) {
+    // A mistaken scheduler may have numbered fewer positions than the shift names; like
+    // llama.cpp's seq_rm / seq_add on cells that do not exist, the shift then does nothing.
+    if (!o.mistake.empty() && cache.next_position(b) < n_keep + n_discard) continue;
+    cache.shift(b, n_keep, n_discard);
+  }
+}
+
+/// An append step as the engine runs it: its inputs and the scheduler's positions.
+struct EngineStep {
+  std::int64_t T = 0;
+  std::vector<float> q, k, v;
+  std::vector<std::uint8_t> valid;
+  std::vector<std::int64_t> given;  // [B, T]: the scheduler's positions (used when any_given)
+  bool any_given = false;
+};
+
+/// Reads step sn's q, k, v and valid mask (every column valid without one).
+EngineStep read_engine_step(const TensorMap& golden, const std::string& sn, std::int64_t T, int B) {
+  EngineStep st;
+  st.T = T;
+  st.q = tensor_to_f32(golden.at(sn + ".q"));
+  st.k = tensor_to_f32(golden.at(sn + ".k"));
+  st.v = tensor_to_f32(golden.at(sn + ".v"));
+  st.valid.assign(static_cast<std::size_t>(B * T), 1);
+  if (auto it = golden.find(sn + ".valid"); it != golden.end()) {
+    for (std::int64_t i = 0; i < it->second.numel(); ++i) st.valid[i] = it->second.get_i64(i) != 0;
+  }
+  return st;
+}
+
+/// The scheduler: each sequence's positions (or the mistake's).
+void engine_scheduler(const optimized::KvCache& cache, const EngineTrace& tr, const EngineOptions& o, bool first,
+                      EngineStep& st) {
+  const int B = tr.B;
+  const std::int64_t T = st.T, rows = tr.rows;
+  st.given.assign(static_cast<std::size_t>(B * T), 0);
+  for (int b = 0; b < B; ++b) {
+    std::vector<std::int64_t> cols;
+    for (std::int64_t t = 0; t < T; ++t) {
+      if (st.valid[b * T + t]) cols.push_back(t);
+    }
+    std::int64_t n_cached = 0;
+    for (std::int64_t s = 0; s < rows; ++s) n_cached += cache.slot_position(b, s) >= 0;
+    const auto g = mistaken_positions(o.mistake, first, cache.next_position(b), n_cached, cols);
+    for (std::size_t i = 0; i < cols.size(); ++i) {  // a sequence without the mistake: its own numbering
+      st.given[b * T + cols[i]] = g.empty() ? cache.next_position(b) + static_cast<std::int64_t>(i) : g[i];
+    }
+    st.any_given |= !g.empty();
+  }
+}
+
+/// Learned positions: the engine adds P[offset + position] to q, k and v first.
+void add_learned_rows(const optimized::KvCache& cache, const EngineTrace& tr, const std::vector<float>& learned,
+                      EngineStep& st) {
+  const int B = tr.B, H = tr.a.n_heads, Hkv = tr.a.n_kv_heads, d = tr.a.head_dim, dv = tr.a.value_dim;
+  const std::int64_t T = st.T;
+  const reference::KvEncoding& enc = tr.enc;
+  for (int b = 0; b < B; ++b) {
+    std::int64_t next = cache.next_position(b);
+    for (std::int64_t t = 0; t < T; ++t) {
+      if (!st.valid[b * T + t]) continue;
+      const std::int64_t pos = st.any_given ? st.given[b * T + t] : next++;
+      const std::int64_t row = enc.learned_offset + pos;
+      if (row < 0 || row >= enc.learned_rows) throw_invalid("kv_cache_run_engine", "learned row out of the table", row);
+      const float* pe = &learned[static_cast<std::size_t>(row * H * d)];
+      const std::size_t r = static_cast<std::size_t>(b * T + t);
+      for (int x = 0; x < H * d; ++x) st.q[r * H * d + x] += pe[x];
+      for (int x = 0; x < Hkv * d; ++x) st.k[r * Hkv * d + x] += pe[x];
+      for (int x = 0; x < Hkv * dv; ++x) st.v[r * Hkv * dv + x] += pe[x];
+    }
+  }
+}
+
+/// Runs an append step and writes its positions, slots and output; false when a mistaken
+/// engine's cache overflowed (it stops there; later steps are missing).
+bool engine_append(optimized::KvCache& cache, const EngineTrace& tr, const EngineOptions& o, const EngineStep& st,
+                   const std::string& sn, TensorMap& res) {
+  const int B = tr.B, H = tr.a.n_heads, dv = tr.a.value_dim;
+  const std::int64_t T = st.T;
+  std::vector<float> out(static_cast<std::size_t>(B * T * H * dv));
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(B * T)), slots(static_cast<std::size_t>(B * T));
+  try {
+    cache.step(T, st.valid, st.q, st.k, st.v, out, pos,
+               st.any_given ? span<const std::int64_t>(st.given.data(), st.given.size()) : span<const std::int64_t>(), slots);
+  } catch (const InvalidArgument&) {
+    if (o.mistake.empty()) throw;
+    return false;
+  }
+  res.emplace(sn + ".positions", tensor_from_i64(sn + ".positions", {B, T}, pos));
+  res.emplace(sn + ".slots", tensor_from_i64(sn + ".slots", {B, T}, slots));
+  res.emplace(sn + ".out", engine_tensor(sn + ".out", tr.dt, {B, T, H, dv}, out));
+  return true;
+}
+
+TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  const EngineTrace tr = read_engine_trace(spec, golden, o);
+  const optimized::KvCacheConfig c = engine_config(spec, golden, tr, o);
   std::vector<float> learned;
-  if (enc.kind == KvEncodingKind::kLearned) learned = tensor_to_f32(golden.at("learned_table"));
+  if (tr.enc.kind == KvEncodingKind::kLearned) learned = tensor_to_f32(golden.at("learned_table"));
   optimized::KvCache cache(c);
 
   TensorMap res;
-  auto cache_out = [&](const std::string& sn) {
-    std::vector<std::int64_t> cpos(static_cast<std::size_t>(B * rows), -1);
-    std::vector<float> ck(static_cast<std::size_t>(B * rows * Hkv * d), 0.0f);
-    std::vector<float> key(static_cast<std::size_t>(Hkv * d)), val(static_cast<std::size_t>(Hkv * dv));
-    for (int b = 0; b < B; ++b) {
-      std::vector<std::pair<std::int64_t, std::int64_t>> order;
-      for (std::int64_t s = 0; s < rows; ++s) {
-        if (cache.slot_position(b, s) >= 0) order.push_back({cache.slot_position(b, s), s});
-      }
-      std::sort(order.begin(), order.end());
-      for (std::size_t r = 0; r < order.size(); ++r) {
-        cache.read_slot(b, order[r].second, key, val);
-        cpos[b * rows + r] = order[r].first;
-        std::copy(key.begin(), key.end(), ck.begin() + (b * rows + r) * Hkv * d);
-      }
-    }
-    res.emplace(sn + ".cache_positions", tensor_from_i64(sn + ".cache_positions", {B, rows}, cpos));
-    res.emplace(sn + ".cache_k", engine_tensor(sn + ".cache_k", dt, {B, rows, Hkv, d}, ck));
-  };
-
   bool first = true;
   for (const auto& js : spec.manifest.at("trace").at("steps")) {
     const std::string sn = js.at("name").get<std::string>();
     if (js.at("kind").get<std::string>() == "shift") {
-      const std::int64_t n_keep = js.at("n_keep").get<std::int64_t>(), n_discard = js.at("n_discard").get<std::int64_t>();
-      for (int b = 0; b < B; ++b) {
-        // A mistaken scheduler may have numbered fewer positions than the shift names; like
-        // llama.cpp's seq_rm / seq_add on cells that do not exist, the shift then does nothing.
-        if (!o.mistake.empty() && cache.next_position(b) < n_keep + n_discard) continue;
-        cache.shift(b, n_keep, n_discard);
-      }
-      cache_out(sn);
+      engine_shift(cache, tr, js, o);
+      engine_cache_out(cache, tr, sn, res);
       continue;
     }
-    const std::int64_t T = js.at("columns").get<std::int64_t>();
-    auto q = tensor_to_f32(golden.at(sn + ".q"));
-    auto k = tensor_to_f32(golden.at(sn + ".k"));
-    auto v = tensor_to_f32(golden.at(sn + ".v"));
-    std::vector<std::uint8_t> valid(static_cast<std::size_t>(B * T), 1);
-    if (auto it = golden.find(sn + ".valid"); it != golden.end()) {
-      for (std::int64_t i = 0; i < it->second.numel(); ++i) valid[i] = it->second.get_i64(i) != 0;
-    }
-    // The scheduler: each sequence's positions (or the mistake's).
-    std::vector<std::int64_t> given(static_cast<std::size_t>(B * T), 0);
-    bool any_given = false;
-    for (int b = 0; b < B; ++b) {
-      std::vector<std::int64_t> cols;
-      for (std::int64_t t = 0; t < T; ++t) {
-        if (valid[b * T + t]) cols.push_back(t);
-      }
-      std::int64_t n_cached = 0;
-      for (std::int64_t s = 0; s < rows; ++s) n_cached += cache.slot_position(b, s) >= 0;
-      const auto g = mistaken_positions(o.mistake, first, cache.next_position(b), n_cached, cols);
-      for (std::size_t i = 0; i < cols.size(); ++i) {  // a sequence without the mistake: its own numbering
-        given[b * T + cols[i]] = g.empty() ? cache.next_position(b) + static_cast<std::int64_t>(i) : g[i];
-      }
-      any_given |= !g.empty();
-    }
-    if (enc.kind == KvEncodingKind::kLearned) {  // the engine adds P[offset + position] first
-      for (int b = 0; b < B; ++b) {
-        std::int64_t next = cache.next_position(b);
-        for (std::int64_t t = 0; t < T; ++t) {
-          if (!valid[b * T + t]) continue;
-          const std::int64_t pos = any_given ? given[b * T + t] : next++;
-          const std::int64_t row = enc.learned_offset + pos;
-          if (row < 0 || row >= enc.learned_rows) throw_invalid("kv_cache_run_engine", "learned row out of the table", row);
-          const float* pe = &learned[static_cast<std::size_t>(row * H * d)];
-          const std::size_t r = static_cast<std::size_t>(b * T + t);
-          for (int x = 0; x < H * d; ++x) q[r * H * d + x] += pe[x];
-          for (int x = 0; x < Hkv * d; ++x) k[r * Hkv * d + x] += pe[x];
-          for (int x = 0; x < Hkv * dv; ++x) v[r * Hkv * dv + x] += pe[x];
-        }
-      }
-    }
-    std::vector<float> out(static_cast<std::size_t>(B * T * H * dv));
-    std::vector<std::int64_t> pos(static_cast<std::size_t>(B * T)), slots(static_cast<std::size_t>(B * T));
-    try {
-      cache.step(T, valid, q, k, v, out, pos,
-                 any_given ? span<const std::int64_t>(given.data(), given.size()) : span<const std::int64_t>(), slots);
-    } catch (const InvalidArgument&) {
-      if (o.mistake.empty()) throw;
-      break;  // a mistaken engine whose cache overflowed stops here; later steps are missing
-    }
-    res.emplace(sn + ".positions", tensor_from_i64(sn + ".positions", {B, T}, pos));
-    res.emplace(sn + ".slots", tensor_from_i64(sn + ".slots", {B, T}, slots));
-    res.emplace(sn + ".out", engine_tensor(sn + ".out", dt, {B, T, H, dv}, out));
-    cache_out(sn);
+    EngineStep st = read_engine_step(golden, sn, js.at("columns").get<std::int64_t>(), tr.B);
+    engine_scheduler(cache, tr, o, first, st);
+    if (tr.enc.kind == KvEncodingKind::kLearned) add_learned_rows(cache, tr, learned, st);
+    if (!engine_append(cache, tr, o, st, sn, res)) break;
+    engine_cache_out(cache, tr, sn, res);
     first = false;
   }
   return res;
