@@ -141,10 +141,9 @@ TraceDef negative_control(TraceDef t, std::string id, std::string mistake, std::
   return t;
 }
 
-std::vector<TraceDef> trace_table() {
-  std::vector<TraceDef> v;
-  std::uint64_t seed = POSENC_MUTANT("data_kv_seed_changed") ? 0x6b760001 : 0x6b760000;
-
+/// The RoPE traces of positions across steps: Llama-3.1 continuation with a verify window, a
+/// sliding-window ring buffer, a left-padded batch (each with its negative control).
+void add_rope_position_traces(std::vector<TraceDef>& v) {
   {  // Llama-3.1-8B: RoPE with the llama3 rule, prefill, decode, a speculative verify window
     const RopeModelConfig m = rope_config_read(default_presets_dir() / "llama-3.1-8b.json");
     TraceDef t;
@@ -211,6 +210,11 @@ std::vector<TraceDef> trace_table() {
                                  "negative control: the padded batch with positions numbered by column "
                                  "(padding counted as positions)"));
   }
+}
+
+/// The traces that move cached keys: llama.cpp context shifts (two, with a negative control;
+/// 24 in a row) and StreamingLLM attention sinks.
+void add_key_moving_traces(std::vector<TraceDef>& v) {
   {  // llama.cpp context shift, twice
     TraceDef t;
     t.id = "kv_cache_rope_context_shift_f32";
@@ -271,6 +275,10 @@ std::vector<TraceDef> trace_table() {
     t.citation = "G. Xiao et al., arXiv:2309.17453v4, Sec. 3.2 (positions within the cache)";
     v.push_back(t);
   }
+}
+
+/// The decode traces of the other encodings: ALiBi, T5 decoder bias, learned absolute.
+void add_other_encoding_traces(std::vector<TraceDef>& v) {
   {  // ALiBi decode
     TraceDef t;
     t.id = "kv_cache_alibi_decode_h4_f32";
@@ -322,6 +330,15 @@ std::vector<TraceDef> trace_table() {
     t.citation = "bug class K, docs/bug-classes.md (mlx-lm #93, transformers #15751)";
     v.push_back(t);
   }
+}
+
+/// The kv_cache catalog in order; seeds follow that order (a negative control takes its twin's).
+std::vector<TraceDef> trace_table() {
+  std::vector<TraceDef> v;
+  std::uint64_t seed = POSENC_MUTANT("data_kv_seed_changed") ? 0x6b760001 : 0x6b760000;
+  add_rope_position_traces(v);
+  add_key_moving_traces(v);
+  add_other_encoding_traces(v);
   for (auto& t : v) t.seed = seed++;
   // A negative control draws the same inputs as its valid twin.
   for (std::size_t i = 1; i < v.size(); ++i) {
@@ -537,331 +554,469 @@ std::vector<Real> to_real(const std::vector<double>& x) {
   return std::vector<Real>(x.begin(), x.end());
 }
 
-GoldenCase kv_cache_generate_trace(const TraceDef& t) {
+// ---- the generator's stages: tables, oracle sessions, steps (inputs, scheduler, budgets), manifest
+
+/// The trace-wide input tables (t5_table, learned_table) and the parameters that hold them.
+struct TraceTables {
+  std::vector<Tensor> tensors;
+  KvCacheParams Pt;
+};
+
+/// Draws the trace-wide tables and checks the parameters (throws for a trace not generated).
+TraceTables draw_trace_tables(const TraceDef& t) {
   const KvCacheParams& P = t.params;
-  const AttentionParams& a = P.attn;
-  const int B = t.batch, H = a.n_heads, Hkv = a.n_kv_heads, d = a.head_dim, dv = a.value_dim;
+  const int H = P.attn.n_heads, d = P.attn.head_dim;
   const DType dt = t.dtype;
   const bool rope = P.enc.kind == KvEncodingKind::kRope;
-
-  // Trace-wide tables (inputs).
-  std::vector<Tensor> tensors;
-  KvCacheParams Pt = P;
+  TraceTables tt{{}, P};
   if (P.enc.kind == KvEncodingKind::kT5) {
     std::vector<double> tab(static_cast<std::size_t>(P.enc.t5.num_buckets * H));
     for (std::size_t i = 0; i < tab.size(); ++i) tab[i] = input_value(dt, 4.0, t.seed, 1, i);
-    Pt.enc.t5_table = tab;
-    tensors.push_back(input_tensor("t5_table", dt, {P.enc.t5.num_buckets, H}, tab));
+    tt.Pt.enc.t5_table = tab;
+    tt.tensors.push_back(input_tensor("t5_table", dt, {P.enc.t5.num_buckets, H}, tab));
   }
   if (P.enc.kind == KvEncodingKind::kLearned) {
     std::vector<double> tab(static_cast<std::size_t>(P.enc.learned_rows * H * d));
     for (std::size_t i = 0; i < tab.size(); ++i) tab[i] = input_value(dt, 0.5, t.seed, 2, i);
-    Pt.enc.learned_table = tab;
-    tensors.push_back(input_tensor("learned_table", dt, {P.enc.learned_rows, H * d}, tab));
+    tt.Pt.enc.learned_table = tab;
+    tt.tensors.push_back(input_tensor("learned_table", dt, {P.enc.learned_rows, H * d}, tab));
   }
-  reference::kv_cache_check(Pt, "kv_cache_generate");
+  reference::kv_cache_check(tt.Pt, "kv_cache_generate");
   if (rope && (P.enc.scaling.type == RopeScalingType::kDynamic || P.enc.scaling.type == RopeScalingType::kLongRope)) {
     // The budgets read one table per position; a length-dependent rule has one per call.
     throw_invalid("kv_cache_generate", "golden traces of length-dependent RoPE rules (dynamic, longrope) "
                   "are not generated (the reference and properties cover them)", t.id);
   }
-  std::int64_t rows = P.capacity;
+  return tt;
+}
+
+/// The cache rows of the trace's cache tensors: the capacity, else every token appended.
+std::int64_t trace_cache_rows(const TraceDef& t) {
+  std::int64_t rows = t.params.capacity;
   if (rows == 0) {
     for (const auto& s : t.steps) rows += s.kind == "shift" ? 0 : s.T;
   }
+  return rows;
+}
 
-  reference::KvBatch<mp50> b50(Pt, B);
-  reference::KvBatch<mp100> b100(Pt, B);
-  reference::KvBatch<double> bd(Pt, B);
-  TraceBudgets tb(t);
-  const double a_factor = rope ? rope_pipeline_angle_errors("strict", P.enc.rope, P.enc.scaling, {0}).a : 1.0;
-  const double scale = static_cast<double>(reference::attention_scale<mp50>(a));
+/// What the stages of one trace share: the oracle sessions (mp50, mp100, double), the budget
+/// models, the generator's record of every cached key, and the tensors written so far.
+struct TraceGen {
+  TraceGen(const TraceDef& def, TraceTables tt)
+      : t(def), P(def.params), a(def.params.attn), B(def.batch), H(a.n_heads), Hkv(a.n_kv_heads),
+        d(a.head_dim), dv(a.value_dim), dt(def.dtype), rope(P.enc.kind == KvEncodingKind::kRope),
+        tensors(std::move(tt.tensors)), Pt(std::move(tt.Pt)), rows(trace_cache_rows(def)),
+        b50(Pt, B), b100(Pt, B), bd(Pt, B), tb(def),
+        a_factor(rope ? rope_pipeline_angle_errors("strict", P.enc.rope, P.enc.scaling, {0}).a : 1.0),
+        scale(static_cast<double>(reference::attention_scale<mp50>(a))),
+        live(static_cast<std::size_t>(B)), age(static_cast<std::size_t>(B), 0) {
+    for (const auto& x : tensors) inputs.push_back(input_spec(x));
+  }
+  const TraceDef& t;
+  const KvCacheParams& P;
+  const AttentionParams& a;
+  const int B, H, Hkv, d, dv;
+  const DType dt;
+  const bool rope;
+  std::vector<Tensor> tensors;
+  KvCacheParams Pt;
+  std::int64_t rows;
+  reference::KvBatch<mp50> b50;
+  reference::KvBatch<mp100> b100;
+  reference::KvBatch<double> bd;
+  TraceBudgets tb;
+  double a_factor, scale;
   // The generator's own record of every cached key by slot (to budget its rotations); checked
   // against the session's snapshot after every step. Keyed by slot: a negative control may hold
   // two keys at one position.
-  std::vector<std::map<std::int64_t, KeyRecord>> live(static_cast<std::size_t>(B));
-  std::vector<std::int64_t> age(static_cast<std::size_t>(B), 0);  // per sequence, as the session's
-
+  std::vector<std::map<std::int64_t, KeyRecord>> live;
+  std::vector<std::int64_t> age;  // per sequence, as the session's
   std::vector<TensorSpec> inputs, expected;
-  for (const auto& x : tensors) inputs.push_back(input_spec(x));
-  Json jsteps = Json::array();
   bool first_append = true;
-  auto add_input = [&](Tensor x) {
-    inputs.push_back(input_spec(x));
-    tensors.push_back(std::move(x));
-  };
-  auto exact_i64 = [&](const std::string& name, const std::string& stage, std::vector<std::int64_t> shape,
-                       const std::vector<std::int64_t>& vals, std::vector<AxisSpec> axes) {
-    Tensor x = tensor_from_i64(name, shape, vals);
-    ExpectedTensor e = expected_tensor(name, stage, DType::kI64, shape, "exact", std::move(axes));
-    e.spec.check.profiles = exact_budgets(dt);
-    e.exact_tensor = &x;
-    expected.push_back(add_expected(&tensors, std::move(e)));
-  };
+};
 
-  // The cache after a step: ascending positions, keys in that order, and their budgets.
-  auto cache_expected = [&](const std::string& sn) {
-    std::vector<std::int64_t> cpos(static_cast<std::size_t>(B * rows), -1);
-    std::vector<mp50> ck(static_cast<std::size_t>(B * rows * Hkv * d), mp50(0));
-    std::vector<mp100> ck100(ck.size(), mp100(0));
-    std::map<std::string, std::vector<double>> extra;
-    for (auto& pm : tb.models()) {
-      if (pm.applies) extra[pm.name].assign(ck.size(), kAnyFinite);
-    }
-    for (int b = 0; b < B; ++b) {
-      const auto s50 = b50.sequence(b).snapshot();
-      const auto s100 = b100.sequence(b).snapshot();
-      std::vector<std::pair<std::int64_t, std::size_t>> order;  // (position, slot)
-      for (std::size_t s = 0; s < s50.positions.size(); ++s) {
-        if (s50.positions[s] >= 0) order.push_back({s50.positions[s], s});
-      }
-      std::sort(order.begin(), order.end());
-      if (static_cast<std::int64_t>(order.size()) > rows) throw std::logic_error("kv_cache_generate: cache rows");
-      for (std::size_t r = 0; r < order.size(); ++r) {
-        const auto [pos, s] = order[r];
-        const std::size_t row = static_cast<std::size_t>(b * rows) + r;
-        cpos[row] = pos;
-        for (int x = 0; x < Hkv * d; ++x) {
-          ck[row * Hkv * d + x] = s50.k[s * Hkv * d + x];
-          ck100[row * Hkv * d + x] = s100.k[s * Hkv * d + x];
-        }
-        const auto it = live[b].find(static_cast<std::int64_t>(s));
-        if (it == live[b].end() || it->second.position != pos) {
-          throw std::logic_error("kv_cache_generate: the key records lost slot " + std::to_string(s));
-        }
-        for (auto& pm : tb.models()) {
-          if (!pm.applies) continue;
-          std::vector<double> e(static_cast<std::size_t>(Hkv * d), 0.0);
-          if (rope) {
-            e = tb.key_error(pm, it->second, a_factor);
-          } else if (P.enc.kind == KvEncodingKind::kLearned) {
-            for (int x = 0; x < Hkv * d; ++x) e[x] = kEps * std::fabs(static_cast<double>(s50.k[s * Hkv * d + x]));
-          }
-          std::copy(e.begin(), e.end(), extra[pm.name].begin() + row * Hkv * d);
-        }
-      }
-    }
-    cross_check(t.id, sn + ".cache_k", dt, ck, ck100);
-    exact_i64(sn + ".cache_positions", "cache", {B, rows}, cpos, {{"sequence", "", {}, {}}, {"row", "", {}, {}}});
-    ExpectedTensor e = expected_tensor(sn + ".cache_k", "cache", dt, {B, rows, Hkv, d}, "conditioned",
-                                       {{"sequence", "", {}, {}}, {"row", "", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}});
-    for (auto& pm : tb.models()) e.spec.check.profiles[pm.name] = pm.applies ? bound_of(0.0) : not_applicable(pm.na);
-    e.values = ck;
-    e.cond.assign(ck.size(), 0.0);
-    e.extra = std::move(extra);
-    expected.push_back(add_expected(&tensors, std::move(e)));
-  };
+/// Writes an input tensor.
+void add_input(TraceGen& g, Tensor x) {
+  g.inputs.push_back(input_spec(x));
+  g.tensors.push_back(std::move(x));
+}
 
-  for (std::size_t si = 0; si < t.steps.size(); ++si) {
-    const TraceStep& st = t.steps[si];
-    const std::string sn = step_name(si);
-    Json js = {{"index", si}, {"name", sn}, {"kind", st.kind}};
-    if (!st.note.empty()) js["note"] = st.note;
-    const std::size_t first_expected = expected.size();
-    const std::size_t first_input = inputs.size();
-    if (st.kind == "shift") {
-      const bool rerotate = t.mistake != "shift-not-rerotated" || POSENC_MUTANT("gold_kv_negative_control_mistake_ignored");
-      for (int b = 0; b < B; ++b) {
-        b50.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
-        b100.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
-        bd.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
-        for (auto it = live[b].begin(); it != live[b].end();) {
-          KeyRecord& rec = it->second;
-          if (rec.position >= st.n_keep && rec.position < st.n_keep + st.n_discard) {
-            it = live[b].erase(it);
-            continue;
-          }
-          if (rec.position >= st.n_keep + st.n_discard) {
-            rec.position -= st.n_discard;
-            if (rerotate) rec.deltas.push_back(-st.n_discard);
-          }
-          ++it;
-        }
-      }
-      js["n_keep"] = st.n_keep;
-      js["n_discard"] = st.n_discard;
-      cache_expected(sn);
-    } else {
-      const std::int64_t T = st.T;
-      std::vector<std::uint8_t> valid = st.valid.empty() ? std::vector<std::uint8_t>(static_cast<std::size_t>(B * T), 1) : st.valid;
-      std::vector<double> q(static_cast<std::size_t>(B * T * H * d)), k(static_cast<std::size_t>(B * T * Hkv * d)),
-          v(static_cast<std::size_t>(B * T * Hkv * dv));
-      const std::uint64_t base_stream = 16 + 4 * si;
-      for (std::size_t i = 0; i < q.size(); ++i) q[i] = input_value(dt, 1.0, t.seed, base_stream, i);
-      for (std::size_t i = 0; i < k.size(); ++i) k[i] = input_value(dt, 1.0, t.seed, base_stream + 1, i);
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = input_value(dt, 1.0, t.seed, base_stream + 2, i);
-      // The scheduler's positions (a negative control's mistake), per sequence.
-      std::vector<std::int64_t> given;
-      if (!t.mistake.empty() && !POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {
-        given.assign(static_cast<std::size_t>(B * T), 0);
-        bool any = false;
-        for (int b = 0; b < B; ++b) {
-          std::vector<std::int64_t> cols;
-          for (std::int64_t c = 0; c < T; ++c) {
-            if (valid[b * T + c]) cols.push_back(c);
-          }
-          const auto g = mistaken_positions(t.mistake, first_append, bd.sequence(b).next_position(),
-                                            bd.sequence(b).n_cached(), cols);
-          for (std::size_t i = 0; i < cols.size(); ++i) {
-            given[b * T + cols[i]] = g.empty() ? bd.sequence(b).next_position() + static_cast<std::int64_t>(i) : g[i];
-          }
-          any |= !g.empty();
-        }
-        if (!any) given.clear();
-      }
-      // StreamingLLM eviction happens inside append: mirror it in the records.
-      for (int b = 0; b < B; ++b) {
-        if (P.n_sink > 0 && bd.sequence(b).n_cached() == P.capacity) {
-          auto gone = live[b].end();
-          for (auto it = live[b].begin(); it != live[b].end(); ++it) {
-            if (it->second.age >= P.n_sink && (gone == live[b].end() || it->second.age < gone->second.age)) gone = it;
-          }
-          const std::int64_t gp = gone->second.position;
-          live[b].erase(gone);
-          for (auto& [slot, rec] : live[b]) {
-            if (rec.position > gp) {
-              rec.position -= 1;
-              rec.deltas.push_back(-1);
-            }
-          }
-        }
-      }
-      const auto r50 = b50.append(T, valid, to_real<mp50>(q), to_real<mp50>(k), to_real<mp50>(v), given);
-      const auto r100 = b100.append(T, valid, to_real<mp100>(q), to_real<mp100>(k), to_real<mp100>(v), given);
-      const auto rd = bd.append(T, valid, q, k, v, given);
-      cross_check(t.id, sn + ".out", dt, r50.out, r100.out);
-      if (r50.positions != rd.positions || r50.slots != rd.slots) throw std::logic_error("kv_cache_generate: sessions disagree");
+/// Writes an int64 expected tensor checked exactly (positions, slots).
+void expect_exact_i64(TraceGen& g, const std::string& name, const std::string& stage, std::vector<std::int64_t> shape,
+                      const std::vector<std::int64_t>& vals, std::vector<AxisSpec> axes) {
+  Tensor x = tensor_from_i64(name, shape, vals);
+  ExpectedTensor e = expected_tensor(name, stage, DType::kI64, shape, "exact", std::move(axes));
+  e.spec.check.profiles = exact_budgets(g.dt);
+  e.exact_tensor = &x;
+  g.expected.push_back(add_expected(&g.tensors, std::move(e)));
+}
 
-      add_input(input_tensor(sn + ".q", dt, {B, T, H, d}, q));
-      add_input(input_tensor(sn + ".k", dt, {B, T, Hkv, d}, k));
-      add_input(input_tensor(sn + ".v", dt, {B, T, Hkv, dv}, v));
-      if (!st.valid.empty()) {
-        add_input(tensor_from_i32(sn + ".valid", {B, T}, std::vector<std::int32_t>(valid.begin(), valid.end())));
-      }
-      const std::vector<AxisSpec> bt_axes = {{"sequence", "", {}, {}}, {"column", "", {}, {}}};
-      exact_i64(sn + ".positions", "positions", {B, T}, r50.positions, bt_axes);
-      exact_i64(sn + ".slots", "slots", {B, T}, r50.slots, bt_axes);
-
-      // Output budgets from the double session's view of the step.
-      std::vector<double> cond(r50.out.size(), 0.0);
-      std::map<std::string, std::vector<double>> extra;
-      for (auto& pm : tb.models()) {
-        if (pm.applies) extra[pm.name].assign(r50.out.size(), 0.0);
-      }
-      for (int b = 0; b < B; ++b) {
-        // Pad rows: any finite value.
-        for (std::int64_t c = 0; c < T; ++c) {
-          if (valid[b * T + c]) continue;
-          for (int x = 0; x < H * dv; ++x) {
-            for (auto& [name, ex] : extra) ex[(b * T + c) * H * dv + x] = kAnyFinite;
-          }
-        }
-        const auto& cols = rd.columns[b];
-        if (cols.empty()) continue;
-        const auto& sr = rd.sequences[b];
-        const std::size_t nk = sr.key_positions.size();
-        // Records of the keys the step saw: cached ones by position, then the new tokens.
-        std::vector<KeyRecord> krec;  // cached slots in slot order, as the session lists them
-        for (const auto& [slot, rec] : live[b]) krec.push_back(rec);
-        for (std::size_t j = 0; j < krec.size() || krec.size() + cols.size() != nk; ++j) {
-          if (krec.size() + cols.size() != nk || krec[j].position != sr.key_positions[j]) {
-            throw std::logic_error("kv_cache_generate: the key records disagree with the session at key " + std::to_string(j));
-          }
-        }
-        for (std::size_t i = 0; i < cols.size(); ++i) {
-          KeyRecord rec;
-          const std::size_t row = static_cast<std::size_t>(b * T + cols[i]);
-          rec.raw.assign(k.begin() + row * Hkv * d, k.begin() + (row + 1) * Hkv * d);
-          rec.p0 = rec.position = sr.positions[i];
-          rec.age = age[b]++;
-          krec.push_back(rec);
-        }
-        for (std::size_t i = 0; i < cols.size(); ++i) {
-          const std::size_t row = static_cast<std::size_t>(b * T + cols[i]);
-          const std::int64_t qp = sr.positions[i];
-          for (int h = 0; h < H; ++h) {
-            const int kh = h / (H / Hkv);
-            std::vector<double> S(nk, 0.0), pr(nk, 0.0);
-            for (std::size_t j = 0; j < nk; ++j) {
-              pr[j] = sr.probs[(i * H + h) * nk + j];
-              if (pr[j] == 0.0) continue;
-              double sd = 0;
-              for (int c = 0; c < d; ++c) sd += std::fabs(sr.q[(i * H + h) * d + c] * sr.keys[(j * Hkv + kh) * d + c]);
-              S[j] = scale * sd + std::fabs(sr.bias[(i * H + h) * nk + j]);
-            }
-            for (auto& pm : tb.models()) {
-              if (!pm.applies) continue;
-              std::vector<double> ds(nk, 0.0);
-              if (rope) {
-                const auto& p = P.enc.rope;
-                const auto& Eq = tb.angle(pm, qp);
-                const double rc = tb.rot_const(pm);
-                for (std::size_t j = 0; j < nk; ++j) {
-                  if (pr[j] == 0.0) continue;
-                  const auto ek = tb.key_error(pm, krec[j], a_factor);
-                  double x = 0;
-                  for (int pi = 0; pi < p.rotary_dim / 2; ++pi) {
-                    const int ca = reference::rope_pair_a(p, pi), cb = reference::rope_pair_b(p, pi);
-                    const double* qq = &sr.q[(i * H + h) * d];
-                    const double* kk = &sr.keys[(j * Hkv + kh) * d];
-                    const double cq = std::fabs(q[(row * H + h) * d + ca]) + std::fabs(q[(row * H + h) * d + cb]);
-                    const double eq = a_factor * cq * (rc + Eq[pi]);
-                    x += (std::fabs(qq[ca]) + std::fabs(qq[cb])) * ek[kh * d + ca] +
-                         (std::fabs(kk[ca]) + std::fabs(kk[cb])) * eq;
-                  }
-                  ds[j] = scale * x;
-                }
-              }
-              if (P.enc.kind == KvEncodingKind::kAlibi) {
-                const double rho = alibi_rel_error(pm.name, H, h);
-                for (std::size_t j = 0; j < nk; ++j) ds[j] += rho * std::fabs(sr.bias[(i * H + h) * nk + j]);
-              }
-              for (int c = 0; c < dv; ++c) {
-                const std::size_t oi = (row * H + h) * dv + c;
-                const double o = sr.out[(i * H + h) * dv + c];
-                double x = 0;
-                for (std::size_t j = 0; j < nk; ++j) x += pr[j] * ds[j] * std::fabs(sr.values[(j * Hkv + kh) * dv + c] - o);
-                extra[pm.name][oi] = x * 1.01;
-              }
-            }
-            for (int c = 0; c < dv; ++c) {
-              const std::size_t oi = (row * H + h) * dv + c;
-              const double o = sr.out[(i * H + h) * dv + c];
-              double A = 0, Bs = 0;
-              for (std::size_t j = 0; j < nk; ++j) {
-                const double vj = sr.values[(j * Hkv + kh) * dv + c];
-                A += pr[j] * std::fabs(vj);
-                Bs += pr[j] * std::fabs(vj - o) * S[j];
-              }
-              cond[oi] = A + Bs;
-            }
-          }
-        }
-        // The records after the step: the new tokens, minus what the ring evicted.
-        for (std::size_t i = 0; i < cols.size(); ++i) live[b][sr.slots[i]] = krec[nk - cols.size() + i];
-      }
-      const double base = optimized::kKvCacheMaxError * 1.01 + (P.enc.kind == KvEncodingKind::kLearned ? 1.5 : 0.0);
-      ExpectedTensor eo = expected_tensor(sn + ".out", "output", dt, {B, T, H, dv}, "conditioned",
-                                          {{"sequence", "", {}, {}}, {"column", "", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}});
-      for (auto& pm : tb.models()) {
-        eo.spec.check.profiles[pm.name] = pm.applies ? bound_of(base, 0.0, "attention kernel bound; RoPE and slope errors in the extra") : not_applicable(pm.na);
-      }
-      eo.values = r50.out;
-      eo.cond = cond;
-      eo.extra = std::move(extra);
-      expected.push_back(add_expected(&tensors, std::move(eo)));
-      cache_expected(sn);
-      js["columns"] = T;
-      first_append = false;
-    }
-    Json ins = Json::array(), exs = Json::array();
-    for (std::size_t i = first_input; i < inputs.size(); ++i) ins.push_back(inputs[i].name);
-    for (std::size_t i = first_expected; i < expected.size(); ++i) exs.push_back(expected[i].name);
-    js["inputs"] = ins;
-    js["expected"] = exs;
-    jsteps.push_back(js);
+/// The cache after a step: ascending positions, keys in that order, and their budgets.
+void expect_cache(TraceGen& g, const std::string& sn) {
+  const int B = g.B, Hkv = g.Hkv, d = g.d;
+  const std::int64_t rows = g.rows;
+  auto& tb = g.tb;
+  auto& live = g.live;
+  std::vector<std::int64_t> cpos(static_cast<std::size_t>(B * rows), -1);
+  std::vector<mp50> ck(static_cast<std::size_t>(B * rows * Hkv * d), mp50(0));
+  std::vector<mp100> ck100(ck.size(), mp100(0));
+  std::map<std::string, std::vector<double>> extra;
+  for (auto& pm : tb.models()) {
+    if (pm.applies) extra[pm.name].assign(ck.size(), kAnyFinite);
   }
+  for (int b = 0; b < B; ++b) {
+    const auto s50 = g.b50.sequence(b).snapshot();
+    const auto s100 = g.b100.sequence(b).snapshot();
+    std::vector<std::pair<std::int64_t, std::size_t>> order;  // (position, slot)
+    for (std::size_t s = 0; s < s50.positions.size(); ++s) {
+      if (s50.positions[s] >= 0) order.push_back({s50.positions[s], s});
+    }
+    std::sort(order.begin(), order.end());
+    if (static_cast<std::int64_t>(order.size()) > rows) throw std::logic_error("kv_cache_generate: cache rows");
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      const auto [pos, s] = order[r];
+      const std::size_t row = static_cast<std::size_t>(b * rows) + r;
+      cpos[row] = pos;
+      for (int x = 0; x < Hkv * d; ++x) {
+        ck[row * Hkv * d + x] = s50.k[s * Hkv * d + x];
+        ck100[row * Hkv * d + x] = s100.k[s * Hkv * d + x];
+      }
+      const auto it = live[b].find(static_cast<std::int64_t>(s));
+      if (it == live[b].end() || it->second.position != pos) {
+        throw std::logic_error("kv_cache_generate: the key records lost slot " + std::to_string(s));
+      }
+      for (auto& pm : tb.models()) {
+        if (!pm.applies) continue;
+        std::vector<double> e(static_cast<std::size_t>(Hkv * d), 0.0);
+        if (g.rope) {
+          e = tb.key_error(pm, it->second, g.a_factor);
+        } else if (g.P.enc.kind == KvEncodingKind::kLearned) {
+          for (int x = 0; x < Hkv * d; ++x) e[x] = kEps * std::fabs(static_cast<double>(s50.k[s * Hkv * d + x]));
+        }
+        std::copy(e.begin(), e.end(), extra[pm.name].begin() + row * Hkv * d);
+      }
+    }
+  }
+  cross_check(g.t.id, sn + ".cache_k", g.dt, ck, ck100);
+  expect_exact_i64(g, sn + ".cache_positions", "cache", {B, rows}, cpos, {{"sequence", "", {}, {}}, {"row", "", {}, {}}});
+  ExpectedTensor e = expected_tensor(sn + ".cache_k", "cache", g.dt, {B, rows, Hkv, d}, "conditioned",
+                                     {{"sequence", "", {}, {}}, {"row", "", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}});
+  for (auto& pm : tb.models()) e.spec.check.profiles[pm.name] = pm.applies ? bound_of(0.0) : not_applicable(pm.na);
+  e.values = ck;
+  e.cond.assign(ck.size(), 0.0);
+  e.extra = std::move(extra);
+  g.expected.push_back(add_expected(&g.tensors, std::move(e)));
+}
 
+/// A shift step: the sessions and the key records drop and renumber; the cache is expected.
+void shift_stage(TraceGen& g, const TraceStep& st, const std::string& sn, Json& js) {
+  auto& live = g.live;
+  const bool rerotate = g.t.mistake != "shift-not-rerotated" || POSENC_MUTANT("gold_kv_negative_control_mistake_ignored");
+  for (int b = 0; b < g.B; ++b) {
+    g.b50.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
+    g.b100.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
+    g.bd.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
+    for (auto it = live[b].begin(); it != live[b].end();) {
+      KeyRecord& rec = it->second;
+      if (rec.position >= st.n_keep && rec.position < st.n_keep + st.n_discard) {
+        it = live[b].erase(it);
+        continue;
+      }
+      if (rec.position >= st.n_keep + st.n_discard) {
+        rec.position -= st.n_discard;
+        if (rerotate) rec.deltas.push_back(-st.n_discard);
+      }
+      ++it;
+    }
+  }
+  js["n_keep"] = st.n_keep;
+  js["n_discard"] = st.n_discard;
+  expect_cache(g, sn);
+}
+
+/// The inputs of an append step: columns, valid mask and the raw q, k, v.
+struct StepInputs {
+  std::int64_t T = 0;
+  std::vector<std::uint8_t> valid;
+  std::vector<double> q, k, v;
+};
+
+/// Draws step si's q, k, v (streams 16 + 4 si, +1, +2) and its valid mask.
+StepInputs draw_step_inputs(const TraceGen& g, std::size_t si, const TraceStep& st) {
+  const int B = g.B;
+  StepInputs in;
+  const std::int64_t T = in.T = st.T;
+  in.valid = st.valid.empty() ? std::vector<std::uint8_t>(static_cast<std::size_t>(B * T), 1) : st.valid;
+  in.q.resize(static_cast<std::size_t>(B * T * g.H * g.d));
+  in.k.resize(static_cast<std::size_t>(B * T * g.Hkv * g.d));
+  in.v.resize(static_cast<std::size_t>(B * T * g.Hkv * g.dv));
+  const std::uint64_t base_stream = 16 + 4 * si;
+  for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = input_value(g.dt, 1.0, g.t.seed, base_stream, i);
+  for (std::size_t i = 0; i < in.k.size(); ++i) in.k[i] = input_value(g.dt, 1.0, g.t.seed, base_stream + 1, i);
+  for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = input_value(g.dt, 1.0, g.t.seed, base_stream + 2, i);
+  return in;
+}
+
+/// The scheduler's positions (a negative control's mistake), per sequence; empty = the
+/// sessions number the tokens themselves.
+std::vector<std::int64_t> scheduler_positions(TraceGen& g, const StepInputs& in) {
+  const int B = g.B;
+  const std::int64_t T = in.T;
+  std::vector<std::int64_t> given;
+  if (!g.t.mistake.empty() && !POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {
+    given.assign(static_cast<std::size_t>(B * T), 0);
+    bool any = false;
+    for (int b = 0; b < B; ++b) {
+      std::vector<std::int64_t> cols;
+      for (std::int64_t c = 0; c < T; ++c) {
+        if (in.valid[b * T + c]) cols.push_back(c);
+      }
+      const auto mp = mistaken_positions(g.t.mistake, g.first_append, g.bd.sequence(b).next_position(),
+                                         g.bd.sequence(b).n_cached(), cols);
+      for (std::size_t i = 0; i < cols.size(); ++i) {
+        given[b * T + cols[i]] = mp.empty() ? g.bd.sequence(b).next_position() + static_cast<std::int64_t>(i) : mp[i];
+      }
+      any |= !mp.empty();
+    }
+    if (!any) given.clear();
+  }
+  return given;
+}
+
+/// StreamingLLM eviction happens inside append: mirror it in the key records.
+void mirror_sink_eviction(TraceGen& g) {
+  auto& live = g.live;
+  for (int b = 0; b < g.B; ++b) {
+    if (g.P.n_sink > 0 && g.bd.sequence(b).n_cached() == g.P.capacity) {
+      auto gone = live[b].end();
+      for (auto it = live[b].begin(); it != live[b].end(); ++it) {
+        if (it->second.age >= g.P.n_sink && (gone == live[b].end() || it->second.age < gone->second.age)) gone = it;
+      }
+      const std::int64_t gp = gone->second.position;
+      live[b].erase(gone);
+      for (auto& [slot, rec] : live[b]) {
+        if (rec.position > gp) {
+          rec.position -= 1;
+          rec.deltas.push_back(-1);
+        }
+      }
+    }
+  }
+}
+
+/// One append step's oracle results: mp50 (the expected values) and double (the budgets' view).
+struct StepRuns {
+  reference::KvBatchStep<mp50> r50;
+  reference::KvBatchStep<double> rd;
+};
+
+/// Runs the step through the three sessions; throws unless they agree.
+StepRuns run_step_sessions(TraceGen& g, const StepInputs& in, const std::vector<std::int64_t>& given,
+                           const std::string& sn) {
+  const std::int64_t T = in.T;
+  const auto& valid = in.valid;
+  const auto& q = in.q;
+  const auto& k = in.k;
+  const auto& v = in.v;
+  StepRuns r{g.b50.append(T, valid, to_real<mp50>(q), to_real<mp50>(k), to_real<mp50>(v), given), {}};
+  const auto r100 = g.b100.append(T, valid, to_real<mp100>(q), to_real<mp100>(k), to_real<mp100>(v), given);
+  r.rd = g.bd.append(T, valid, q, k, v, given);
+  cross_check(g.t.id, sn + ".out", g.dt, r.r50.out, r100.out);
+  if (r.r50.positions != r.rd.positions || r.r50.slots != r.rd.slots) throw std::logic_error("kv_cache_generate: sessions disagree");
+  return r;
+}
+
+/// The output's budgets: per element the condition scale and each profile's extra.
+struct OutputBudgets {
+  std::vector<double> cond;
+  std::map<std::string, std::vector<double>> extra;
+};
+
+/// Records of the keys step's sequence b saw: cached ones by slot, then the new tokens (throws
+/// unless they match the session's key positions).
+std::vector<KeyRecord> step_key_records(TraceGen& g, int b, const StepInputs& in,
+                                        const std::vector<std::int64_t>& cols,
+                                        const reference::KvStepResult<double>& sr) {
+  const std::size_t nk = sr.key_positions.size();
+  std::vector<KeyRecord> krec;  // cached slots in slot order, as the session lists them
+  for (const auto& [slot, rec] : g.live[b]) krec.push_back(rec);
+  for (std::size_t j = 0; j < krec.size() || krec.size() + cols.size() != nk; ++j) {
+    if (krec.size() + cols.size() != nk || krec[j].position != sr.key_positions[j]) {
+      throw std::logic_error("kv_cache_generate: the key records disagree with the session at key " + std::to_string(j));
+    }
+  }
+  for (std::size_t i = 0; i < cols.size(); ++i) {
+    KeyRecord rec;
+    const std::size_t row = static_cast<std::size_t>(b * in.T + cols[i]);
+    rec.raw.assign(in.k.begin() + row * g.Hkv * g.d, in.k.begin() + (row + 1) * g.Hkv * g.d);
+    rec.p0 = rec.position = sr.positions[i];
+    rec.age = g.age[b]++;
+    krec.push_back(rec);
+  }
+  return krec;
+}
+
+/// One query row and head of a step (for the budget of its output).
+struct QueryHead {
+  std::size_t i, row;  // index among the sequence's new tokens; row [B, T] of the step
+  int h, kh;
+  std::int64_t qp;     // its position
+};
+
+/// Profile pm's error ds_j of each score of the query head (RoPE rotations, ALiBi slopes).
+std::vector<double> score_errors(TraceGen& g, ProfileModel& pm, const StepInputs& in,
+                                 const reference::KvStepResult<double>& sr, const std::vector<KeyRecord>& krec,
+                                 const QueryHead& qh, const std::vector<double>& pr) {
+  const int H = g.H, Hkv = g.Hkv, d = g.d, h = qh.h, kh = qh.kh;
+  const std::size_t i = qh.i, row = qh.row, nk = pr.size();
+  const auto& q = in.q;
+  auto& tb = g.tb;
+  std::vector<double> ds(nk, 0.0);
+  if (g.rope) {
+    const auto& p = g.P.enc.rope;
+    const auto& Eq = tb.angle(pm, qh.qp);
+    const double rc = tb.rot_const(pm);
+    for (std::size_t j = 0; j < nk; ++j) {
+      if (pr[j] == 0.0) continue;
+      const auto ek = tb.key_error(pm, krec[j], g.a_factor);
+      double x = 0;
+      for (int pi = 0; pi < p.rotary_dim / 2; ++pi) {
+        const int ca = reference::rope_pair_a(p, pi), cb = reference::rope_pair_b(p, pi);
+        const double* qq = &sr.q[(i * H + h) * d];
+        const double* kk = &sr.keys[(j * Hkv + kh) * d];
+        const double cq = std::fabs(q[(row * H + h) * d + ca]) + std::fabs(q[(row * H + h) * d + cb]);
+        const double eq = g.a_factor * cq * (rc + Eq[pi]);
+        x += (std::fabs(qq[ca]) + std::fabs(qq[cb])) * ek[kh * d + ca] +
+             (std::fabs(kk[ca]) + std::fabs(kk[cb])) * eq;
+      }
+      ds[j] = g.scale * x;
+    }
+  }
+  if (g.P.enc.kind == KvEncodingKind::kAlibi) {
+    const double rho = alibi_rel_error(pm.name, H, h);
+    for (std::size_t j = 0; j < nk; ++j) ds[j] += rho * std::fabs(sr.bias[(i * H + h) * nk + j]);
+  }
+  return ds;
+}
+
+/// The budgets of one query head's outputs: each profile's extra and the condition scale.
+void budget_query_head(TraceGen& g, const StepInputs& in, const reference::KvStepResult<double>& sr,
+                       const std::vector<KeyRecord>& krec, const QueryHead& qh, OutputBudgets& ob) {
+  const int H = g.H, Hkv = g.Hkv, d = g.d, dv = g.dv, h = qh.h, kh = qh.kh;
+  const std::size_t i = qh.i, row = qh.row, nk = sr.key_positions.size();
+  std::vector<double> S(nk, 0.0), pr(nk, 0.0);
+  for (std::size_t j = 0; j < nk; ++j) {
+    pr[j] = sr.probs[(i * H + h) * nk + j];
+    if (pr[j] == 0.0) continue;
+    double sd = 0;
+    for (int c = 0; c < d; ++c) sd += std::fabs(sr.q[(i * H + h) * d + c] * sr.keys[(j * Hkv + kh) * d + c]);
+    S[j] = g.scale * sd + std::fabs(sr.bias[(i * H + h) * nk + j]);
+  }
+  for (auto& pm : g.tb.models()) {
+    if (!pm.applies) continue;
+    const std::vector<double> ds = score_errors(g, pm, in, sr, krec, qh, pr);
+    for (int c = 0; c < dv; ++c) {
+      const std::size_t oi = (row * H + h) * dv + c;
+      const double o = sr.out[(i * H + h) * dv + c];
+      double x = 0;
+      for (std::size_t j = 0; j < nk; ++j) x += pr[j] * ds[j] * std::fabs(sr.values[(j * Hkv + kh) * dv + c] - o);
+      ob.extra[pm.name][oi] = x * 1.01;
+    }
+  }
+  for (int c = 0; c < dv; ++c) {
+    const std::size_t oi = (row * H + h) * dv + c;
+    const double o = sr.out[(i * H + h) * dv + c];
+    double A = 0, Bs = 0;
+    for (std::size_t j = 0; j < nk; ++j) {
+      const double vj = sr.values[(j * Hkv + kh) * dv + c];
+      A += pr[j] * std::fabs(vj);
+      Bs += pr[j] * std::fabs(vj - o) * S[j];
+    }
+    ob.cond[oi] = A + Bs;
+  }
+}
+
+/// Output budgets from the double session's view of the step; updates the key records.
+OutputBudgets output_budgets(TraceGen& g, const StepInputs& in, const StepRuns& r) {
+  const int B = g.B, H = g.H, Hkv = g.Hkv, dv = g.dv;
+  const std::int64_t T = in.T;
+  const auto& rd = r.rd;
+  OutputBudgets ob;
+  ob.cond.assign(r.r50.out.size(), 0.0);
+  for (auto& pm : g.tb.models()) {
+    if (pm.applies) ob.extra[pm.name].assign(r.r50.out.size(), 0.0);
+  }
+  for (int b = 0; b < B; ++b) {
+    // Pad rows: any finite value.
+    for (std::int64_t c = 0; c < T; ++c) {
+      if (in.valid[b * T + c]) continue;
+      for (int x = 0; x < H * dv; ++x) {
+        for (auto& [name, ex] : ob.extra) ex[(b * T + c) * H * dv + x] = kAnyFinite;
+      }
+    }
+    const auto& cols = rd.columns[b];
+    if (cols.empty()) continue;
+    const auto& sr = rd.sequences[b];
+    const std::size_t nk = sr.key_positions.size();
+    std::vector<KeyRecord> krec = step_key_records(g, b, in, cols, sr);
+    for (std::size_t i = 0; i < cols.size(); ++i) {
+      const std::size_t row = static_cast<std::size_t>(b * T + cols[i]);
+      const std::int64_t qp = sr.positions[i];
+      for (int h = 0; h < H; ++h) {
+        budget_query_head(g, in, sr, krec, QueryHead{i, row, h, h / (H / Hkv), qp}, ob);
+      }
+    }
+    // The records after the step: the new tokens, minus what the ring evicted.
+    for (std::size_t i = 0; i < cols.size(); ++i) g.live[b][sr.slots[i]] = krec[nk - cols.size() + i];
+  }
+  return ob;
+}
+
+/// An append step: draws its inputs, runs the sessions, writes inputs, positions, slots, the
+/// output with its budgets and the cache.
+void append_stage(TraceGen& g, std::size_t si, const TraceStep& st, const std::string& sn, Json& js) {
+  const int B = g.B, H = g.H, Hkv = g.Hkv, d = g.d, dv = g.dv;
+  const DType dt = g.dt;
+  const StepInputs in = draw_step_inputs(g, si, st);
+  const std::int64_t T = in.T;
+  const std::vector<std::int64_t> given = scheduler_positions(g, in);
+  mirror_sink_eviction(g);
+  const StepRuns r = run_step_sessions(g, in, given, sn);
+
+  add_input(g, input_tensor(sn + ".q", dt, {B, T, H, d}, in.q));
+  add_input(g, input_tensor(sn + ".k", dt, {B, T, Hkv, d}, in.k));
+  add_input(g, input_tensor(sn + ".v", dt, {B, T, Hkv, dv}, in.v));
+  if (!st.valid.empty()) {
+    add_input(g, tensor_from_i32(sn + ".valid", {B, T}, std::vector<std::int32_t>(in.valid.begin(), in.valid.end())));
+  }
+  const std::vector<AxisSpec> bt_axes = {{"sequence", "", {}, {}}, {"column", "", {}, {}}};
+  expect_exact_i64(g, sn + ".positions", "positions", {B, T}, r.r50.positions, bt_axes);
+  expect_exact_i64(g, sn + ".slots", "slots", {B, T}, r.r50.slots, bt_axes);
+
+  OutputBudgets ob = output_budgets(g, in, r);
+  const double base = optimized::kKvCacheMaxError * 1.01 + (g.P.enc.kind == KvEncodingKind::kLearned ? 1.5 : 0.0);
+  ExpectedTensor eo = expected_tensor(sn + ".out", "output", dt, {B, T, H, dv}, "conditioned",
+                                      {{"sequence", "", {}, {}}, {"column", "", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}});
+  for (auto& pm : g.tb.models()) {
+    eo.spec.check.profiles[pm.name] = pm.applies ? bound_of(base, 0.0, "attention kernel bound; RoPE and slope errors in the extra") : not_applicable(pm.na);
+  }
+  eo.values = r.r50.out;
+  eo.cond = ob.cond;
+  eo.extra = std::move(ob.extra);
+  g.expected.push_back(add_expected(&g.tensors, std::move(eo)));
+  expect_cache(g, sn);
+  js["columns"] = T;
+  g.first_append = false;
+}
+
+/// The trace's manifest (without its tensors): conventions, parameters, encoding, steps.
+Json trace_manifest(const TraceGen& g, const Json& jsteps) {
+  const TraceDef& t = g.t;
+  const KvCacheParams& P = g.P;
+  const AttentionParams& a = g.a;
+  const int B = g.B, H = g.H, Hkv = g.Hkv, d = g.d, dv = g.dv;
+  const DType dt = g.dt;
+  const std::int64_t rows = g.rows;
   Json m = manifest_header(t.id, "kv_cache", t.variant, t.result, 1, t.description);
   m["conventions"] = {
       {"positions", "each sequence numbers its own tokens 0, 1, 2, ... across steps; padding "
@@ -902,8 +1057,34 @@ GoldenCase kv_cache_generate_trace(const TraceDef& t) {
               "16 + 4 s, +1, +2 = q, k, v of step s";
   m["budgets"] = "docs/schemes/kv_cache.md: attention bound kKvCacheMaxError eps (A + B); RoPE "
                  "angle and rotation errors of each profile's pipeline (and re-rotations) in the extras";
-  manifest_add_tensors(m, t.id, inputs, expected);
-  return GoldenCase{m, std::move(tensors)};
+  return m;
+}
+
+GoldenCase kv_cache_generate_trace(const TraceDef& t) {
+  TraceGen g(t, draw_trace_tables(t));
+  Json jsteps = Json::array();
+  for (std::size_t si = 0; si < t.steps.size(); ++si) {
+    const TraceStep& st = t.steps[si];
+    const std::string sn = step_name(si);
+    Json js = {{"index", si}, {"name", sn}, {"kind", st.kind}};
+    if (!st.note.empty()) js["note"] = st.note;
+    const std::size_t first_expected = g.expected.size();
+    const std::size_t first_input = g.inputs.size();
+    if (st.kind == "shift") {
+      shift_stage(g, st, sn, js);
+    } else {
+      append_stage(g, si, st, sn, js);
+    }
+    Json ins = Json::array(), exs = Json::array();
+    for (std::size_t i = first_input; i < g.inputs.size(); ++i) ins.push_back(g.inputs[i].name);
+    for (std::size_t i = first_expected; i < g.expected.size(); ++i) exs.push_back(g.expected[i].name);
+    js["inputs"] = ins;
+    js["expected"] = exs;
+    jsteps.push_back(js);
+  }
+  Json m = trace_manifest(g, jsteps);
+  manifest_add_tensors(m, t.id, g.inputs, g.expected);
+  return GoldenCase{m, std::move(g.tensors)};
 }
 
 std::vector<CaseRow> kv_cache_cases() {
@@ -939,7 +1120,19 @@ optimized::KvRotate pipeline_rotation(const std::string& pipeline, const referen
   };
 }
 
-TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+
+/// A trace case as the engine reads it: attention parameters, batch, cache rows, the stored
+/// dtype of the float outputs, the encoding.
+struct EngineTrace {
+  AttentionParams a;
+  int B = 0;
+  std::int64_t rows = 0;
+  DType dt = DType::kF32;
+  reference::KvEncoding enc;
+};
+
+/// Checks the mistake and pipeline, reads the case's parameters and encoding.
+EngineTrace read_engine_trace(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
   const auto& mk = kv_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("kv_cache_run_engine", "unknown mistake (known: restart-at-0, cache-length-position, "
@@ -949,7 +1142,8 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
     throw_invalid("kv_cache_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const Json& pj = spec.manifest.at("params");
-  AttentionParams a;
+  EngineTrace tr;
+  AttentionParams& a = tr.a;
   a.n_heads = pj.at("n_heads").get<int>();
   a.n_kv_heads = pj.at("n_kv_heads").get<int>();
   a.head_dim = pj.at("head_dim").get<int>();
@@ -957,22 +1151,30 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
   a.scale_kind = pj.at("scale_kind").get<std::string>() == "none" ? AttentionScale::kNone : AttentionScale::kInvSqrtHeadDim;
   a.causal = true;
   a.window = pj.at("window").get<std::int64_t>();
-  const int B = pj.at("batch").get<int>(), H = a.n_heads, Hkv = a.n_kv_heads, d = a.head_dim, dv = a.value_dim;
-  const std::int64_t rows = pj.at("cache_rows").get<std::int64_t>();
-  DType dt = DType::kF32;  // the stored dtype of the float outputs
+  tr.B = pj.at("batch").get<int>();
+  tr.rows = pj.at("cache_rows").get<std::int64_t>();
   for (const auto& e : spec.expected) {
-    if (e.check.kind == "conditioned") dt = e.dtype;
+    if (e.check.kind == "conditioned") tr.dt = e.dtype;
   }
-  const reference::KvEncoding enc = encoding_from_json(spec.manifest.at("encoding"), golden, a);
-  if (const auto why = pipelines::dtype_mismatch(o.pipeline, dt); !why.empty() && o.pipeline != "exact") {
+  tr.enc = encoding_from_json(spec.manifest.at("encoding"), golden, a);
+  if (const auto why = pipelines::dtype_mismatch(o.pipeline, tr.dt); !why.empty() && o.pipeline != "exact") {
     throw_invalid("kv_cache_run_engine", why, o.pipeline);
   }
+  return tr;
+}
 
+/// The cache configuration: posenc's kernels (exact) or the pipeline's rotation, slopes and
+/// T5 buckets; the mistake `shift-not-rerotated` turns re-rotation off.
+optimized::KvCacheConfig engine_config(const CaseSpec& spec, const TensorMap& golden, const EngineTrace& tr,
+                                       const EngineOptions& o) {
+  const Json& pj = spec.manifest.at("params");
+  const reference::KvEncoding& enc = tr.enc;
+  const int H = tr.a.n_heads;
   optimized::KvCacheConfig c;
-  c.attn = a;
-  c.capacity = rows;
+  c.attn = tr.a;
+  c.capacity = tr.rows;
   c.n_sink = pj.at("n_sink").get<std::int64_t>();
-  c.batch = B;
+  c.batch = tr.B;
   c.rerotate = o.mistake != "shift-not-rerotated";
   const bool exact = o.pipeline == "exact";
   if (enc.kind == KvEncodingKind::kRope) {
@@ -1003,98 +1205,151 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
       return tab[static_cast<std::size_t>(bucket) * t5.n_heads + h];
     };
   }
+  return c;
+}
+
+/// Writes the cache after step sn: positions ascending and the keys in that order.
+void engine_cache_out(const optimized::KvCache& cache, const EngineTrace& tr, const std::string& sn, TensorMap& res) {
+  const int B = tr.B, Hkv = tr.a.n_kv_heads, d = tr.a.head_dim, dv = tr.a.value_dim;
+  const std::int64_t rows = tr.rows;
+  std::vector<std::int64_t> cpos(static_cast<std::size_t>(B * rows), -1);
+  std::vector<float> ck(static_cast<std::size_t>(B * rows * Hkv * d), 0.0f);
+  std::vector<float> key(static_cast<std::size_t>(Hkv * d)), val(static_cast<std::size_t>(Hkv * dv));
+  for (int b = 0; b < B; ++b) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> order;
+    for (std::int64_t s = 0; s < rows; ++s) {
+      if (cache.slot_position(b, s) >= 0) order.push_back({cache.slot_position(b, s), s});
+    }
+    std::sort(order.begin(), order.end());
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      cache.read_slot(b, order[r].second, key, val);
+      cpos[b * rows + r] = order[r].first;
+      std::copy(key.begin(), key.end(), ck.begin() + (b * rows + r) * Hkv * d);
+    }
+  }
+  res.emplace(sn + ".cache_positions", tensor_from_i64(sn + ".cache_positions", {B, rows}, cpos));
+  res.emplace(sn + ".cache_k", engine_tensor(sn + ".cache_k", tr.dt, {B, rows, Hkv, d}, ck));
+}
+
+/// A shift step: every sequence drops [n_keep, n_keep + n_discard) and moves later keys down.
+void engine_shift(optimized::KvCache& cache, const EngineTrace& tr, const Json& js, const EngineOptions& o) {
+  const std::int64_t n_keep = js.at("n_keep").get<std::int64_t>(), n_discard = js.at("n_discard").get<std::int64_t>();
+  for (int b = 0; b < tr.B; ++b) {
+    // A mistaken scheduler may have numbered fewer positions than the shift names; like
+    // llama.cpp's seq_rm / seq_add on cells that do not exist, the shift then does nothing.
+    if (!o.mistake.empty() && cache.next_position(b) < n_keep + n_discard) continue;
+    cache.shift(b, n_keep, n_discard);
+  }
+}
+
+/// An append step as the engine runs it: its inputs and the scheduler's positions.
+struct EngineStep {
+  std::int64_t T = 0;
+  std::vector<float> q, k, v;
+  std::vector<std::uint8_t> valid;
+  std::vector<std::int64_t> given;  // [B, T]: the scheduler's positions (used when any_given)
+  bool any_given = false;
+};
+
+/// Reads step sn's q, k, v and valid mask (every column valid without one).
+EngineStep read_engine_step(const TensorMap& golden, const std::string& sn, std::int64_t T, int B) {
+  EngineStep st;
+  st.T = T;
+  st.q = tensor_to_f32(golden.at(sn + ".q"));
+  st.k = tensor_to_f32(golden.at(sn + ".k"));
+  st.v = tensor_to_f32(golden.at(sn + ".v"));
+  st.valid.assign(static_cast<std::size_t>(B * T), 1);
+  if (auto it = golden.find(sn + ".valid"); it != golden.end()) {
+    for (std::int64_t i = 0; i < it->second.numel(); ++i) st.valid[i] = it->second.get_i64(i) != 0;
+  }
+  return st;
+}
+
+/// The scheduler: each sequence's positions (or the mistake's).
+void engine_scheduler(const optimized::KvCache& cache, const EngineTrace& tr, const EngineOptions& o, bool first,
+                      EngineStep& st) {
+  const int B = tr.B;
+  const std::int64_t T = st.T, rows = tr.rows;
+  st.given.assign(static_cast<std::size_t>(B * T), 0);
+  for (int b = 0; b < B; ++b) {
+    std::vector<std::int64_t> cols;
+    for (std::int64_t t = 0; t < T; ++t) {
+      if (st.valid[b * T + t]) cols.push_back(t);
+    }
+    std::int64_t n_cached = 0;
+    for (std::int64_t s = 0; s < rows; ++s) n_cached += cache.slot_position(b, s) >= 0;
+    const auto g = mistaken_positions(o.mistake, first, cache.next_position(b), n_cached, cols);
+    for (std::size_t i = 0; i < cols.size(); ++i) {  // a sequence without the mistake: its own numbering
+      st.given[b * T + cols[i]] = g.empty() ? cache.next_position(b) + static_cast<std::int64_t>(i) : g[i];
+    }
+    st.any_given |= !g.empty();
+  }
+}
+
+/// Learned positions: the engine adds P[offset + position] to q, k and v first.
+void add_learned_rows(const optimized::KvCache& cache, const EngineTrace& tr, const std::vector<float>& learned,
+                      EngineStep& st) {
+  const int B = tr.B, H = tr.a.n_heads, Hkv = tr.a.n_kv_heads, d = tr.a.head_dim, dv = tr.a.value_dim;
+  const std::int64_t T = st.T;
+  const reference::KvEncoding& enc = tr.enc;
+  for (int b = 0; b < B; ++b) {
+    std::int64_t next = cache.next_position(b);
+    for (std::int64_t t = 0; t < T; ++t) {
+      if (!st.valid[b * T + t]) continue;
+      const std::int64_t pos = st.any_given ? st.given[b * T + t] : next++;
+      const std::int64_t row = enc.learned_offset + pos;
+      if (row < 0 || row >= enc.learned_rows) throw_invalid("kv_cache_run_engine", "learned row out of the table", row);
+      const float* pe = &learned[static_cast<std::size_t>(row * H * d)];
+      const std::size_t r = static_cast<std::size_t>(b * T + t);
+      for (int x = 0; x < H * d; ++x) st.q[r * H * d + x] += pe[x];
+      for (int x = 0; x < Hkv * d; ++x) st.k[r * Hkv * d + x] += pe[x];
+      for (int x = 0; x < Hkv * dv; ++x) st.v[r * Hkv * dv + x] += pe[x];
+    }
+  }
+}
+
+/// Runs an append step and writes its positions, slots and output; false when a mistaken
+/// engine's cache overflowed (it stops there; later steps are missing).
+bool engine_append(optimized::KvCache& cache, const EngineTrace& tr, const EngineOptions& o, const EngineStep& st,
+                   const std::string& sn, TensorMap& res) {
+  const int B = tr.B, H = tr.a.n_heads, dv = tr.a.value_dim;
+  const std::int64_t T = st.T;
+  std::vector<float> out(static_cast<std::size_t>(B * T * H * dv));
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(B * T)), slots(static_cast<std::size_t>(B * T));
+  try {
+    cache.step(T, st.valid, st.q, st.k, st.v, out, pos,
+               st.any_given ? span<const std::int64_t>(st.given.data(), st.given.size()) : span<const std::int64_t>(), slots);
+  } catch (const InvalidArgument&) {
+    if (o.mistake.empty()) throw;
+    return false;
+  }
+  res.emplace(sn + ".positions", tensor_from_i64(sn + ".positions", {B, T}, pos));
+  res.emplace(sn + ".slots", tensor_from_i64(sn + ".slots", {B, T}, slots));
+  res.emplace(sn + ".out", engine_tensor(sn + ".out", tr.dt, {B, T, H, dv}, out));
+  return true;
+}
+
+TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  const EngineTrace tr = read_engine_trace(spec, golden, o);
+  const optimized::KvCacheConfig c = engine_config(spec, golden, tr, o);
   std::vector<float> learned;
-  if (enc.kind == KvEncodingKind::kLearned) learned = tensor_to_f32(golden.at("learned_table"));
+  if (tr.enc.kind == KvEncodingKind::kLearned) learned = tensor_to_f32(golden.at("learned_table"));
   optimized::KvCache cache(c);
 
   TensorMap res;
-  auto cache_out = [&](const std::string& sn) {
-    std::vector<std::int64_t> cpos(static_cast<std::size_t>(B * rows), -1);
-    std::vector<float> ck(static_cast<std::size_t>(B * rows * Hkv * d), 0.0f);
-    std::vector<float> key(static_cast<std::size_t>(Hkv * d)), val(static_cast<std::size_t>(Hkv * dv));
-    for (int b = 0; b < B; ++b) {
-      std::vector<std::pair<std::int64_t, std::int64_t>> order;
-      for (std::int64_t s = 0; s < rows; ++s) {
-        if (cache.slot_position(b, s) >= 0) order.push_back({cache.slot_position(b, s), s});
-      }
-      std::sort(order.begin(), order.end());
-      for (std::size_t r = 0; r < order.size(); ++r) {
-        cache.read_slot(b, order[r].second, key, val);
-        cpos[b * rows + r] = order[r].first;
-        std::copy(key.begin(), key.end(), ck.begin() + (b * rows + r) * Hkv * d);
-      }
-    }
-    res.emplace(sn + ".cache_positions", tensor_from_i64(sn + ".cache_positions", {B, rows}, cpos));
-    res.emplace(sn + ".cache_k", engine_tensor(sn + ".cache_k", dt, {B, rows, Hkv, d}, ck));
-  };
-
   bool first = true;
   for (const auto& js : spec.manifest.at("trace").at("steps")) {
     const std::string sn = js.at("name").get<std::string>();
     if (js.at("kind").get<std::string>() == "shift") {
-      const std::int64_t n_keep = js.at("n_keep").get<std::int64_t>(), n_discard = js.at("n_discard").get<std::int64_t>();
-      for (int b = 0; b < B; ++b) {
-        // A mistaken scheduler may have numbered fewer positions than the shift names; like
-        // llama.cpp's seq_rm / seq_add on cells that do not exist, the shift then does nothing.
-        if (!o.mistake.empty() && cache.next_position(b) < n_keep + n_discard) continue;
-        cache.shift(b, n_keep, n_discard);
-      }
-      cache_out(sn);
+      engine_shift(cache, tr, js, o);
+      engine_cache_out(cache, tr, sn, res);
       continue;
     }
-    const std::int64_t T = js.at("columns").get<std::int64_t>();
-    auto q = tensor_to_f32(golden.at(sn + ".q"));
-    auto k = tensor_to_f32(golden.at(sn + ".k"));
-    auto v = tensor_to_f32(golden.at(sn + ".v"));
-    std::vector<std::uint8_t> valid(static_cast<std::size_t>(B * T), 1);
-    if (auto it = golden.find(sn + ".valid"); it != golden.end()) {
-      for (std::int64_t i = 0; i < it->second.numel(); ++i) valid[i] = it->second.get_i64(i) != 0;
-    }
-    // The scheduler: each sequence's positions (or the mistake's).
-    std::vector<std::int64_t> given(static_cast<std::size_t>(B * T), 0);
-    bool any_given = false;
-    for (int b = 0; b < B; ++b) {
-      std::vector<std::int64_t> cols;
-      for (std::int64_t t = 0; t < T; ++t) {
-        if (valid[b * T + t]) cols.push_back(t);
-      }
-      std::int64_t n_cached = 0;
-      for (std::int64_t s = 0; s < rows; ++s) n_cached += cache.slot_position(b, s) >= 0;
-      const auto g = mistaken_positions(o.mistake, first, cache.next_position(b), n_cached, cols);
-      for (std::size_t i = 0; i < cols.size(); ++i) {  // a sequence without the mistake: its own numbering
-        given[b * T + cols[i]] = g.empty() ? cache.next_position(b) + static_cast<std::int64_t>(i) : g[i];
-      }
-      any_given |= !g.empty();
-    }
-    if (enc.kind == KvEncodingKind::kLearned) {  // the engine adds P[offset + position] first
-      for (int b = 0; b < B; ++b) {
-        std::int64_t next = cache.next_position(b);
-        for (std::int64_t t = 0; t < T; ++t) {
-          if (!valid[b * T + t]) continue;
-          const std::int64_t pos = any_given ? given[b * T + t] : next++;
-          const std::int64_t row = enc.learned_offset + pos;
-          if (row < 0 || row >= enc.learned_rows) throw_invalid("kv_cache_run_engine", "learned row out of the table", row);
-          const float* pe = &learned[static_cast<std::size_t>(row * H * d)];
-          const std::size_t r = static_cast<std::size_t>(b * T + t);
-          for (int x = 0; x < H * d; ++x) q[r * H * d + x] += pe[x];
-          for (int x = 0; x < Hkv * d; ++x) k[r * Hkv * d + x] += pe[x];
-          for (int x = 0; x < Hkv * dv; ++x) v[r * Hkv * dv + x] += pe[x];
-        }
-      }
-    }
-    std::vector<float> out(static_cast<std::size_t>(B * T * H * dv));
-    std::vector<std::int64_t> pos(static_cast<std::size_t>(B * T)), slots(static_cast<std::size_t>(B * T));
-    try {
-      cache.step(T, valid, q, k, v, out, pos,
-                 any_given ? span<const std::int64_t>(given.data(), given.size()) : span<const std::int64_t>(), slots);
-    } catch (const InvalidArgument&) {
-      if (o.mistake.empty()) throw;
-      break;  // a mistaken engine whose cache overflowed stops here; later steps are missing
-    }
-    res.emplace(sn + ".positions", tensor_from_i64(sn + ".positions", {B, T}, pos));
-    res.emplace(sn + ".slots", tensor_from_i64(sn + ".slots", {B, T}, slots));
-    res.emplace(sn + ".out", engine_tensor(sn + ".out", dt, {B, T, H, dv}, out));
-    cache_out(sn);
+    EngineStep st = read_engine_step(golden, sn, js.at("columns").get<std::int64_t>(), tr.B);
+    engine_scheduler(cache, tr, o, first, st);
+    if (tr.enc.kind == KvEncodingKind::kLearned) add_learned_rows(cache, tr, learned, st);
+    if (!engine_append(cache, tr, o, st, sn, res)) break;
+    engine_cache_out(cache, tr, sn, res);
     first = false;
   }
   return res;

@@ -133,117 +133,186 @@ AttentionCaseInputs attention_case_inputs(const AttentionCaseDef& c) {
   return in;
 }
 
-GoldenCase attention_case_generate(const AttentionCaseDef& c) {
-  const AttentionParams& p = c.params;
-  reference::attention_check(p, c.tq, c.tk, "attention_case_generate");
-  const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
-  const DType t = c.dtype;
-  const AttentionCaseInputs in = attention_case_inputs(c);
-  const std::vector<double>&q = in.q, &k = in.k, &v = in.v;
+namespace {
 
-  const auto o50 = oracle<mp50>(c, q, k, v, c.bias50, c.value_hook50);
-  const auto o100 = oracle<mp100>(c, q, k, v, c.bias100, c.value_hook100);
-  cross_check(c.id, "probs", t, o50.probs, o100.probs);
-  cross_check(c.id, "out", t, o50.out, o100.out);
+// ---- the generator's stages: budgets, masked-row alternatives, tensors, manifest -----------
 
-  // Condition scales (double is ample for a scale) and, per profile, the bias extras.
-  const double scale = static_cast<double>(reference::attention_scale<mp50>(p));
-  const int group = H / Hkv;
+/// A case, its inputs and its mp50 oracle, as the budget stages read them.
+struct CaseView {
+  CaseView(const AttentionCaseDef& def, const AttentionCaseInputs& in, const Oracle<mp50>& o)
+      : c(def), q(in.q), k(in.k), v(in.v), o50(o), H(def.params.n_heads), Hkv(def.params.n_kv_heads),
+        d(def.params.head_dim), dv(def.params.value_dim), group(H / Hkv),
+        scale(static_cast<double>(reference::attention_scale<mp50>(def.params))) {}
+  const AttentionCaseDef& c;
+  const std::vector<double>&q, &k, &v;
+  const Oracle<mp50>& o50;
+  const int H, Hkv, d, dv, group;
+  const double scale;
+};
+
+/// The budgets of probs and out: each profile's bound and, per element, the condition scale and
+/// the bias extras of the profiles whose pipelines compute the bias with an error.
+struct CaseBudgets {
   std::map<std::string, AttentionBudgets> ab;
   std::vector<std::string> bias_profiles;
-  for (const auto& prof : profiles()) {
-    ab[prof.name] = attention_budgets(prof.name, t, c.tk, c.eager_out_extra);
-    if (c.bias_rel_error && prof.name != "strict" && ab[prof.name].probs.applies) {
-      bias_profiles.push_back(prof.name);
-    }
-  }
-  std::vector<double> p_cond(o50.probs.size()), o_cond(o50.out.size(), 0.0);
+  std::vector<double> p_cond, o_cond;
   std::map<std::string, std::vector<double>> p_extra, o_extra;
-  for (const auto& prof : bias_profiles) {
-    p_extra[prof].assign(o50.probs.size(), 0.0);
-    o_extra[prof].assign(o50.out.size(), 0.0);
+  std::vector<std::uint8_t> row_masked;  // [H, Tq]: the row has no visible key
+};
+
+/// Per key of one score row (head h, query i): its sensitivity S_ij and its bias.
+struct ScoreRow {
+  std::vector<double> sens, bias;
+};
+
+/// The sensitivities of row (h, i); writes its probs' condition scales and whether it is masked.
+ScoreRow score_row(const CaseView& cv, int h, std::int64_t i, CaseBudgets& cb) {
+  const AttentionCaseDef& c = cv.c;
+  const auto& q = cv.q;
+  const auto& k = cv.k;
+  const auto& o50 = cv.o50;
+  const int H = cv.H, Hkv = cv.Hkv, d = cv.d, group = cv.group;
+  ScoreRow sr{std::vector<double>(static_cast<std::size_t>(c.tk)), std::vector<double>(static_cast<std::size_t>(c.tk), 0.0)};
+  auto& sens = sr.sens;
+  auto& bias = sr.bias;
+  double mean_sens = 0;
+  bool any_visible = false;
+  const std::size_t row = (static_cast<std::size_t>(h) * c.tq + i) * c.tk;
+  for (std::int64_t j = 0; j < c.tk; ++j) {
+    double s = 0;
+    for (int x = 0; x < d; ++x) {
+      s += std::fabs(q[(i * H + h) * d + x] * k[(j * Hkv + h / group) * d + x]);
+    }
+    s *= cv.scale;
+    if (c.bias50) bias[j] = static_cast<double>(c.bias50(h, i, j));
+    s += c.bias_cond ? c.bias_cond(h, i, j) : std::fabs(bias[j]);
+    sens[j] = s;
+    mean_sens += static_cast<double>(o50.probs[row + j]) * s;
+    any_visible |= o50.visible[row + j] != 0;
   }
-  std::vector<std::uint8_t> row_masked(static_cast<std::size_t>(H * c.tq), 0);
-  for (int h = 0; h < H; ++h) {
-    for (std::int64_t i = 0; i < c.tq; ++i) {
-      std::vector<double> sens(static_cast<std::size_t>(c.tk)), bias(static_cast<std::size_t>(c.tk), 0.0);
-      double mean_sens = 0;
-      bool any_visible = false;
-      const std::size_t row = (static_cast<std::size_t>(h) * c.tq + i) * c.tk;
+  cb.row_masked[h * c.tq + i] = !any_visible;
+  for (std::int64_t j = 0; j < c.tk; ++j) {
+    const double pij = static_cast<double>(o50.probs[row + j]);
+    cb.p_cond[row + j] = o50.visible[row + j] ? pij * (1 + sens[j] + mean_sens) : 0.0;
+  }
+  return sr;
+}
+
+/// The bias extras of row (h, i), probs and out, for each profile with a bias error.
+void bias_extras_of_row(const CaseView& cv, int h, std::int64_t i, const ScoreRow& sr, CaseBudgets& cb) {
+  const AttentionCaseDef& c = cv.c;
+  const auto& v = cv.v;
+  const auto& o50 = cv.o50;
+  const auto& bias = sr.bias;
+  const int H = cv.H, Hkv = cv.Hkv, dv = cv.dv, group = cv.group;
+  const std::size_t row = (static_cast<std::size_t>(h) * c.tq + i) * c.tk;
+  for (const auto& prof : cb.bias_profiles) {
+    std::vector<double> db(static_cast<std::size_t>(c.tk));  // |bias error| bound per key
+    double mean_db = 0;
+    for (std::int64_t j = 0; j < c.tk; ++j) {
+      db[j] = c.bias_rel_error(prof, h, i, j) * std::fabs(bias[j]);
+      mean_db += static_cast<double>(o50.probs[row + j]) * db[j];
+    }
+    for (std::int64_t j = 0; j < c.tk; ++j) {
+      cb.p_extra[prof][row + j] = static_cast<double>(o50.probs[row + j]) * (db[j] + mean_db) * 1.01;
+    }
+    for (int cc = 0; cc < dv; ++cc) {
+      const std::size_t oi = static_cast<std::size_t>((i * H + h) * dv + cc);
+      const double oic = static_cast<double>(o50.out[oi]);
+      double x = 0;
       for (std::int64_t j = 0; j < c.tk; ++j) {
-        double s = 0;
-        for (int x = 0; x < d; ++x) {
-          s += std::fabs(q[(i * H + h) * d + x] * k[(j * Hkv + h / group) * d + x]);
-        }
-        s *= scale;
-        if (c.bias50) bias[j] = static_cast<double>(c.bias50(h, i, j));
-        s += c.bias_cond ? c.bias_cond(h, i, j) : std::fabs(bias[j]);
-        sens[j] = s;
-        mean_sens += static_cast<double>(o50.probs[row + j]) * s;
-        any_visible |= o50.visible[row + j] != 0;
+        x += static_cast<double>(o50.probs[row + j]) * db[j] *
+             std::fabs(v[(j * Hkv + h / group) * dv + cc] - oic);
       }
-      row_masked[h * c.tq + i] = !any_visible;
-      for (std::int64_t j = 0; j < c.tk; ++j) {
-        const double pij = static_cast<double>(o50.probs[row + j]);
-        p_cond[row + j] = o50.visible[row + j] ? pij * (1 + sens[j] + mean_sens) : 0.0;
-      }
-      for (const auto& prof : bias_profiles) {
-        std::vector<double> db(static_cast<std::size_t>(c.tk));  // |bias error| bound per key
-        double mean_db = 0;
-        for (std::int64_t j = 0; j < c.tk; ++j) {
-          db[j] = c.bias_rel_error(prof, h, i, j) * std::fabs(bias[j]);
-          mean_db += static_cast<double>(o50.probs[row + j]) * db[j];
-        }
-        for (std::int64_t j = 0; j < c.tk; ++j) {
-          p_extra[prof][row + j] = static_cast<double>(o50.probs[row + j]) * (db[j] + mean_db) * 1.01;
-        }
-        for (int cc = 0; cc < dv; ++cc) {
-          const std::size_t oi = static_cast<std::size_t>((i * H + h) * dv + cc);
-          const double oic = static_cast<double>(o50.out[oi]);
-          double x = 0;
-          for (std::int64_t j = 0; j < c.tk; ++j) {
-            x += static_cast<double>(o50.probs[row + j]) * db[j] *
-                 std::fabs(v[(j * Hkv + h / group) * dv + cc] - oic);
-          }
-          o_extra[prof][oi] = x * 1.01;
-        }
-      }
-      for (int cc = 0; cc < dv; ++cc) {
-        const std::size_t oi = static_cast<std::size_t>((i * H + h) * dv + cc);
-        const double oic = static_cast<double>(o50.out[oi]);
-        double a = 0, b = 0;
-        for (std::int64_t j = 0; j < c.tk; ++j) {
-          const double pij = static_cast<double>(o50.probs[row + j]);
-          const double vj = v[(j * Hkv + h / group) * dv + cc];
-          if (c.value_offset) {
-            const double off = c.value_offset(h, i, j, cc);
-            a += pij * (std::fabs(vj) + std::fabs(off));
-            b += pij * std::fabs(vj + off - oic) * sens[j];
-            continue;
-          }
-          a += pij * std::fabs(vj);
-          b += pij * std::fabs(vj - oic) * sens[j];
-        }
-        o_cond[oi] = a + b;
-      }
+      cb.o_extra[prof][oi] = x * 1.01;
     }
   }
+}
 
-  // The declared alternative for fully masked rows: PyTorch eager attention fills masked scores
-  // with the dtype's minimum, so a row with no visible key becomes uniform over all keys.
-  bool any_masked_row = false;
-  for (auto m : row_masked) any_masked_row |= m != 0;
-  ExpectedTensor::Alternative alt_p, alt_o;
+/// The output's condition scales of row (h, i): A + B over the keys (value offsets included).
+void out_cond_of_row(const CaseView& cv, int h, std::int64_t i, const ScoreRow& sr, CaseBudgets& cb) {
+  const AttentionCaseDef& c = cv.c;
+  const auto& v = cv.v;
+  const auto& o50 = cv.o50;
+  const auto& sens = sr.sens;
+  const int H = cv.H, Hkv = cv.Hkv, dv = cv.dv, group = cv.group;
+  const std::size_t row = (static_cast<std::size_t>(h) * c.tq + i) * c.tk;
+  for (int cc = 0; cc < dv; ++cc) {
+    const std::size_t oi = static_cast<std::size_t>((i * H + h) * dv + cc);
+    const double oic = static_cast<double>(o50.out[oi]);
+    double a = 0, b = 0;
+    for (std::int64_t j = 0; j < c.tk; ++j) {
+      const double pij = static_cast<double>(o50.probs[row + j]);
+      const double vj = v[(j * Hkv + h / group) * dv + cc];
+      if (c.value_offset) {
+        const double off = c.value_offset(h, i, j, cc);
+        a += pij * (std::fabs(vj) + std::fabs(off));
+        b += pij * std::fabs(vj + off - oic) * sens[j];
+        continue;
+      }
+      a += pij * std::fabs(vj);
+      b += pij * std::fabs(vj - oic) * sens[j];
+    }
+    cb.o_cond[oi] = a + b;
+  }
+}
+
+/// Condition scales (double is ample for a scale) and, per profile, the bias extras.
+CaseBudgets case_budgets(const CaseView& cv) {
+  const AttentionCaseDef& c = cv.c;
+  const auto& o50 = cv.o50;
+  CaseBudgets cb;
+  for (const auto& prof : profiles()) {
+    cb.ab[prof.name] = attention_budgets(prof.name, c.dtype, c.tk, c.eager_out_extra);
+    if (c.bias_rel_error && prof.name != "strict" && cb.ab[prof.name].probs.applies) {
+      cb.bias_profiles.push_back(prof.name);
+    }
+  }
+  cb.p_cond.resize(o50.probs.size());
+  cb.o_cond.assign(o50.out.size(), 0.0);
+  for (const auto& prof : cb.bias_profiles) {
+    cb.p_extra[prof].assign(o50.probs.size(), 0.0);
+    cb.o_extra[prof].assign(o50.out.size(), 0.0);
+  }
+  cb.row_masked.assign(static_cast<std::size_t>(cv.H * c.tq), 0);
+  for (int h = 0; h < cv.H; ++h) {
+    for (std::int64_t i = 0; i < c.tq; ++i) {
+      const ScoreRow sr = score_row(cv, h, i, cb);
+      bias_extras_of_row(cv, h, i, sr, cb);
+      out_cond_of_row(cv, h, i, sr, cb);
+    }
+  }
+  return cb;
+}
+
+/// The declared alternative of probs and out for fully masked rows (when the case has any).
+struct MaskedRowAlternatives {
+  bool any = false;
+  ExpectedTensor::Alternative p, o;
+};
+
+/// The declared alternative for fully masked rows: PyTorch eager attention fills masked scores
+/// with the dtype's minimum, so a row with no visible key becomes uniform over all keys.
+MaskedRowAlternatives masked_row_alternatives(const CaseView& cv, const CaseBudgets& cb) {
+  const AttentionCaseDef& c = cv.c;
+  const auto& v = cv.v;
+  const auto& o50 = cv.o50;
+  const int H = cv.H, Hkv = cv.Hkv, dv = cv.dv, group = cv.group;
+  MaskedRowAlternatives alts;
+  bool& any_masked_row = alts.any;
+  auto& alt_p = alts.p;
+  auto& alt_o = alts.o;
+  for (auto m : cb.row_masked) any_masked_row |= m != 0;
   if (any_masked_row) {
     alt_p = {"uniform_masked_rows",
              "a row with no visible key is uniform over all keys, as PyTorch eager attention "
              "gives with dtype-min masking (HF eager_attention_forward); posenc's default is "
              "zeros",
-             to_f64(o50.probs), p_cond};
-    alt_o = {alt_p.name, alt_p.description, to_f64(o50.out), o_cond};
+             to_f64(o50.probs), cb.p_cond};
+    alt_o = {alt_p.name, alt_p.description, to_f64(o50.out), cb.o_cond};
     for (int h = 0; h < H; ++h) {
       for (std::int64_t i = 0; i < c.tq; ++i) {
-        if (!row_masked[h * c.tq + i]) continue;
+        if (!cb.row_masked[h * c.tq + i]) continue;
         const std::size_t row = (static_cast<std::size_t>(h) * c.tq + i) * c.tk;
         for (std::int64_t j = 0; j < c.tk; ++j) {
           alt_p.exact[row + j] = 1.0 / static_cast<double>(c.tk);
@@ -263,23 +332,39 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
       }
     }
   }
+  return alts;
+}
 
+/// The input tensors: query and key positions, q, k, v and the key padding.
+std::vector<Tensor> attention_input_tensors(const AttentionCaseDef& c, const AttentionCaseInputs& in) {
+  const AttentionParams& p = c.params;
+  const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
+  const DType t = c.dtype;
   std::vector<Tensor> tensors;
   std::vector<std::int64_t> qpos(static_cast<std::size_t>(c.tq)), kpos(static_cast<std::size_t>(c.tk));
   for (std::int64_t i = 0; i < c.tq; ++i) qpos[i] = p.query_offset + i;
   for (std::int64_t j = 0; j < c.tk; ++j) kpos[j] = j;
   tensors.push_back(tensor_from_i64("query_positions", {c.tq}, qpos));
   tensors.push_back(tensor_from_i64("key_positions", {c.tk}, kpos));
-  tensors.push_back(input_tensor("q", t, {c.tq, H, d}, q));
-  tensors.push_back(input_tensor("k", t, {c.tk, Hkv, d}, k));
-  tensors.push_back(input_tensor("v", t, {c.tk, Hkv, dv}, v));
+  tensors.push_back(input_tensor("q", t, {c.tq, H, d}, in.q));
+  tensors.push_back(input_tensor("k", t, {c.tk, Hkv, d}, in.k));
+  tensors.push_back(input_tensor("v", t, {c.tk, Hkv, dv}, in.v));
   if (!c.key_padding.empty()) {
     std::vector<std::int32_t> kp(c.key_padding.begin(), c.key_padding.end());
     tensors.push_back(tensor_from_i32("key_padding", {c.tk}, kp));
   }
-  std::vector<TensorSpec> inputs;
-  for (const auto& x : tensors) inputs.push_back(input_spec(x));
+  return tensors;
+}
 
+/// Appends the expected probs and out (oracle values, budgets, alternatives) to `tensors`;
+/// returns their specs.
+std::vector<TensorSpec> add_expected_outputs(const CaseView& cv, CaseBudgets& cb, const MaskedRowAlternatives& alts,
+                                             std::vector<Tensor>& tensors) {
+  const AttentionCaseDef& c = cv.c;
+  const auto& o50 = cv.o50;
+  const int H = cv.H, dv = cv.dv;
+  const DType t = c.dtype;
+  auto& ab = cb.ab;
   auto expected = [&](const std::string& name, const std::string& stage,
                       std::vector<std::int64_t> shape, const std::vector<mp50>& values,
                       const std::vector<double>& cond,
@@ -291,18 +376,23 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
     e.values = values;
     e.cond = cond;
     e.extra = std::move(extra);
-    if (any_masked_row) e.alternatives.push_back(is_probs ? alt_p : alt_o);
+    if (alts.any) e.alternatives.push_back(is_probs ? alts.p : alts.o);
     return e;
   };
-  ExpectedTensor ep = expected("probs", "probabilities", {H, c.tq, c.tk}, o50.probs, p_cond,
-                               std::move(p_extra), true);
+  ExpectedTensor ep = expected("probs", "probabilities", {H, c.tq, c.tk}, o50.probs, cb.p_cond,
+                               std::move(cb.p_extra), true);
   ep.spec.axes = {{"head", "", {}, {}}, {"query", "query_positions", {}, {}},
                   {"key", "key_positions", {}, {}}};
-  ExpectedTensor eo = expected("out", "output", {c.tq, H, dv}, o50.out, o_cond, std::move(o_extra), false);
+  ExpectedTensor eo = expected("out", "output", {c.tq, H, dv}, o50.out, cb.o_cond, std::move(cb.o_extra), false);
   eo.spec.axes = {{"query", "query_positions", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}};
-  std::vector<TensorSpec> exp = {add_expected(&tensors, std::move(ep)),
-                                 add_expected(&tensors, std::move(eo))};
+  return {add_expected(&tensors, std::move(ep)), add_expected(&tensors, std::move(eo))};
+}
 
+/// The manifest (without its tensors): conventions, parameters, oracle, seed, the case's extras.
+Json attention_manifest(const AttentionCaseDef& c, bool any_masked_row) {
+  const AttentionParams& p = c.params;
+  const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
+  const DType t = c.dtype;
   Json m = manifest_header(c.id, c.scheme, c.variant, "valid", 1);
   m["description"] = c.description;
   m["conventions"] = {
@@ -335,6 +425,30 @@ GoldenCase attention_case_generate(const AttentionCaseDef& c) {
   m["seed"] = c.seed;
   m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k, 3 = v";
   for (const auto& [key, val] : c.extra.items()) m[key] = val;
+  return m;
+}
+
+}  // namespace
+
+GoldenCase attention_case_generate(const AttentionCaseDef& c) {
+  reference::attention_check(c.params, c.tq, c.tk, "attention_case_generate");
+  const DType t = c.dtype;
+  const AttentionCaseInputs in = attention_case_inputs(c);
+  const std::vector<double>&q = in.q, &k = in.k, &v = in.v;
+
+  const auto o50 = oracle<mp50>(c, q, k, v, c.bias50, c.value_hook50);
+  const auto o100 = oracle<mp100>(c, q, k, v, c.bias100, c.value_hook100);
+  cross_check(c.id, "probs", t, o50.probs, o100.probs);
+  cross_check(c.id, "out", t, o50.out, o100.out);
+
+  const CaseView cv(c, in, o50);
+  CaseBudgets cb = case_budgets(cv);
+  const MaskedRowAlternatives alts = masked_row_alternatives(cv, cb);
+  std::vector<Tensor> tensors = attention_input_tensors(c, in);
+  std::vector<TensorSpec> inputs;
+  for (const auto& x : tensors) inputs.push_back(input_spec(x));
+  const std::vector<TensorSpec> exp = add_expected_outputs(cv, cb, alts, tensors);
+  Json m = attention_manifest(c, alts.any);
   manifest_add_tensors(m, c.id, inputs, exp);
   return GoldenCase{m, std::move(tensors)};
 }

@@ -189,23 +189,10 @@ const char* precision_name(DType t) {
   return "float32";
 }
 
-}  // namespace
+// ---- the fit's stages: one per parameter (offset, base, attention factor, angle precision) --
 
-std::vector<RopeFitCandidate> rope_fit_candidates(const LoadedCase& lc, const TensorMap& actual,
-                                                  bool offset_plus_one_only) {
-  std::vector<RopeFitCandidate> out;
-  if (lc.spec.scheme != "rope" && lc.spec.scheme != "rope_scaling") return out;
-  RopeSetup r;
-  try {
-    r = setup_of(lc);
-  } catch (const std::exception&) {
-    return out;  // a case this fit does not read (no q, odd params): no fit
-  }
-  const auto ms = measure(r, actual);
-  if (!ms) return out;
-  const std::size_t n = ms->phi.size();
-
-  // (a) offset: angles (p + d) w_i, d in -4..+4.
+/// (a) offset: angles (p + d) w_i, d in -4..+4 (just +1 when `offset_plus_one_only`).
+void add_offset_candidates(const RopeSetup& r, bool offset_plus_one_only, std::vector<RopeFitCandidate>& out) {
   for (int d = -kMaxOffset; d <= kMaxOffset; ++d) {
     if (d == 0 || (offset_plus_one_only && d != 1)) continue;
     RopeFitCandidate c;
@@ -216,17 +203,51 @@ std::vector<RopeFitCandidate> rope_fit_candidates(const LoadedCase& lc, const Te
     c.run = run_of(r, angles(r, r.inv_freq, d), r.a, nullptr);
     out.push_back(std::move(c));
   }
+}
 
-  if (offset_plus_one_only) return out;
+/// One base b fitted at position m (estimate est): its run with correctly rounded angles and
+/// with float32 angles; none when the rule refuses the base.
+void add_base_candidate(const RopeSetup& r, double b, std::int64_t m, double est, std::vector<RopeFitCandidate>& out) {
+  RopeParams pb = r.p;
+  pb.base = b;
+  try {
+    const auto st = reference::rope_scaling_tables<double>(pb, r.s);
+    RopeFitCandidate c;
+    c.parameter = "base";
+    c.value = fmt("%.6g", b);
+    c.case_value = fmt("%.6g", r.p.base);
+    c.number = b;
+    c.evidence = "the pair frequencies at position " + std::to_string(m) + " fit base " +
+                 fmt("%.6g", est);
+    c.run = run_of(r, angles(r, st.tables.inv_freq, 0), st.tables.attention_factor,
+                   &st.tables.inv_freq);
+    // The same base through float32 angles (HF's inv_freq and fl(fl(p) w)), for an engine
+    // that computes the way the fp32 profile models: its budget is the case base's.
+    const std::vector<float> w32 = r.is_scaled ? pipelines::hf_scaled_inv_freq<float>(pb, r.s)
+                                               : pipelines::hf_inv_freq(b, r.p.rotary_dim);
+    std::vector<double> phi32;
+    for (auto m : r.pos) {
+      for (int i = 0; i < r.np; ++i) phi32.push_back(static_cast<float>(m) * w32[i]);
+    }
+    const std::vector<double> w64(w32.begin(), w32.end());
+    RopeFitCandidate c32 = c;
+    c32.run = run_of(r, phi32, st.tables.attention_factor, &w64);
+    out.push_back(std::move(c));
+    out.push_back(std::move(c32));
+  } catch (const std::exception&) {
+    return;  // the rule refuses this base
+  }
+}
 
-  // (b) base: log w_i = log c - (2i / rotary_dim) log base at the smallest position 1..3.
+/// (b) base: log w_i = log c - (2i / rotary_dim) log base at the smallest position 1..3.
+void add_base_candidates(const RopeSetup& r, const Measured& ms, std::vector<RopeFitCandidate>& out) {
   for (std::int64_t t = 0; t < r.tn; ++t) {
     const std::int64_t m = r.pos[static_cast<std::size_t>(t)];
     if (m < 1 || m > 3) continue;
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     int k = 0;
     for (int i = 1; i < r.np; ++i) {
-      const double phi = ms->phi[static_cast<std::size_t>(t * r.np + i)];
+      const double phi = ms.phi[static_cast<std::size_t>(t * r.np + i)];
       const double w = phi / static_cast<double>(m);
       if (!(w > 1e-3) || !(phi < 3.0)) continue;  // too slow to read accurately, or wrapped
       const double x = 2.0 * i / r.p.rotary_dim, yv = std::log(w);
@@ -246,138 +267,138 @@ std::vector<RopeFitCandidate> rope_fit_candidates(const LoadedCase& lc, const Te
     tries.erase(std::unique(tries.begin(), tries.end()), tries.end());
     for (double b : tries) {
       if (b == r.p.base || fmt("%.6g", b) == fmt("%.6g", r.p.base)) continue;
-      RopeParams pb = r.p;
-      pb.base = b;
-      try {
-        const auto st = reference::rope_scaling_tables<double>(pb, r.s);
-        RopeFitCandidate c;
-        c.parameter = "base";
-        c.value = fmt("%.6g", b);
-        c.case_value = fmt("%.6g", r.p.base);
-        c.number = b;
-        c.evidence = "the pair frequencies at position " + std::to_string(m) + " fit base " +
-                     fmt("%.6g", est);
-        c.run = run_of(r, angles(r, st.tables.inv_freq, 0), st.tables.attention_factor,
-                       &st.tables.inv_freq);
-        // The same base through float32 angles (HF's inv_freq and fl(fl(p) w)), for an engine
-        // that computes the way the fp32 profile models: its budget is the case base's.
-        const std::vector<float> w32 = r.is_scaled ? pipelines::hf_scaled_inv_freq<float>(pb, r.s)
-                                                   : pipelines::hf_inv_freq(b, r.p.rotary_dim);
-        std::vector<double> phi32;
-        for (auto m : r.pos) {
-          for (int i = 0; i < r.np; ++i) phi32.push_back(static_cast<float>(m) * w32[i]);
-        }
-        const std::vector<double> w64(w32.begin(), w32.end());
-        RopeFitCandidate c32 = c;
-        c32.run = run_of(r, phi32, st.tables.attention_factor, &w64);
-        out.push_back(std::move(c));
-        out.push_back(std::move(c32));
-      } catch (const std::exception&) {
-        continue;  // the rule refuses this base
-      }
+      add_base_candidate(r, b, m, est, out);
     }
     break;
   }
+}
 
-  // (c) a constant magnitude ratio: the attention factor (or mscale) fitted.
-  {
-    std::vector<double> mags;
-    for (double x : ms->mag) {
-      if (std::isfinite(x)) mags.push_back(x);
-    }
-    const double med = median(mags);
-    if (std::isfinite(med) && med > 0 && std::abs(med - 1) > 1e-5) {
-      double lo = med, hi = med;
-      for (double x : mags) lo = std::min(lo, x), hi = std::max(hi, x);
-      RopeFitCandidate c;
-      c.parameter = "attention-factor";
-      c.value = fmt("%.6g", med * r.a);
-      c.case_value = fmt("%.6g", r.a);
-      c.number = med * r.a;
-      c.evidence = "magnitudes from " + ms->from + " are " + fmt("%.6g", med) +
-                   " times the case's (from " + fmt("%.6g", lo) + " to " + fmt("%.6g", hi) + ")";
-      c.run = run_of(r, angles(r, r.inv_freq, 0), med * r.a, nullptr);
-      out.push_back(std::move(c));
-    }
+/// (c) a constant magnitude ratio: the attention factor (or mscale) fitted.
+void add_attention_factor_candidate(const RopeSetup& r, const Measured& ms, std::vector<RopeFitCandidate>& out) {
+  std::vector<double> mags;
+  for (double x : ms.mag) {
+    if (std::isfinite(x)) mags.push_back(x);
   }
+  const double med = median(mags);
+  if (std::isfinite(med) && med > 0 && std::abs(med - 1) > 1e-5) {
+    double lo = med, hi = med;
+    for (double x : mags) lo = std::min(lo, x), hi = std::max(hi, x);
+    RopeFitCandidate c;
+    c.parameter = "attention-factor";
+    c.value = fmt("%.6g", med * r.a);
+    c.case_value = fmt("%.6g", r.a);
+    c.number = med * r.a;
+    c.evidence = "magnitudes from " + ms.from + " are " + fmt("%.6g", med) +
+                 " times the case's (from " + fmt("%.6g", lo) + " to " + fmt("%.6g", hi) + ")";
+    c.run = run_of(r, angles(r, r.inv_freq, 0), med * r.a, nullptr);
+    out.push_back(std::move(c));
+  }
+}
 
-  // (d) the angle precision: the rate at which the angle error grows with the angle, and the
-  // run with angles fl(fl(p) fl(w_i)) in float16, bfloat16 and float32 (HF's float32 inv_freq).
-  {
-    // The median over elements of (|angle error| - the output's own rounding) / angle, where a
-    // float32 angle's error would stand 4x above that rounding (else wherever the angle >= 1).
-    const double floor_err = 4 * unit_roundoff(r.dtype);
-    const double far = 4 * floor_err / unit_roundoff(DType::kF32);
-    std::vector<double> near_rates, far_rates;
-    std::int64_t nan_from = -1;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::int64_t m = r.pos[i / r.np];
-      const double exact = static_cast<double>(m) * r.inv_freq[i % r.np];
-      if (!std::isfinite(ms->phi[i])) {
-        if (nan_from < 0 || m < nan_from) nan_from = m;
-        continue;
-      }
-      if (exact < 1) continue;
-      const double e = std::abs(std::remainder(ms->phi[i] - exact, kTwoPi));
-      if (e > 0.5) continue;  // wrapped: the angle is anywhere here
-      const double q = std::max(0.0, e - floor_err) / exact;
-      near_rates.push_back(q);
-      if (exact >= far) far_rates.push_back(q);
+/// (d), the measurement: the rate at which the angle error grows with the angle, in words
+/// (which precision's rate it is, where NaN begins); none when no rate can be read.
+std::optional<std::string> angle_precision_evidence(const RopeSetup& r, const Measured& ms) {
+  const std::size_t n = ms.phi.size();
+  // The median over elements of (|angle error| - the output's own rounding) / angle, where a
+  // float32 angle's error would stand 4x above that rounding (else wherever the angle >= 1).
+  const double floor_err = 4 * unit_roundoff(r.dtype);
+  const double far = 4 * floor_err / unit_roundoff(DType::kF32);
+  std::vector<double> near_rates, far_rates;
+  std::int64_t nan_from = -1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t m = r.pos[i / r.np];
+    const double exact = static_cast<double>(m) * r.inv_freq[i % r.np];
+    if (!std::isfinite(ms.phi[i])) {
+      if (nan_from < 0 || m < nan_from) nan_from = m;
+      continue;
     }
-    const double rate = far_rates.size() >= 8 ? median(far_rates) : median(near_rates);
-    if (!std::isfinite(rate)) return out;
-    DType match = DType::kF32;
-    double best = 1e300;
-    for (DType t : {DType::kF16, DType::kBF16, DType::kF32}) {
-      const double dist = std::abs(std::log(std::max(rate, 1e-30) / unit_roundoff(t)));
-      if (dist < best) best = dist, match = t;
-    }
-    std::string said = "the angle error grows with the angle: median " + fmt("%.2g", rate) +
-                       " x angle";
-    if (best <= std::log(16.0)) {
-      said += std::string(": ") + precision_name(match) + "'s rate (unit roundoff " +
-              fmt("%.2g", unit_roundoff(match)) + ")";
-    } else if (rate < unit_roundoff(DType::kF32) / 16) {
-      said += " (below float32's rate: angles more accurate than float32)";
-    } else {
-      said += " (no float precision's rate)";
-    }
-    if (nan_from >= 0) said += "; NaN from position " + std::to_string(nan_from);
-    const std::vector<float> w32 = r.is_scaled ? pipelines::hf_scaled_inv_freq<float>(r.p, r.s)
-                                               : pipelines::hf_inv_freq(r.p.base, r.p.rotary_dim);
-    for (DType t : {DType::kF16, DType::kBF16, DType::kF32}) {
-      std::vector<double> phi;
-      std::optional<std::int64_t> last_finite;
-      bool overflow = false;
-      for (auto m : r.pos) {
-        bool finite = true;
-        for (int i = 0; i < r.np; ++i) {
-          const float x = pipelines::fl(pipelines::fl(static_cast<float>(m), t) * pipelines::fl(w32[i], t), t);
-          finite = finite && std::isfinite(x);
-          phi.push_back(x);
-        }
-        if (finite) {
-          last_finite = std::max(last_finite.value_or(m), m);
-        } else {
-          overflow = true;
-        }
-      }
-      if (!last_finite) continue;
-      RopeFitCandidate c;
-      c.parameter = "angle-precision";
-      c.value = precision_name(t);
-      c.case_value = "correctly rounded";
-      c.number = unit_roundoff(t);
-      c.evidence = said;
-      if (overflow) {
-        c.max_position = last_finite;
-        c.evidence += "; judged up to position " + std::to_string(*last_finite) + " (" +
-                      precision_name(t) + " angles overflow above)";
-      }
-      c.run = run_of(r, phi, r.a, nullptr);
-      out.push_back(std::move(c));
-    }
+    if (exact < 1) continue;
+    const double e = std::abs(std::remainder(ms.phi[i] - exact, kTwoPi));
+    if (e > 0.5) continue;  // wrapped: the angle is anywhere here
+    const double q = std::max(0.0, e - floor_err) / exact;
+    near_rates.push_back(q);
+    if (exact >= far) far_rates.push_back(q);
   }
+  const double rate = far_rates.size() >= 8 ? median(far_rates) : median(near_rates);
+  if (!std::isfinite(rate)) return std::nullopt;
+  DType match = DType::kF32;
+  double best = 1e300;
+  for (DType t : {DType::kF16, DType::kBF16, DType::kF32}) {
+    const double dist = std::abs(std::log(std::max(rate, 1e-30) / unit_roundoff(t)));
+    if (dist < best) best = dist, match = t;
+  }
+  std::string said = "the angle error grows with the angle: median " + fmt("%.2g", rate) +
+                     " x angle";
+  if (best <= std::log(16.0)) {
+    said += std::string(": ") + precision_name(match) + "'s rate (unit roundoff " +
+            fmt("%.2g", unit_roundoff(match)) + ")";
+  } else if (rate < unit_roundoff(DType::kF32) / 16) {
+    said += " (below float32's rate: angles more accurate than float32)";
+  } else {
+    said += " (no float precision's rate)";
+  }
+  if (nan_from >= 0) said += "; NaN from position " + std::to_string(nan_from);
+  return said;
+}
+
+/// (d), the runs: angles fl(fl(p) fl(w_i)) in float16, bfloat16 and float32 (HF's float32
+/// inv_freq), each judged up to its last finite position.
+void add_angle_precision_candidates(const RopeSetup& r, const std::string& said, std::vector<RopeFitCandidate>& out) {
+  const std::vector<float> w32 = r.is_scaled ? pipelines::hf_scaled_inv_freq<float>(r.p, r.s)
+                                             : pipelines::hf_inv_freq(r.p.base, r.p.rotary_dim);
+  for (DType t : {DType::kF16, DType::kBF16, DType::kF32}) {
+    std::vector<double> phi;
+    std::optional<std::int64_t> last_finite;
+    bool overflow = false;
+    for (auto m : r.pos) {
+      bool finite = true;
+      for (int i = 0; i < r.np; ++i) {
+        const float x = pipelines::fl(pipelines::fl(static_cast<float>(m), t) * pipelines::fl(w32[i], t), t);
+        finite = finite && std::isfinite(x);
+        phi.push_back(x);
+      }
+      if (finite) {
+        last_finite = std::max(last_finite.value_or(m), m);
+      } else {
+        overflow = true;
+      }
+    }
+    if (!last_finite) continue;
+    RopeFitCandidate c;
+    c.parameter = "angle-precision";
+    c.value = precision_name(t);
+    c.case_value = "correctly rounded";
+    c.number = unit_roundoff(t);
+    c.evidence = said;
+    if (overflow) {
+      c.max_position = last_finite;
+      c.evidence += "; judged up to position " + std::to_string(*last_finite) + " (" +
+                    precision_name(t) + " angles overflow above)";
+    }
+    c.run = run_of(r, phi, r.a, nullptr);
+    out.push_back(std::move(c));
+  }
+}
+
+}  // namespace
+
+std::vector<RopeFitCandidate> rope_fit_candidates(const LoadedCase& lc, const TensorMap& actual,
+                                                  bool offset_plus_one_only) {
+  std::vector<RopeFitCandidate> out;
+  if (lc.spec.scheme != "rope" && lc.spec.scheme != "rope_scaling") return out;
+  RopeSetup r;
+  try {
+    r = setup_of(lc);
+  } catch (const std::exception&) {
+    return out;  // a case this fit does not read (no q, odd params): no fit
+  }
+  const auto ms = measure(r, actual);
+  if (!ms) return out;
+  add_offset_candidates(r, offset_plus_one_only, out);
+  if (offset_plus_one_only) return out;
+  add_base_candidates(r, *ms, out);
+  add_attention_factor_candidate(r, *ms, out);
+  if (const auto said = angle_precision_evidence(r, *ms)) add_angle_precision_candidates(r, *said, out);
   return out;
 }
 
