@@ -892,7 +892,8 @@ GoldenCase kv_cache_generate_trace(const TraceDef& t) {
   if (!t.mistake.empty()) {
     m["negative_control"] = {{"mistake", t.mistake},
                              {"meaning", "the expected values follow this engine mistake: a correct "
-                                         "engine fails this case, the mistaken one passes it"}};
+                                         "engine differs from them (verify PASS), an engine with "
+                                         "the mistake reproduces them (verify FAIL)"}};
   }
   m["flags"] = t.flags;
   m["citation"] = t.citation;
