@@ -67,6 +67,8 @@ expect(0 "negative control: the output differs" verify "${DATA}/kv_cache/kv_cach
 expect(2 "unknown mistake" engine ${KV} --data "${DATA}" --mistake typo --out "${WORK}/kv_typo.safetensors")
 expect(2 "is a pipeline now: use --pipeline fp32" engine ${CASE} --data "${DATA}" --mistake fp32-angles --out "${WORK}/x.safetensors")
 # The float32 pipelines fail strict and pass the profile they claim (fp32-angles is an alias).
+# Its diagnosis has hypotheses with an infinite residual (JSON null): the HTML page shows them.
+expect(1 "explained" diagnose "${DATA}/kv_cache/${KV}.json" --actual "${WORK}/kv_cl.safetensors" --report "${WORK}/kv_diagnose.html")
 expect(0 "" engine ${CASE} --data "${DATA}" --pipeline fp32 --out "${WORK}/f32.safetensors")
 expect(1 "first_fail_position=[0-9]+ passes_up_to_position=" verify "${DATA}/rope/${CASE}.json" --actual "${WORK}/f32.safetensors")
 expect(0 "profile=fp32  PASS" verify "${DATA}/rope/${CASE}.json" --actual "${WORK}/f32.safetensors" --profile fp32)
