@@ -1047,7 +1047,8 @@ Json trace_manifest(const TraceGen& g, const Json& jsteps) {
   if (!t.mistake.empty()) {
     m["negative_control"] = {{"mistake", t.mistake},
                              {"meaning", "the expected values follow this engine mistake: a correct "
-                                         "engine fails this case, the mistaken one passes it"}};
+                                         "engine differs from them (verify PASS), an engine with "
+                                         "the mistake reproduces them (verify FAIL)"}};
   }
   m["flags"] = t.flags;
   m["citation"] = t.citation;

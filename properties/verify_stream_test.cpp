@@ -301,9 +301,14 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
+/// The report's JSON without what the report adds for reading and the legacy verifier lacks:
+/// the worst element's query and key positions, an integer tensor's |error| (legacy: 0).
 Json tensor_json(const TensorReport& t) {
   CaseReport r;
   r.tensors = {t};
+  r.tensors[0].worst.query_position.reset();
+  r.tensors[0].worst.key_position.reset();
+  if (t.integer) r.tensors[0].worst.abs_error = 0;
   return case_report_json(r, true).at("tensors").at(0);
 }
 

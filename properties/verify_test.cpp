@@ -3,7 +3,10 @@
 // duplicates, NaN, MISSING and --require-all reporting, negative-control wording, the
 // per-position answers, declared alternative conventions, blind-spot notes and profiles that
 // do not apply, the per-scheme manifest schema and the KV trace invariants (manifest_check.hpp),
-// a catalog folder's hashes whichever way its manifest is named. Each rule has a mutant switch in golden/ that this file's tests kill.
+// a catalog folder's hashes whichever way its manifest is named. Each rule has a mutant switch in
+// golden/ that this file's tests kill.
+// VerifyReports: what the reports print (non-finite JSON numbers as null + KEY_nonfinite, the
+// worst element's query and key positions, integer errors as integers, stages not written).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +23,7 @@
 #include "golden/cases/registry.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/manifest.hpp"
+#include "golden/verify/html_report.hpp"
 #include "golden/verify/manifest_check.hpp"
 #include "golden/verify/verify.hpp"
 #include "reference/common/errors.hpp"
@@ -503,12 +508,39 @@ TEST(VerifyVerdicts, MissingStagesAreShownAndRequireAllNamesThem) {
   out.erase("k_rot");
   const auto r = verify_case(lc.spec, lc.golden, out, {});
   EXPECT_EQ(r.status, "PASS");
-  EXPECT_NE(format_case_text(r, false).find("k_rot  MISSING"), std::string::npos);
+  EXPECT_NE(format_case_text(r, false).find("optional stages not written: k_rot (1 tensor)"),
+            std::string::npos) << format_case_text(r, false);
   VerifyOptions all;
   all.require_all = true;
   const auto ra = verify_case(lc.spec, lc.golden, out, all);
   EXPECT_EQ(ra.status, "ERROR");
   EXPECT_NE(ra.message.find("k_rot"), std::string::npos) << ra.message;
+  EXPECT_NE(format_case_text(ra, false).find("stages not written (--require-all): k_rot"),
+            std::string::npos) << format_case_text(ra, false);
+}
+
+TEST(VerifyReports, StagesNotWrittenAreOneLineInTextAndEntriesInJson) {
+  const auto lc = load(kRopeCase);
+  auto out = perfect_output(lc);
+  std::vector<std::string> dropped;
+  for (const auto& t : lc.spec.expected) {
+    if (t.stage == "q_rot" || t.name == "q_rot" || t.name == "k_rot") continue;
+    dropped.push_back(t.name);
+    out.erase(t.name);
+  }
+  ASSERT_GE(dropped.size(), 2u);
+  const auto r = verify_case(lc.spec, lc.golden, out, {});
+  EXPECT_EQ(r.status, "PASS");
+  const std::string text = format_case_text(r, false);
+  std::string names;
+  for (const auto& n : dropped) names += (names.empty() ? "" : ", ") + n;
+  EXPECT_NE(text.find("optional stages not written: " + names + " (" +
+                      std::to_string(dropped.size()) + " tensors)\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("MISSING"), std::string::npos) << text;
+  int missing = 0;
+  const Json jr = case_report_json(r);
+  for (const auto& t : jr["tensors"]) missing += t["status"] == "MISSING";
+  EXPECT_EQ(missing, static_cast<int>(dropped.size()));
 }
 
 TEST(VerifyVerdicts, NegativeControlLinesSayDiffersOrReproduces) {
@@ -525,6 +557,111 @@ TEST(VerifyVerdicts, NegativeControlLinesSayDiffersOrReproduces) {
   const std::string t2 = format_case_text(differs, false);
   EXPECT_NE(t2.find("DIFFERS from the known-wrong output"), std::string::npos) << t2;
   EXPECT_EQ(t2.find(" FAIL"), std::string::npos) << t2;
+}
+
+/// Every number of a JSON report is a number or null; the strings inf, -inf, nan only as the
+/// value of a KEY_nonfinite beside a null KEY.
+void expect_no_nonfinite_text(const Json& j, const std::string& path = "") {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      const std::string suffix = "_nonfinite";
+      if (k.size() > suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        const std::string key = k.substr(0, k.size() - suffix.size());
+        EXPECT_TRUE(j.contains(key) && j[key].is_null()) << path << "/" << k;
+        continue;
+      }
+      expect_no_nonfinite_text(v, path + "/" + k);
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) expect_no_nonfinite_text(j[i], path + "/" + std::to_string(i));
+  } else if (j.is_string()) {
+    const auto s = j.get<std::string>();
+    EXPECT_TRUE(s != "inf" && s != "-inf" && s != "nan") << path << " is the string " << s;
+  }
+}
+
+TEST(VerifyReports, NonFiniteNumbersAreNullWithAFlagInJson) {
+  const auto lc = load(kRopeCase);
+  auto out = perfect_output(lc);
+  set_f32(out.at("q_rot"), 5, NAN);
+  const auto r = verify_case(lc.spec, lc.golden, out, {});
+  const Json j = case_report_json(r, true);
+  expect_no_nonfinite_text(j);
+  bool seen = false;
+  for (const auto& t : j["tensors"]) {
+    if (t["name"] != "q_rot") continue;
+    seen = true;
+    EXPECT_TRUE(t["ratio"].is_null()) << t.dump();
+    EXPECT_EQ(t["ratio_nonfinite"], "inf") << t.dump();
+    EXPECT_TRUE(t["worst"]["actual"].is_null()) << t.dump();
+    EXPECT_EQ(t["worst"]["actual_nonfinite"], "nan") << t.dump();
+    EXPECT_TRUE(t["worst"]["exact"].is_number()) << t.dump();
+    EXPECT_FALSE(t["worst"].contains("exact_nonfinite")) << t.dump();
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(VerifyReports, QueryKeyTensorsNameTheWorstElementsKeyPosition) {
+  const auto lc = load("alibi_paper_decode_h12_d64_q4_k40_f32");
+  auto out = perfect_output(lc);
+  Tensor& probs = out.at("probs");  // [head, query, key]
+  const auto& shape = probs.shape;
+  ASSERT_EQ(shape.size(), 3u);
+  const std::int64_t query = 2, key = 5;  // a decode query attending to an early key
+  const std::int64_t i = (1 * shape[1] + query) * shape[2] + key;
+  set_f32(probs, i, static_cast<float>(probs.get_f64(i) + 0.25));
+  const auto r = verify_case(lc.spec, lc.golden, out, {});
+  ASSERT_EQ(r.status, "FAIL");
+  const std::int64_t qpos = lc.golden.at("query_positions").get_i64(query);
+  const std::int64_t kpos = lc.golden.at("key_positions").get_i64(key);
+  ASSERT_NE(qpos, kpos);
+  const std::string text = format_case_text(r, false);
+  const std::string words = "query_position=" + std::to_string(qpos) + " key_position=" +
+                            std::to_string(kpos) + " (key - query = " + std::to_string(kpos - qpos) + ")";
+  EXPECT_NE(text.find(words), std::string::npos) << text;
+  bool seen = false;
+  const Json jr = case_report_json(r);
+  for (const auto& t : jr["tensors"]) {
+    if (t["name"] != "probs") continue;
+    seen = true;
+    EXPECT_EQ(t["worst"]["query_position"], qpos);
+    EXPECT_EQ(t["worst"]["key_position"], kpos);
+    EXPECT_EQ(t["worst"]["key_minus_query"], kpos - qpos);
+  }
+  EXPECT_TRUE(seen);
+  HtmlReport page("t", "c", "strict");
+  page.add_case(lc.spec, lc.golden, &out, r, nullptr, std::nullopt, "");
+  const std::string html = page.html();
+  EXPECT_NE(html.find("worst element at query position " + std::to_string(qpos) + ", key position " +
+                      std::to_string(kpos) + " (key - query = " + std::to_string(kpos - qpos) + ")"),
+            std::string::npos);
+}
+
+TEST(VerifyReports, IntegerTensorsPrintTheirErrorAsAnInteger) {
+  const auto lc = load("kv_cache_rope_window8_ring_wrap_f32");
+  auto out = perfect_output(lc);
+  Tensor& pos = out.at("s04.positions");
+  ASSERT_EQ(pos.dtype, DType::kI64);
+  const std::int64_t exact = pos.get_i64(0), given = exact - 3;
+  std::memcpy(pos.data.data(), &given, 8);
+  const auto r = verify_case(lc.spec, lc.golden, out, {});
+  ASSERT_EQ(r.status, "FAIL");
+  const std::string text = format_case_text(r, false);
+  const std::string words = "exact=" + std::to_string(exact) + " actual=" + std::to_string(given) + " |err|=3";
+  std::string line;
+  for (std::istringstream is(text); std::getline(is, line);) {
+    if (line.find("s04.positions ") != std::string::npos) break;
+  }
+  EXPECT_NE(line.find(words), std::string::npos) << line;
+  EXPECT_EQ(line.find("budget"), std::string::npos) << line;
+  EXPECT_NE(text.find("first failing step: s04 (decode, step 4 of 8): s04.positions differs in "
+                      "sequence 0 at position " + std::to_string(exact)), std::string::npos) << text;
+  const Json jr = case_report_json(r);
+  for (const auto& t : jr["tensors"]) {
+    if (t["name"] == "s04.positions") {
+      EXPECT_EQ(t["worst"]["abs_error"], 3) << t.dump();
+    }
+  }
 }
 
 TEST(VerifyVerdicts, FirstFailingPositionIsLocated) {

@@ -43,6 +43,11 @@ expect(0 "" engine ${CASE} --data "${DATA}" --pipeline fp32 --out "${WORK}/fp32.
 expect(1 "fp32 pipeline.*claim --profile fp32" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors")
 expect(0 "\"verdict\": \"correct\"" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors" --profile fp32 --format json)
 expect(2 "profile" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/fp32.safetensors" --profile fp64)
+# diagnose's exit codes as its --help states them; 2 when only negative controls have output.
+expect(0 "Exit codes: 0 every diagnosed case is correct.*1 at least one is not.*2 usage or input error" diagnose --help)
+expect(2 "no valid case given has an engine output" diagnose "${DATA}/alibi/alibi_slopes_h12_naive_invalid_f32.json" --actual "${WORK}/good.safetensors")
+# A scaled case with two attention factors says which one applies (show prints it).
+expect(0 "attention_factor: scaling.derived.attention_factor \\([0-9.]+\\).*replaces params.attention_factor \\(1\\)" show rope_scaling_qwen2_5_7b_instruct_yarn_all_f32 --data "${DATA}")
 # --report: the HTML page of diagnose and check (tools/browser_test.sh renders verify's in a
 # browser); a page that cannot be written is exit 2 naming the path.
 expect(1 "explained" diagnose "${DATA}/rope/${CASE}.json" --actual "${WORK}/offset.safetensors" --report "${WORK}/diagnose.html")
@@ -62,6 +67,8 @@ expect(0 "trace: every checked step passes.*profile=fp32  PASS" verify "${DATA}/
 expect(0 "" engine ${KV} --data "${DATA}" --mistake cache-length-position --out "${WORK}/kv_cl.safetensors")
 expect(1 "first failing step: s04 \\(decode, step 4 of 8\\).*at position 9, slot 1 \\(the engine gave position 8\\)" verify "${DATA}/kv_cache/${KV}.json" --actual "${WORK}/kv_cl.safetensors")
 expect(1 "\"first_failing_step\": 4" verify "${DATA}/kv_cache/${KV}.json" --actual "${WORK}/kv_cl.safetensors" --format json)
+# Its diagnosis has hypotheses with an infinite residual (JSON null): the HTML page shows them.
+expect(1 "explained" diagnose "${DATA}/kv_cache/${KV}.json" --actual "${WORK}/kv_cl.safetensors" --report "${WORK}/kv_diagnose.html")
 expect(0 "" engine kv_cache_rope_window8_cache_length_invalid_f32 --data "${DATA}" --out "${WORK}/kv_neg.safetensors")
 expect(0 "negative control: the output differs" verify "${DATA}/kv_cache/kv_cache_rope_window8_cache_length_invalid_f32.json" --actual "${WORK}/kv_neg.safetensors")
 expect(2 "unknown mistake" engine ${KV} --data "${DATA}" --mistake typo --out "${WORK}/kv_typo.safetensors")

@@ -1132,6 +1132,9 @@ int main(int argc, char** argv) {
   dia->add_flag("-v,--verbose", verbose, "List every hypothesis, not only the best five");
   dia->add_option("--report", report_str, report_help);
   add_force(dia, "the --report file");
+  dia->footer("Exit codes: 0 every diagnosed case is correct (passes the claimed profile), 1 at "
+              "least one is not (explained or unexplained), 2 usage or input error, including no "
+              "valid case with an engine output (negative controls are not diagnosed).");
 
   auto* chk = app.add_subcommand(
       "check", "Run posenc's own kernels (or an emulated engine pipeline) on the catalog through "

@@ -305,8 +305,10 @@ nlohmann::json diagnosis_json(const Diagnosis& d) {
   for (const auto& h : d.ranked) {
     nlohmann::json j = {{"pipeline", h.pipeline}, {"profile", h.profile}, {"mistake", h.mistake},
                   {"confirmed", h.confirmed()}, {"limit", h.limit},
-                  {"residual", std::isinf(h.residual) ? nlohmann::json("inf") : nlohmann::json(h.residual)},
                   {"worst_tensor", h.worst_tensor}, {"words", h.words}};
+    // As verify's JSON: a non-finite residual is null with residual_nonfinite "inf".
+    j["residual"] = std::isinf(h.residual) ? nlohmann::json(nullptr) : nlohmann::json(h.residual);
+    if (std::isinf(h.residual)) j["residual_nonfinite"] = "inf";
     if (h.fit) {
       j["fit"] = {{"parameter", h.fit->parameter}, {"value", h.fit->value},
                   {"case_value", h.fit->case_value}, {"words", h.fit->words}};

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -1129,6 +1130,18 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     Json derived = {{"attention_factor", round_to_f64(st.tables.attention_factor)},
                     {"softmax_scale_multiplier", round_to_f64(st.softmax_scale_multiplier)},
                     {"seq_len", es.seq_len}};
+    // Two attention factors in the manifest: say which one the expected tables apply.
+    const double a_rule = round_to_f64(st.tables.attention_factor);
+    char a_text[96];
+    std::snprintf(a_text, sizeof a_text, "%.9g", a_rule);
+    std::string applied = std::string("scaling.derived.attention_factor (") + a_text +
+                          ") multiplies both cos and sin tables (and so the rotated q, k); ";
+    std::snprintf(a_text, sizeof a_text, "%.9g", p.attention_factor);
+    applied += a_rule == p.attention_factor
+                   ? std::string("it equals params.attention_factor")
+                   : std::string("the scaling rule's factor replaces params.attention_factor (") +
+                         a_text + "), which an engine does not apply as well";
+    m["conventions"]["attention_factor"] = applied;
     if (es.type == RopeScalingType::kYarn) {
       derived["ramp_low"] = round_to_f64(st.ramp_low);
       derived["ramp_high"] = round_to_f64(st.ramp_high);

@@ -280,6 +280,8 @@ void HtmlReport::add_case(const CaseSpec& spec, const TensorMap& golden, const T
     v.n_over = tr.n_over;
     v.first_fail = tr.first_fail_position;
     v.passes_up_to = tr.passes_up_to_position;
+    v.worst_query = tr.worst.query_position;
+    v.worst_key = tr.worst.key_position;
     v.by_position = tr.by_position;
     const auto ts = std::find_if(spec.expected.begin(), spec.expected.end(),
                                  [&](const TensorSpec& x) { return x.name == tr.name; });
@@ -458,7 +460,7 @@ std::string HtmlReport::html() const {
           const auto& h = hs[i];
           const auto& res = h.at("residual");
           o << "<tr><td>" << i + 1 << "</td><td class=\"num\">"
-            << (res.is_number() ? ratio_text(res.get<double>()) : esc(res.get<std::string>()))
+            << ratio_text(res.is_number() ? res.get<double>() : INFINITY)  // null: infinite
             << "</td><td>" << esc(h.value("pipeline", "")) << "</td><td>"
             << esc(h.value("profile", "")) << "</td><td class=\"mono\">"
             << esc(h.value("mistake", "").empty() ? "(none)" : h.value("mistake", "")) << "</td><td>"
@@ -487,6 +489,10 @@ std::string HtmlReport::html() const {
         << t.n_over << "/" << t.n << " elements over";
       if (t.first_fail) o << ", first failing position " << *t.first_fail;
       if (t.passes_up_to) o << ", every element passes up to position " << *t.passes_up_to;
+      if (t.worst_query && t.worst_key) {
+        o << "; worst element at query position " << *t.worst_query << ", key position "
+          << *t.worst_key << " (key - query = " << *t.worst_key - *t.worst_query << ")";
+      }
       o << "</p>\n";
       if (!t.message.empty()) o << "<p class=\"note\">" << esc(t.message) << "</p>\n";
       const bool plot = !t.by_position.empty() || !t.grid.empty();

@@ -59,6 +59,7 @@ class HtmlReport {
     double ratio = 0;
     std::int64_t n = 0, n_over = 0;
     std::optional<std::int64_t> first_fail, passes_up_to;
+    std::optional<std::int64_t> worst_query, worst_key;  // query-key tensors' worst element
     std::vector<PositionStat> by_position;
     // Heat map: rows (channel axis bins) x columns (position bins), max ratio; NaN = none.
     std::string row_axis;

@@ -132,6 +132,18 @@ std::string describe(const TensorSpec& spec, SmallTensors& golden,
   return os.str();
 }
 
+/// The position of the coordinate on the axis called `name` that carries positions, if any.
+std::optional<std::int64_t> axis_position(const TensorSpec& spec, SmallTensors& golden,
+                                          const std::vector<std::int64_t>& coords,
+                                          const std::string& name) {
+  for (std::size_t k = 0; k < spec.axes.size() && k < coords.size(); ++k) {
+    if (spec.axes[k].name != name || spec.axes[k].positions.empty()) continue;
+    const Tensor* t = golden.get(spec.axes[k].positions);
+    if (t && coords[k] < t->numel()) return t->get_i64(coords[k]);
+  }
+  return std::nullopt;
+}
+
 std::int64_t numel_of(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
@@ -478,6 +490,7 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
   r.name = spec.name;
   r.stage = spec.stage;
   r.kind = spec.check.kind;
+  r.integer = !dtype_is_float(spec.dtype);
   const ProfileBudget& b = spec.check.profile(
       POSENC_MUTANT("golden_verify_na_uses_strict") && !spec.check.profile(opt.profile).applies
           ? std::string("strict") : opt.profile);
@@ -675,10 +688,16 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
     r.worst.exact = spec.exact.empty()
                         ? r.worst.expected
                         : element_f64(need(gold, spec.exact).dtype, gold.read(spec.exact, w, w + 1));
-    r.worst.abs_error = acc.worst_diff;
+    r.worst.abs_error = r.integer ? std::fabs(r.worst.actual - r.worst.exact) : acc.worst_diff;
     r.worst.budget = acc.worst_budget;
     r.worst.coords = coords_of(spec.shape, w);
     r.worst.where = describe(spec, golden, r.worst.coords);
+    const auto q = axis_position(spec, golden, r.worst.coords, "query");
+    const auto k = axis_position(spec, golden, r.worst.coords, "key");
+    if (q && k) {
+      r.worst.query_position = q;
+      r.worst.key_position = k;
+    }
   }
   return r;
 }
@@ -760,6 +779,7 @@ TraceStepReport trace_step_report(const CaseSpec& spec, SmallTensors& golden, co
     tr.tensor = worst->name;
     tr.where = worst->worst.where;
     tr.ratio = worst->max_ratio;
+    tr.integer = worst->integer;
     const auto& c = worst->worst.coords;
     if (c.size() >= 2) {
       tr.sequence = c[0];
@@ -813,6 +833,7 @@ CaseReport verify_case_impl(const CaseSpec& spec, TensorSource& golden, TensorSo
   rep.scheme = spec.scheme;
   rep.result = spec.result;
   rep.profile = opt.profile;
+  rep.require_all = opt.require_all;
   bool any_error = false, any_fail = false, any_nan = false;
   std::vector<std::string> missing;
   for (const auto& spec_t : spec.expected) {
@@ -908,7 +929,7 @@ std::string trace_text(const TraceStepReport& t, bool negative) {
   std::snprintf(buf, sizeof buf, "%.3g", t.ratio);
   os << (negative ? "first step that differs from the known-wrong output: " : "first failing step: ")
      << t.name << " (" << t.kind << ", step " << t.index << " of " << t.n_steps << "): " << t.tensor
-     << " worst " << buf << " of budget";
+     << (t.integer ? std::string(" differs") : std::string(" worst ") + buf + " of budget");
   if (t.sequence) os << " in sequence " << *t.sequence;
   if (t.position) os << " at position " << *t.position;
   if (t.slot) os << ", slot " << *t.slot;
@@ -922,16 +943,28 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
   std::ostringstream os;
   char buf[768];
   const bool negative = r.result == "invalid";
+  std::string missing;  // the stages not written, one line after the others
+  std::size_t n_missing = 0;
   for (const auto& t : r.tensors) {
-    if (t.status == "ERROR" || t.status == "MISSING" || t.status == "N/A") {
-      if (t.status == "MISSING" && POSENC_MUTANT("golden_verify_hides_missing")) continue;
+    if (t.status == "MISSING") {
+      missing += (missing.empty() ? "" : ", ") + t.name;
+      ++n_missing;
+      continue;
+    }
+    if (t.status == "ERROR" || t.status == "N/A") {
       os << r.id << "  " << t.name << "  " << t.status << ": " << t.message << '\n';
       continue;
     }
-    std::snprintf(buf, sizeof buf, "%s  %-8s %-9s worst %.3g of budget (bound %g%s) over=%lld/%lld",
-                  r.id.c_str(), t.name.c_str(), t.stage.c_str(), t.max_ratio, t.bound,
-                  t.has_extra ? " + extra" : "", static_cast<long long>(t.n_over),
-                  static_cast<long long>(t.n));
+    if (t.integer) {  // no budget: integers match exactly or not
+      std::snprintf(buf, sizeof buf, "%s  %-8s %-9s integers, exact match required: over=%lld/%lld",
+                    r.id.c_str(), t.name.c_str(), t.stage.c_str(), static_cast<long long>(t.n_over),
+                    static_cast<long long>(t.n));
+    } else {
+      std::snprintf(buf, sizeof buf, "%s  %-8s %-9s worst %.3g of budget (bound %g%s) over=%lld/%lld",
+                    r.id.c_str(), t.name.c_str(), t.stage.c_str(), t.max_ratio, t.bound,
+                    t.has_extra ? " + extra" : "", static_cast<long long>(t.n_over),
+                    static_cast<long long>(t.n));
+    }
     os << buf;
     if (t.n_skipped > 0) os << " skipped=" << t.n_skipped << " (beyond --max-position)";
     if (t.has_positions) {
@@ -939,9 +972,20 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
          << " passes_up_to_position=" << pos_text(t.passes_up_to_position);
     }
     if ((t.status == "FAIL" && !negative) || verbose) {
-      std::snprintf(buf, sizeof buf, " worst=[%s] exact=%.9g actual=%.9g |err|=%.3g budget=%.3g",
-                    t.worst.where.c_str(), t.worst.exact, t.worst.actual, t.worst.abs_error,
-                    t.worst.budget);
+      os << " worst=[" << t.worst.where << ']';
+      if (t.worst.query_position && t.worst.key_position) {
+        os << " query_position=" << *t.worst.query_position << " key_position="
+           << *t.worst.key_position << " (key - query = "
+           << *t.worst.key_position - *t.worst.query_position << ')';
+      }
+      if (t.integer) {
+        std::snprintf(buf, sizeof buf, " exact=%lld actual=%lld |err|=%lld",
+                      static_cast<long long>(t.worst.exact), static_cast<long long>(t.worst.actual),
+                      static_cast<long long>(t.worst.abs_error));
+      } else {
+        std::snprintf(buf, sizeof buf, " exact=%.9g actual=%.9g |err|=%.3g budget=%.3g",
+                      t.worst.exact, t.worst.actual, t.worst.abs_error, t.worst.budget);
+      }
       os << buf;
     }
     if (negative && !POSENC_MUTANT("golden_verify_negative_lines_as_fail")) {
@@ -968,6 +1012,12 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
       }
     }
   }
+  if (n_missing > 0 && !POSENC_MUTANT("golden_verify_hides_missing")) {
+    const char* what = r.require_all                    ? "stages not written (--require-all): "
+                       : n_missing == r.tensors.size() ? "no stage written; expected: "
+                                                       : "optional stages not written: ";
+    os << r.id << "  " << what << missing << " (" << n_missing << (n_missing == 1 ? " tensor" : " tensors") << ")\n";
+  }
   for (const auto& n : r.notes) os << r.id << "  note: " << n << '\n';
   if (r.trace) os << r.id << "  trace: " << trace_text(*r.trace, negative) << '\n';
   os << r.id << "  profile=" << r.profile << "  " << r.status;
@@ -981,9 +1031,14 @@ nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
                       {"profile", r.profile}, {"status", r.status}, {"message", r.message},
                       {"notes", r.notes}};
   nlohmann::json ts = nlohmann::json::array();
-  auto num = [](double v) -> nlohmann::json {
-    if (std::isfinite(v)) return v;
-    return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  // A number; a non-finite one is null with KEY_nonfinite "inf", "-inf" or "nan" beside it.
+  auto num = [](nlohmann::json& o, const std::string& key, double v) {
+    if (std::isfinite(v)) {
+      o[key] = v;
+      return;
+    }
+    o[key] = nullptr;
+    o[key + "_nonfinite"] = std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
   };
   auto opt_pos = [](const std::optional<std::int64_t>& p) -> nlohmann::json {
     return p ? nlohmann::json(*p) : nlohmann::json(nullptr);
@@ -991,25 +1046,37 @@ nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
   for (const auto& t : r.tensors) {
     nlohmann::json jt = {{"name", t.name},       {"stage", t.stage},     {"kind", t.kind},
                          {"status", t.status},   {"message", t.message}, {"bound", t.bound},
-                         {"has_extra", t.has_extra}, {"ratio", num(t.max_ratio)},
+                         {"has_extra", t.has_extra},
                          {"n", t.n},             {"n_over", t.n_over},   {"n_skipped", t.n_skipped},
                          {"n_nan", t.n_nan},     {"convention", t.convention}};
+    num(jt, "ratio", t.max_ratio);
     if (t.has_positions) {
       jt["first_fail_position"] = opt_pos(t.first_fail_position);
       jt["passes_up_to_position"] = opt_pos(t.passes_up_to_position);
     }
     if (t.worst.index >= 0) {
-      jt["worst"] = {{"index", t.worst.index}, {"coords", t.worst.coords},
-                     {"where", t.worst.where}, {"exact", num(t.worst.exact)},
-                     {"expected", num(t.worst.expected)}, {"actual", num(t.worst.actual)},
-                     {"abs_error", num(t.worst.abs_error)}, {"budget", num(t.worst.budget)},
-                     {"ratio", num(t.worst.ratio)}};
+      nlohmann::json w = {{"index", t.worst.index}, {"coords", t.worst.coords},
+                          {"where", t.worst.where}};
+      num(w, "exact", t.worst.exact);
+      num(w, "expected", t.worst.expected);
+      num(w, "actual", t.worst.actual);
+      num(w, "abs_error", t.worst.abs_error);
+      num(w, "budget", t.worst.budget);
+      num(w, "ratio", t.worst.ratio);
+      if (t.worst.query_position && t.worst.key_position) {
+        w["query_position"] = *t.worst.query_position;
+        w["key_position"] = *t.worst.key_position;
+        w["key_minus_query"] = *t.worst.key_position - *t.worst.query_position;
+      }
+      jt["worst"] = std::move(w);
     }
     if (by_position && t.has_positions) {
       nlohmann::json bp = nlohmann::json::array();
       for (const auto& ps : t.by_position) {
-        bp.push_back({{"position", ps.position}, {"worst_ratio", num(ps.worst_ratio)},
-                      {"n", ps.n}, {"n_over", ps.n_over}, {"saturated", ps.saturated}});
+        nlohmann::json p = {{"position", ps.position}, {"n", ps.n}, {"n_over", ps.n_over},
+                            {"saturated", ps.saturated}};
+        num(p, "worst_ratio", ps.worst_ratio);
+        bp.push_back(std::move(p));
       }
       jt["by_position"] = bp;
     }
@@ -1022,8 +1089,9 @@ nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
     j["trace"] = {{"n_steps", t.n_steps}, {"n_checked", t.n_checked},
                   {"first_failing_step", t.index < 0 ? nlohmann::json(nullptr) : nlohmann::json(t.index)},
                   {"step", t.name}, {"kind", t.kind}, {"tensor", t.tensor}, {"where", t.where},
-                  {"ratio", num(t.ratio)}, {"sequence", o(t.sequence)}, {"position", o(t.position)},
+                  {"sequence", o(t.sequence)}, {"position", o(t.position)},
                   {"slot", o(t.slot)}, {"engine_position", o(t.engine_position)}};
+    num(j["trace"], "ratio", t.ratio);
   }
   return j;
 }

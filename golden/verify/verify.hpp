@@ -52,6 +52,9 @@ struct WorstElement {
   double exact = 0, expected = 0, actual = 0;
   double abs_error = 0, budget = 0;
   double ratio = 0;  // abs_error / budget
+  /// Tensors with a "query" and a "key" axis (scores, probabilities, biases): the positions of
+  /// the worst element's query and key (both or neither).
+  std::optional<std::int64_t> query_position, key_position;
 };
 
 /// Worst ratio and counts of the elements at one position (max over the element's position
@@ -71,6 +74,7 @@ struct TensorReport {
   double bound = 0;
   bool has_extra = false;
   double max_ratio = 0;  // max over judged elements of |y - y*| / budget
+  bool integer = false;  // an i32 / i64 tensor (positions, slots, buckets): printed as integers
   std::int64_t n = 0, n_over = 0, n_skipped = 0, n_nan = 0;
   WorstElement worst;
   std::string convention = "default";  // or the declared alternative the engine follows
@@ -86,6 +90,7 @@ struct TraceStepReport {
   std::string name, kind;       // "s03", "decode"
   std::string tensor, where;    // the step's worst failing tensor and its worst element
   double ratio = 0;
+  bool integer = false;  // the tensor is an integer one (positions, slots): no ratio printed
   std::optional<std::int64_t> sequence, position, slot;
   std::optional<std::int64_t> engine_position;  // when the step's positions are what fails
 };
@@ -98,6 +103,7 @@ struct CaseReport {
   std::string message;
   std::vector<TensorReport> tensors;
   std::vector<std::string> notes;  // blind spots, alternatives followed
+  bool require_all = false;  // VerifyOptions::require_all: a stage not written is an error
   int n_checked() const;
   double worst_ratio() const;  // max over checked tensors
 };

@@ -8,6 +8,21 @@ import subprocess
 from .case import Case, default_data_dir, case_ids, _catalog
 
 
+def _nonfinite_back(obj):
+    """posenc's JSON writes a non-finite number KEY as null with KEY_nonfinite "inf", "-inf" or
+    "nan" beside it: put float('inf') etc. back in KEY (in place, at every depth)."""
+    if isinstance(obj, dict):
+        for key, value in list(obj.items()):
+            if key.endswith("_nonfinite") and value in ("inf", "-inf", "nan"):
+                obj[key[:-len("_nonfinite")]] = float(value)
+            else:
+                _nonfinite_back(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            _nonfinite_back(value)
+    return obj
+
+
 class PosencError(RuntimeError):
     """posenc exited 2 (usage or input error) or could not be run."""
 
@@ -40,7 +55,7 @@ class TensorResult(dict):
     def describe(self):
         w = self.worst
         r = self.ratio
-        r = f"{r:.3g}" if isinstance(r, (int, float)) else str(r)  # JSON gives "inf" / "nan" as text
+        r = f"{r:.3g}" if isinstance(r, (int, float)) else str(r)
         s = f"{self.name}: {self.status} worst {r} of budget"
         if self.get("n") is not None:
             s += f" over={self.get('n_over')}/{self.get('n')}"
@@ -86,7 +101,7 @@ class VerifyResult:
     `summary`, `profile`, `returncode`, `raw` (the whole JSON), `passed` (returncode 0)."""
 
     def __init__(self, raw, returncode, command):
-        self.raw = raw
+        self.raw = _nonfinite_back(raw)
         self.returncode = returncode
         self.command = command
         self.profile = raw.get("profile")
@@ -179,7 +194,7 @@ def diagnose(case_or_glob, outputs_dir, profile="strict", posenc="posenc", data_
         raise PosencError(f"diagnose: posenc exited {proc.returncode}: "
                           f"{(proc.stderr or proc.stdout).strip()}\ncommand: {' '.join(cmd)}")
     try:
-        return json.loads(proc.stdout)["cases"]
+        return _nonfinite_back(json.loads(proc.stdout))["cases"]
     except (json.JSONDecodeError, KeyError) as e:
         raise PosencError(f"diagnose: posenc printed no JSON ({e}); stderr: {proc.stderr.strip()}"
                           f"\ncommand: {' '.join(cmd)}") from None

@@ -49,6 +49,22 @@ def manifest(case):
     return os.path.join(DATA, scheme, case + ".json")
 
 
+def no_nonfinite_text(j, path=""):
+    """A number is a number or null, never the text inf / -inf / nan (that only as the value of
+    KEY_nonfinite beside a null KEY)."""
+    if isinstance(j, dict):
+        for k, v in j.items():
+            if k.endswith("_nonfinite"):
+                assert j.get(k[:-len("_nonfinite")], 0) is None, (path, k, j)
+            else:
+                no_nonfinite_text(v, f"{path}/{k}")
+    elif isinstance(j, list):
+        for i, v in enumerate(j):
+            no_nonfinite_text(v, f"{path}/{i}")
+    else:
+        assert j not in ("inf", "-inf", "nan"), (path, j)
+
+
 def test_verify_reports_follow_the_schema(binary, outputs, tmp_path):
     s = schema("verify-report.schema.json")
     reports = [
@@ -67,6 +83,8 @@ def test_verify_reports_follow_the_schema(binary, outputs, tmp_path):
     reports.append(run_json(binary, "check", "--scheme", "t5_bias"))
     for r in reports:
         jsonschema.validate(r, s)
+        no_nonfinite_text(r)
+    assert any("ratio_nonfinite" in t for r in reports for c in r["cases"] for t in c["tensors"])
     statuses = {c["status"] for r in reports for c in r["cases"]}
     assert {"PASS", "FAIL", "NO OUTPUT"} <= statuses, statuses
     assert any("trace" in c for r in reports for c in r["cases"])
@@ -80,6 +98,7 @@ def test_diagnose_reports_follow_the_schema(binary, outputs):
         r = run_json(binary, "diagnose", manifest(case), "--actual", outputs[name], "--profile",
                      profile)
         jsonschema.validate(r, s)
+        no_nonfinite_text(r)
         assert r["cases"] and r["cases"][0]["verdict"] in ("correct", "explained"), r
         if name == "offset":  # the fitted offset rides on the `offset` hypothesis
             fits = [h["fit"] for h in r["cases"][0]["hypotheses"] if "fit" in h]
@@ -89,7 +108,8 @@ def test_diagnose_reports_follow_the_schema(binary, outputs):
 def test_the_schemas_reject_broken_reports(binary, outputs):
     s = schema("verify-report.schema.json")
     good = run_json(binary, "verify", manifest(F32), "--actual", outputs["offset"])
-    for breakage in ("drop_status", "unknown_status", "extra_key", "ratio_text"):
+    for breakage in ("drop_status", "unknown_status", "extra_key", "ratio_text", "ratio_inf_text",
+                     "null_without_flag", "flag_beside_a_number"):
         bad = copy.deepcopy(good)
         t = bad["cases"][0]["tensors"][0]
         if breakage == "drop_status":
@@ -98,6 +118,14 @@ def test_the_schemas_reject_broken_reports(binary, outputs):
             t["status"] = "OK"
         elif breakage == "extra_key":
             t["max_err"] = 1.0
+        elif breakage == "ratio_inf_text":
+            t["ratio"] = "inf"
+        elif breakage == "null_without_flag":
+            t["ratio"] = None
+            t.pop("ratio_nonfinite", None)
+        elif breakage == "flag_beside_a_number":
+            t["ratio"] = 1.0
+            t["ratio_nonfinite"] = "inf"
         else:
             t["ratio"] = "big"
         with pytest.raises(jsonschema.ValidationError):

@@ -91,3 +91,45 @@ def test_glob_selects_cases(tmp_path, binary):
     r = posenc.verify("rope_inter_d256_*_f32", str(tmp_path), profile="fp32", posenc=binary)
     assert r.passed and [x.id for x in r.cases] == [GPTJ]
     assert len(r.all_cases) == len(posenc.case_ids("rope_inter_d256_*_f32"))
+
+
+KV_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "golden", "data",
+                      "kv_cache")
+
+
+def test_nonfinite_numbers_come_back_as_floats(tmp_path, binary):
+    """verify's JSON writes an infinite ratio as null + ratio_nonfinite; the wrapper gives inf."""
+    import subprocess
+    case = "kv_cache_rope_window8_ring_wrap_f32"
+    out = tmp_path / f"{case}.safetensors"
+    subprocess.run([binary, "engine", case, "--mistake", "cache-length-position", "--out",
+                    str(out)], check=True, capture_output=True)
+    r = posenc.verify(os.path.join(KV_DIR, case + ".json"), str(out), posenc=binary)
+    t = r.case(case).tensor("s04.positions")
+    assert t.status == "FAIL" and t.ratio == float("inf"), t
+    assert t.describe().startswith("s04.positions: FAIL worst inf of budget"), t.describe()
+
+
+def test_kv_negative_controls_say_what_verify_does_with_a_correct_engine(tmp_path, binary):
+    """The manifest's negative_control.meaning names verify's verdict on a correct engine's
+    output (and on the mistaken engine's): run both and compare."""
+    import re
+    import subprocess
+    cases = sorted(f[:-5] for f in os.listdir(KV_DIR) if f.endswith("_invalid_f32.json"))
+    assert cases
+    for case in cases:
+        with open(os.path.join(KV_DIR, case + ".json")) as f:
+            m = json.load(f)
+        meaning = m["negative_control"]["meaning"]
+        said = re.search(r"correct engine[^;(]*\(verify (PASS|FAIL)\)", meaning)
+        said_mistake = re.search(r"engine with the mistake[^;(]*\(verify (PASS|FAIL)\)", meaning)
+        assert said and said_mistake, meaning
+        for mistake, claim in [(None, said.group(1)), (m["negative_control"]["mistake"],
+                                                       said_mistake.group(1))]:
+            out = tmp_path / f"{case}_{mistake}.safetensors"
+            cmd = [binary, "engine", case, "--out", str(out)]
+            if mistake:
+                cmd += ["--mistake", mistake]
+            subprocess.run(cmd, check=True, capture_output=True)
+            r = posenc.verify(os.path.join(KV_DIR, case + ".json"), str(out), posenc=binary)
+            assert r.case(case).status == claim, (case, mistake, meaning, r.describe())
