@@ -8,7 +8,7 @@
 #include <omp.h>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 

@@ -5,7 +5,7 @@
 
 #include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 

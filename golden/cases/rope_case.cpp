@@ -21,11 +21,11 @@
 #include "optimized/rope.hpp"
 #include "optimized/rope_scaling.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/rope.hpp"
 #include "reference/rope_scaling.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 

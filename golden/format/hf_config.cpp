@@ -6,7 +6,7 @@
 #include "golden/format/format.hpp"
 #include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 

@@ -1,9 +1,11 @@
 // Test-only mutant switch: deliberate bugs that show each property test can fail.
 //
 // In a normal build POSENC_MUTANT(name) is the constant false and every mutant branch is
-// compiled away. The mutant test build (CMake target posenc_rope_mutant_test) defines
+// compiled away. The mutant test binaries (posenc_<label>_test_mutant) define
 // POSENC_ENABLE_MUTANTS; there the environment variable POSENC_MUTANT names the one active
 // mutant, e.g. POSENC_MUTANT=ref_sin_sign_flipped. README "Mutants" lists them.
+// The switches of the reference (ref_*) are not in reference/: tools/mutants/reference.patch adds
+// them to the copy of reference/ that the mutant build compiles (tools/mutant_patch.sh).
 #pragma once
 
 #ifdef POSENC_ENABLE_MUTANTS
