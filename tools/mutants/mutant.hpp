@@ -8,6 +8,15 @@
 // them to the copy of reference/ that the mutant build compiles (tools/mutant_patch.sh).
 #pragma once
 
+namespace posenc {
+/// The *_thread_dependent mutants: results that depend on the thread that computed them. Off
+/// thread 0, x[i] += x[i] * 2^-23 for the n entries of a tile.
+inline void mutant_nudge(float* x, int n, int thread) {
+  if (thread == 0) return;
+  for (int i = 0; i < n; ++i) x[i] += x[i] * 0x1p-23f;
+}
+}  // namespace posenc
+
 #ifdef POSENC_ENABLE_MUTANTS
 #include <cstdlib>
 #include <string_view>
