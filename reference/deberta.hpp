@@ -316,14 +316,12 @@ template <class Real>
 DebertaProjection<Real> deberta_c2p_projection(const DebertaParams& p,
                                                const DebertaWeights<Real>& w) {
   if (p.share_att_key) return {&w.key_w, &w.key_b};
-  }
   return {&w.pos_key_w, &w.pos_key_b};
 }
 template <class Real>
 DebertaProjection<Real> deberta_p2c_projection(const DebertaParams& p,
                                                const DebertaWeights<Real>& w) {
   if (p.share_att_key) return {&w.query_w, &w.query_b};
-  }
   return {&w.pos_query_w, &w.pos_query_b};
 }
 
