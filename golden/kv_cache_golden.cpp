@@ -33,8 +33,8 @@
 #include "optimized/rope.hpp"
 #include "optimized/rope_scaling.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/kv_cache.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -27,10 +27,10 @@
 #include "golden/cases/registry.hpp"
 #include "optimized/learned.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/learned.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

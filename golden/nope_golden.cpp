@@ -8,9 +8,9 @@
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/registry.hpp"
 #include "optimized/nope.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/nope.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -27,10 +27,10 @@
 #include "golden/cases/registry.hpp"
 #include "optimized/sinusoidal.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/sinusoidal.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 namespace {
@@ -388,6 +388,15 @@ std::vector<std::string> sinusoidal_mistakes() {
 
 /// The float32 pipelines of tensor2tensor / fairseq (kConcat) and of a float32 port of the
 /// paper's formula (kPaper): frequencies, position, angle, sin and cos all in float.
+/// The kernel's tables: a float pipeline that is not one (mutant
+/// engine_sinusoidal_pipeline_exact_tables).
+void kernel_tables(const SinusoidalParams& p, const std::vector<std::int64_t>& pos,
+                   std::vector<float>* inv, std::vector<float>* pe) {
+  const auto inv64 = optimized::sinusoidal_inv_freq(p);
+  inv->assign(inv64.begin(), inv64.end());
+  *pe = optimized::sinusoidal_rows(p, pos);
+}
+
 void fp32_pipeline(const SinusoidalParams& p, const std::vector<std::int64_t>& pos,
                    std::vector<float>* inv, std::vector<float>* pe) {
   const int d = p.d_model;
@@ -403,12 +412,7 @@ void fp32_pipeline(const SinusoidalParams& p, const std::vector<std::int64_t>& p
     for (int i = 0; i < n; ++i) w[i] = std::exp(static_cast<float>(i) * -delta);
   }
   *inv = w;
-  if (POSENC_MUTANT("engine_sinusoidal_pipeline_exact_tables")) {  // a float pipeline that is not one
-    const auto inv64 = optimized::sinusoidal_inv_freq(p);
-    inv->assign(inv64.begin(), inv64.end());
-    *pe = optimized::sinusoidal_rows(p, pos);
-    return;
-  }
+  if (POSENC_MUTANT("engine_sinusoidal_pipeline_exact_tables")) return kernel_tables(p, pos, inv, pe);
   pe->assign(pos.size() * static_cast<std::size_t>(d), 0.0f);
   for (std::size_t t = 0; t < pos.size(); ++t) {
     for (int i = 0; i < n; ++i) {

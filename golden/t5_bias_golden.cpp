@@ -31,10 +31,10 @@
 #include "golden/cases/registry.hpp"
 #include "optimized/t5_bias.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/t5_bias.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

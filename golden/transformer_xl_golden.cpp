@@ -53,9 +53,9 @@
 #include "golden/format/prng.hpp"
 #include "optimized/transformer_xl.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/transformer_xl.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -8,7 +8,7 @@
 #include <omp.h>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 
@@ -17,10 +17,8 @@ std::vector<float> alibi_slopes(const AlibiParams& p) {
   std::vector<float> m(static_cast<std::size_t>(p.n_heads));
   for (int h = 0; h < p.n_heads; ++h) {
     int num = 0, den = 1;
-    reference::alibi_slope_exponent(p.n_heads, h, &num, &den);
-    if (POSENC_MUTANT("opt_alibi_slopes_reversed")) {
-      reference::alibi_slope_exponent(p.n_heads, p.n_heads - 1 - h, &num, &den);
-    }
+    const int head = POSENC_MUTANT("opt_alibi_slopes_reversed") ? p.n_heads - 1 - h : h;
+    reference::alibi_slope_exponent(p.n_heads, head, &num, &den);
     // 2^(-num/den): exact when den divides num, else exp2 in long double rounded once.
     m[h] = num % den == 0 ? std::ldexp(1.0f, -(num / den))
                           : static_cast<float>(std::exp2(-static_cast<long double>(num) / den));

@@ -27,7 +27,7 @@
 
 #include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

@@ -18,12 +18,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {
@@ -169,9 +168,7 @@ void DebertaBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int n
       tile[static_cast<std::size_t>(r) * nk + c] = b;
     }
   }
-  if (POSENC_MUTANT("opt_deberta_thread_dependent") && omp_get_thread_num() != 0) {
-    for (int x = 0; x < nq * nk; ++x) tile[x] += tile[x] * std::numeric_limits<float>::epsilon();
-  }
+  if (POSENC_MUTANT("opt_deberta_thread_dependent")) mutant_nudge(tile, nq * nk, omp_get_thread_num());
 }
 
 void deberta_forward(const DebertaParams& p, const AttentionParams& ap, const AttentionMask& mask,

@@ -11,7 +11,7 @@
 #include "optimized/rope.hpp"
 #include "reference/common/dtype.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {
@@ -32,6 +32,11 @@ struct SeqWork {
   std::vector<float> vals;  // [nk, Hkv, dv]
   std::vector<float> out;   // [n, H, dv]
 };
+
+/// The number of occupied slots (position >= 0).
+std::int64_t n_cached(const std::vector<std::int64_t>& pos) {
+  return std::count_if(pos.begin(), pos.end(), [](std::int64_t p) { return p >= 0; });
+}
 
 }  // namespace
 
@@ -207,7 +212,7 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
     }
     w.n = static_cast<std::int64_t>(w.cols.size());
     const Seq& s = seqs_[b];
-    const std::int64_t used = std::count_if(s.pos.begin(), s.pos.end(), [](std::int64_t p) { return p >= 0; });
+    const std::int64_t used = n_cached(s.pos);
     if (c_.attn.window == 0 && c_.n_sink == 0 && w.n > c_.capacity - used && !POSENC_MUTANT("opt_kv_room_check_dropped")) {
       throw_invalid(fn, "sequence " + std::to_string(b) + " has room for " +
                         std::to_string(c_.capacity - used) + " tokens (shift first)", w.n);
@@ -225,7 +230,7 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
     SeqWork& w = work[b];
     if (w.n == 0) continue;
     Seq& s = seqs_[b];
-    const std::int64_t used = std::count_if(s.pos.begin(), s.pos.end(), [](std::int64_t p) { return p >= 0; });
+    const std::int64_t used = n_cached(s.pos);
     if (c_.n_sink > 0 && used == c_.capacity) {  // StreamingLLM: evict the oldest non-sink, move later positions down
       std::int64_t oldest = -1;
       for (std::int64_t i = 0; i < c_.capacity; ++i) {
@@ -353,9 +358,7 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
       store(s, slot, &w.keys[(first_new + i) * Hkv * d], &w.vals[(first_new + i) * Hkv * dv]);
     }
     s.next = w.qpos.back() + 1;
-    if (POSENC_MUTANT("opt_kv_cache_length_position")) {
-      s.next = std::count_if(s.pos.begin(), s.pos.end(), [](std::int64_t p) { return p >= 0; });
-    }
+    if (POSENC_MUTANT("opt_kv_cache_length_position")) s.next = n_cached(s.pos);
   }
 }
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

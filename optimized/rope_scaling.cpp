@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

@@ -22,7 +22,7 @@
 
 #include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 
@@ -38,8 +38,7 @@ ShawIndexTable shaw_index_table(const ShawParams& p, std::int64_t tq, std::int64
   if (tq == 0 || tk == 0) return t;
   const std::int64_t r_max = tk - 1 - query_offset;
   const bool flip = POSENC_MUTANT("opt_shaw_sign_flipped");
-  const std::int64_t kk = POSENC_MUTANT("opt_shaw_clip_off_by_one") ? p.max_relative_position - 1
-                                                                     : p.max_relative_position;
+  const std::int64_t kk = p.max_relative_position - (POSENC_MUTANT("opt_shaw_clip_off_by_one") ? 1 : 0);
   t.index.resize(static_cast<std::size_t>(r_max - t.r_min + 1));
   for (std::int64_t r = t.r_min; r <= r_max; ++r) {
     // row = clip(r, -K, K) + K, the reference's shaw_index(p, 0, r)
@@ -83,9 +82,8 @@ ShawRelative::ShawRelative(const ShawParams& p, const AttentionParams& ap, std::
   }
   rel_v_.assign(rel_v.begin(), rel_v.end());
   const int H = ap.n_heads, d = ap.head_dim, W = rows_;
-  const float scale = POSENC_MUTANT("opt_shaw_bias_unscaled")
-                          ? 1.0f
-                          : static_cast<float>(reference::attention_scale<double>(ap));
+  float scale = static_cast<float>(reference::attention_scale<double>(ap));
+  if (POSENC_MUTANT("opt_shaw_bias_unscaled")) scale = 1.0f;
   qa_.resize(static_cast<std::size_t>(H) * tq * W);
   using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Strided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
@@ -111,9 +109,7 @@ void ShawRelative::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int 
     float* row = tile + static_cast<std::size_t>(r) * nk;
     for (int c = 0; c < nk; ++c) row[c] = qa[index_.at(base + c)];
   }
-  if (POSENC_MUTANT("opt_shaw_thread_dependent") && omp_get_thread_num() != 0) {
-    for (int x = 0; x < nq * nk; ++x) tile[x] += tile[x] * 0x1p-23f;
-  }
+  if (POSENC_MUTANT("opt_shaw_thread_dependent")) mutant_nudge(tile, nq * nk, omp_get_thread_num());
 }
 
 void ShawRelative::slot_tile(int, std::int64_t q0, int nq, std::int64_t k0, int nk,

@@ -11,12 +11,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 
@@ -91,9 +90,7 @@ void T5Bias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk, fl
     std::memcpy(tile + static_cast<std::size_t>(r) * nk, line + start,
                 static_cast<std::size_t>(nk) * sizeof(float));
   }
-  if (POSENC_MUTANT("opt_t5_thread_dependent") && omp_get_thread_num() != 0) {
-    for (int x = 0; x < nq * nk; ++x) tile[x] += tile[x] * std::numeric_limits<float>::epsilon();
-  }
+  if (POSENC_MUTANT("opt_t5_thread_dependent")) mutant_nudge(tile, nq * nk, omp_get_thread_num());
 }
 
 void t5_bias_matrix(const T5BiasParams& p, span<const float> table, std::int64_t tq,

@@ -21,12 +21,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {
@@ -204,9 +203,7 @@ void TransformerXlBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0,
       out[c] = pos < 0 ? 0.0f : uk[k0 + c] + bd[pos];  // a future key is masked: read nothing
     }
   }
-  if (POSENC_MUTANT("opt_txl_thread_dependent") && omp_get_thread_num() != 0) {
-    for (int x = 0; x < nq * nk; ++x) tile[x] += tile[x] * std::numeric_limits<float>::epsilon();
-  }
+  if (POSENC_MUTANT("opt_txl_thread_dependent")) mutant_nudge(tile, nq * nk, omp_get_thread_num());
 }
 
 void transformer_xl_forward(const TransformerXlParams& p, std::int64_t qlen, std::int64_t klen,

@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 
 namespace posenc::reference {
 
@@ -56,9 +55,7 @@ struct AlibiParams {
 };
 
 inline void alibi_check(const AlibiParams& p, const char* function = "alibi_check") {
-  if (p.n_heads <= 0 && !POSENC_MUTANT("ref_alibi_check_dropped")) {
-    throw_invalid(function, "n_heads must be positive", p.n_heads);
-  }
+  if (p.n_heads <= 0) throw_invalid(function, "n_heads must be positive", p.n_heads);
 }
 
 /// c = the largest power of two <= n.
@@ -71,13 +68,8 @@ inline int alibi_power_of_two_floor(int n) {
 /// Exponent x of slope m_h = 2^(-x), as the exact rational num / den.
 inline void alibi_slope_exponent(int n, int h, int* num, int* den) {
   const int c = alibi_power_of_two_floor(n);
-  if (POSENC_MUTANT("ref_alibi_naive_non_power_of_two")) {  // 2^(-8(h+1)/n) for every n
-    *num = 8 * (h + 1);
-    *den = n;
-    return;
-  }
   if (h < c) {
-    *num = 8 * (h + (POSENC_MUTANT("ref_alibi_slope_off_by_one") ? 0 : 1));
+    *num = 8 * (h + 1);
     *den = c;
   } else {
     *num = 4 * (2 * (h - c) + 1);
@@ -103,15 +95,13 @@ std::vector<Real> alibi_slopes(const AlibiParams& p) {
 template <class Real>
 Real alibi_bias(AlibiForm form, const Real& m, std::int64_t query_offset, std::int64_t i,
                 std::int64_t j, std::int64_t tk) {
-  const std::int64_t qpos = (POSENC_MUTANT("ref_alibi_ignores_query_offset") ? 0 : query_offset) + i;
+  const std::int64_t qpos = query_offset + i;
   switch (form) {
     case AlibiForm::kPaper:
-      if (POSENC_MUTANT("ref_alibi_sign_flipped")) return m * Real(qpos - j);
       return -m * Real(qpos - j);
     case AlibiForm::kBloom: return m * Real(j);
     case AlibiForm::kMpt: return m * Real(j - (tk - 1));
     case AlibiForm::kSymmetric:
-      if (POSENC_MUTANT("ref_alibi_symmetric_without_abs")) return -m * Real(qpos - j);
       return -m * Real(std::llabs(qpos - j));
   }
   return Real(0);

@@ -35,7 +35,6 @@
 
 #include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 
 namespace posenc::reference {
 
@@ -84,7 +83,7 @@ inline void attention_check(const AttentionParams& p, std::int64_t tq, std::int6
   if (p.scale_kind == AttentionScale::kGiven && !(std::isfinite(p.scale) && p.scale > 0)) {
     throw_invalid(function, "scale must be finite and > 0", p.scale);
   }
-  if (p.window < 0 && !POSENC_MUTANT("ref_window_check_dropped")) throw_invalid(function, "window must be >= 0", p.window);
+  if (p.window < 0) throw_invalid(function, "window must be >= 0", p.window);
   if (p.query_offset < 0) throw_invalid(function, "query_offset must be >= 0", p.query_offset);
   if (tq < 0) throw_invalid(function, "query length must be >= 0", tq);
   if (tk < 0) throw_invalid(function, "key length must be >= 0", tk);
@@ -106,8 +105,7 @@ Real attention_scale(const AttentionParams& p) {
 inline bool attention_visible(const AttentionParams& p, const AttentionMask& m, std::int64_t tk,
                               std::int64_t i, std::int64_t j) {
   const std::int64_t qpos = p.query_offset + i;
-  const bool causal_ok = POSENC_MUTANT("ref_causal_includes_next") ? j <= qpos + 1 : j <= qpos;
-  if (p.causal && !causal_ok) return false;
+  if (p.causal && j > qpos) return false;
   if (p.window > 0 && !(qpos - p.window < j)) return false;
   if (!m.key_padding.empty() && m.key_padding[static_cast<std::size_t>(j)]) return false;
   if (!m.allowed.empty() && !m.allowed[static_cast<std::size_t>(i * tk + j)]) return false;
@@ -126,15 +124,8 @@ std::vector<Real> attention_softmax(const std::vector<Real>& s, const std::vecto
     if (!any || s[j] > mx) mx = s[j];
     any = true;
   }
-  if (!any) {
-    if (POSENC_MUTANT("ref_masked_row_uniform")) {
-      for (Real& x : p) x = Real(1) / Real(static_cast<int>(p.size()));
-    }
-    return p;
-  }
-  if (POSENC_MUTANT("ref_softmax_no_max_shift")) mx = Real(0);
-  // Mutant: "softmax one" (exp(s) / (1 + sum exp(s))), an attention variant, not this one.
-  Real sum = POSENC_MUTANT("ref_softmax_plus_one") ? Real(exp(-mx)) : Real(0);
+  if (!any) return p;
+  Real sum = Real(0);
   for (std::size_t j = 0; j < s.size(); ++j) {
     if (!visible[j]) continue;
     p[j] = exp(s[j] - mx);

@@ -77,7 +77,6 @@
 
 #include "reference/attention.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 
 namespace posenc::reference {
 
@@ -133,13 +132,11 @@ inline std::int64_t deberta_resolve_max_relative_positions(std::int64_t max_rela
 
 /// k = att_span: position_buckets if > 0 else max_relative_positions.
 inline std::int64_t deberta_att_span(const DebertaParams& p) {
-  if (POSENC_MUTANT("ref_deberta_span_ignores_buckets")) return p.max_relative_positions;
   return p.position_buckets > 0 ? p.position_buckets : p.max_relative_positions;
 }
 
 /// sf = 1 + [c2p] + [p2c].
 inline int deberta_scale_factor(const DebertaParams& p) {
-  if (POSENC_MUTANT("ref_deberta_scale_factor_one")) return 1;
   return 1 + (p.c2p ? 1 : 0) + (p.p2c ? 1 : 0);
 }
 
@@ -195,7 +192,6 @@ inline std::int64_t deberta_log_steps(std::uint64_t a, std::int64_t mid,
   const double x = static_cast<double>(mid - 1) *
                    (std::log(static_cast<double>(a) / static_cast<double>(mid)) /
                     std::log(static_cast<double>(max_position - 1) / static_cast<double>(mid)));
-  if (POSENC_MUTANT("ref_deberta_floor_not_ceil")) return static_cast<std::int64_t>(std::floor(x));
   const double n = std::nearbyint(x);
   if (std::fabs(x - n) > 0x1p-20) return static_cast<std::int64_t>(std::ceil(x));
   const auto ni = static_cast<std::int64_t>(n);
@@ -236,8 +232,7 @@ inline std::int64_t deberta_log_bucket_f32(std::int64_t r, int bucket_size,
 /// rel = b(query_pos - key_pos) (or the plain difference without buckets).
 inline std::int64_t deberta_relative_position(const DebertaParams& p, std::int64_t query_pos,
                                               std::int64_t key_pos) {
-  std::int64_t delta = query_pos - key_pos;
-  if (POSENC_MUTANT("ref_deberta_sign_flipped")) delta = -delta;  // key - query, T5's sign
+  const std::int64_t delta = query_pos - key_pos;
   if (p.position_buckets > 0 && p.max_relative_positions > 0) {
     return deberta_log_bucket(delta, p.position_buckets, p.max_relative_positions);
   }
@@ -266,9 +261,6 @@ inline std::int64_t deberta_c2p_index(const DebertaParams& p, std::int64_t query
 /// p2c index: the same as c2p (see the header).
 inline std::int64_t deberta_p2c_index(const DebertaParams& p, std::int64_t query_pos,
                                       std::int64_t key_pos) {
-  if (POSENC_MUTANT("ref_deberta_p2c_literal_index")) {  // the paper's delta(j, i)
-    return deberta_index_of(p, -deberta_relative_position(p, query_pos, key_pos));
-  }
   return deberta_index_of(p, deberta_relative_position(p, query_pos, key_pos));
 }
 
@@ -323,17 +315,13 @@ struct DebertaProjection {
 template <class Real>
 DebertaProjection<Real> deberta_c2p_projection(const DebertaParams& p,
                                                const DebertaWeights<Real>& w) {
-  if (p.share_att_key || POSENC_MUTANT("ref_deberta_share_att_key_ignored")) {
-    return {&w.key_w, &w.key_b};
-  }
+  if (p.share_att_key) return {&w.key_w, &w.key_b};
   return {&w.pos_key_w, &w.pos_key_b};
 }
 template <class Real>
 DebertaProjection<Real> deberta_p2c_projection(const DebertaParams& p,
                                                const DebertaWeights<Real>& w) {
-  if (p.share_att_key || POSENC_MUTANT("ref_deberta_share_att_key_ignored")) {
-    return {&w.query_w, &w.query_b};
-  }
+  if (p.share_att_key) return {&w.query_w, &w.query_b};
   return {&w.pos_query_w, &w.pos_query_b};
 }
 

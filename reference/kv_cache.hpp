@@ -62,7 +62,6 @@
 #include "reference/alibi.hpp"
 #include "reference/attention.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/rope.hpp"
 #include "reference/rope_scaling.hpp"
 #include "reference/sinusoidal.hpp"
@@ -128,8 +127,7 @@ inline void kv_cache_check(const KvCacheParams& p, const char* function = "kv_ca
   attention_check(p.attn, 0, 0, function);
   if (p.capacity < 0) throw_invalid(function, "capacity must be >= 0", p.capacity);
   if (p.n_sink < 0) throw_invalid(function, "n_sink must be >= 0", p.n_sink);
-  if (p.attn.window > 0 && p.capacity > 0 && p.capacity < p.attn.window &&
-      !POSENC_MUTANT("ref_kv_window_capacity_check_dropped")) {
+  if (p.attn.window > 0 && p.capacity > 0 && p.capacity < p.attn.window) {
     throw_invalid(function, "capacity must hold the window " + std::to_string(p.attn.window),
                   p.capacity);
   }
@@ -249,10 +247,7 @@ class KvSession {
     KvStepResult<Real> r;
     r.positions = positions;
     for (std::int64_t t = 0; positions.empty() && t < n; ++t) {
-      r.positions.push_back(POSENC_MUTANT("ref_kv_restart_positions") ? t : next_ + t);
-    }
-    if (POSENC_MUTANT("ref_kv_cache_length_position")) {
-      for (std::int64_t t = 0; t < n; ++t) r.positions[t] = n_cached() + t;
+      r.positions.push_back(next_ + t);
     }
     const std::int64_t table_len = call_tables(r.positions.back() + 1);
 
@@ -350,7 +345,7 @@ class KvSession {
         s = Slot{};
       } else if (s.position >= n_keep + n_discard) {
         s.position -= n_discard;
-        if (rerotate && !POSENC_MUTANT("ref_kv_shift_not_rerotated")) s.rotated_at -= n_discard;
+        if (rerotate) s.rotated_at -= n_discard;
       }
     }
     next_ -= n_discard;
@@ -427,7 +422,7 @@ class KvSession {
 
   std::vector<Real> encoded_key(const Slot& s, std::int64_t current_len) const {
     if (p_.enc.kind != KvEncodingKind::kRope) return s.k;
-    const bool rerotate = p_.enc.table_policy == KvTablePolicy::kRerotateCache && !POSENC_MUTANT("ref_kv_table_policy_ignored");
+    const bool rerotate = p_.enc.table_policy == KvTablePolicy::kRerotateCache;
     const std::int64_t len = rerotate ? current_len : s.table_len;
     return rotate_heads(s.k, p_.attn.n_kv_heads, s.rotated_at, len);
   }
@@ -469,7 +464,7 @@ class KvSession {
     for (Slot& s : slots_) {
       if (s.position > gone) {
         s.position -= 1;
-        if (!POSENC_MUTANT("ref_kv_shift_not_rerotated")) s.rotated_at -= 1;
+        s.rotated_at -= 1;
       }
     }
     next_ -= 1;
@@ -555,10 +550,6 @@ class KvBatch {
       std::vector<std::int64_t> given;
       for (std::int64_t t : cols) {
         if (!positions.empty()) given.push_back(positions[b * T + t]);
-      }
-      if (POSENC_MUTANT("ref_kv_padding_as_position")) {
-        given.clear();
-        for (std::int64_t t : cols) given.push_back(seqs_[b].next_position() + t);
       }
       std::vector<Real> qs, ks, vs;
       for (std::int64_t t : cols) {

@@ -46,7 +46,6 @@
 #include <vector>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/span.hpp"
 
 namespace posenc::reference {
@@ -63,25 +62,21 @@ inline void learned_check(const LearnedParams& p, const char* function = "learne
   if (p.max_positions <= 0) {
     throw_invalid(function, "max_positions must be positive", p.max_positions);
   }
-  if (p.d_model <= 0 && !POSENC_MUTANT("ref_dmodel_check_dropped")) {
-    throw_invalid(function, "d_model must be positive", p.d_model);
-  }
+  if (p.d_model <= 0) throw_invalid(function, "d_model must be positive", p.d_model);
 }
 
 /// The table row that token t at `position` reads: o + position, checked against the table.
 inline std::int64_t learned_row(const LearnedParams& p, std::int64_t position, std::size_t t,
                                 const char* function = "learned_row") {
   std::int64_t row = 0;
-  const std::int64_t o = POSENC_MUTANT("ref_offset_ignored") ? 0 : p.position_offset;
+  const std::int64_t o = p.position_offset;
   if (__builtin_add_overflow(o, position, &row)) {
     throw_invalid(function,
                   "position_offset " + std::to_string(o) + " + positions[" + std::to_string(t) +
                       "] overflows int64",
                   position);
   }
-  if (POSENC_MUTANT("ref_row_off_by_one")) row += 1;
   if (row < 0 || row >= p.max_positions) {
-    if (POSENC_MUTANT("ref_bounds_clamped")) return row < 0 ? 0 : p.max_positions - 1;
     throw_invalid(function,
                   "row position_offset + positions[" + std::to_string(t) +
                       "] must lie in [0, max_positions = " + std::to_string(p.max_positions) + ")",
@@ -116,8 +111,7 @@ std::vector<Real> learned_gather(const LearnedParams& p, span<const Real> table,
   const std::size_t d = static_cast<std::size_t>(p.d_model > 0 ? p.d_model : 0);
   std::vector<Real> rows(positions.size() * d);
   for (std::size_t t = 0; t < positions.size(); ++t) {
-    const std::size_t src = POSENC_MUTANT("ref_rows_from_first_token") ? 0 : t;
-    const std::size_t r = static_cast<std::size_t>(learned_row(p, positions[src], src, function));
+    const std::size_t r = static_cast<std::size_t>(learned_row(p, positions[t], t, function));
     for (std::size_t c = 0; c < d; ++c) rows[t * d + c] = table[r * d + c];
   }
   return rows;
@@ -141,10 +135,7 @@ std::vector<Real> learned_apply(const LearnedParams& p, span<const Real> table,
   constexpr const char* fn = "learned_apply";
   detail::learned_check_sizes(p, table.size(), positions.size(), e.size(), true, fn);
   std::vector<Real> h = detail::learned_gather<Real>(p, table, positions, fn);
-  for (std::size_t j = 0; j < h.size(); ++j) {
-    h[j] = e[j] + h[j];
-    if (POSENC_MUTANT("ref_add_rounded_float")) h[j] = Real(static_cast<float>(h[j]));
-  }
+  for (std::size_t j = 0; j < h.size(); ++j) h[j] = e[j] + h[j];
   return h;
 }
 

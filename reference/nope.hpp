@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "reference/attention.hpp"
-#include "reference/common/mutant.hpp"
 
 namespace posenc::reference {
 
@@ -36,13 +35,9 @@ template <class Real>
 std::vector<Real> nope_forward(const AttentionParams& p, std::int64_t tq, std::int64_t tk,
                                const std::vector<Real>& q, const std::vector<Real>& k,
                                const std::vector<Real>& v, bool causal_mask = true) {
-  AttentionHooks<Real> hooks;
-  if (POSENC_MUTANT("ref_nope_position_leak")) {  // a positional term sneaking in
-    hooks.bias = [](int, std::int64_t, std::int64_t j) { return Real(static_cast<int>(j)) / 64; };
-  }
   AttentionParams pp = p;
-  pp.causal = causal_mask && !POSENC_MUTANT("ref_nope_mask_dropped");
-  return attention_forward<Real>(pp, AttentionMask{}, tq, tk, q, k, v, hooks);
+  pp.causal = causal_mask;
+  return attention_forward<Real>(pp, AttentionMask{}, tq, tk, q, k, v);
 }
 
 }  // namespace posenc::reference

@@ -35,7 +35,6 @@
 #include <vector>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/span.hpp"
 
 namespace posenc::reference {
@@ -59,7 +58,7 @@ constexpr const char* rope_layout_name(RopeLayout l) {
 inline void rope_check(const RopeParams& p, const char* function = "rope_check") {
   if (p.head_dim <= 0) throw_invalid(function, "head_dim must be positive", p.head_dim);
   if (p.rotary_dim <= 0) throw_invalid(function, "rotary_dim must be positive", p.rotary_dim);
-  if (p.rotary_dim % 2 != 0 && !POSENC_MUTANT("ref_even_check_dropped")) throw_invalid(function, "rotary_dim must be even", p.rotary_dim);
+  if (p.rotary_dim % 2 != 0) throw_invalid(function, "rotary_dim must be even", p.rotary_dim);
   if (p.rotary_dim > p.head_dim) {
     throw_invalid(function, "rotary_dim must be <= head_dim " + std::to_string(p.head_dim),
                   p.rotary_dim);
@@ -74,12 +73,10 @@ inline void rope_check(const RopeParams& p, const char* function = "rope_check")
 
 /// Channel index of the first (a) and second (b) component of pair i.
 inline int rope_pair_a(const RopeParams& p, int i) {
-  const bool interleaved = (p.layout == RopeLayout::kInterleaved) != POSENC_MUTANT("ref_pairing_swapped");
-  return interleaved ? 2 * i : i;
+  return p.layout == RopeLayout::kInterleaved ? 2 * i : i;
 }
 inline int rope_pair_b(const RopeParams& p, int i) {
-  const bool interleaved = (p.layout == RopeLayout::kInterleaved) != POSENC_MUTANT("ref_pairing_swapped");
-  return interleaved ? 2 * i + 1 : i + p.rotary_dim / 2;
+  return p.layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + p.rotary_dim / 2;
 }
 
 /// Pair index of channel c, or -1 for a tail channel (c >= rotary_dim).
@@ -102,8 +99,7 @@ std::vector<Real> rope_inv_freq(const RopeParams& p) {
   using std::pow;
   rope_check(p, "rope_inv_freq");
   const int d = p.rotary_dim;
-  Real base = Real(p.base);
-  if (POSENC_MUTANT("ref_wrong_base")) base = base + Real(1);
+  const Real base = Real(p.base);
   std::vector<Real> theta(static_cast<std::size_t>(d / 2));
   for (int i = 0; i < d / 2; ++i) theta[i] = pow(base, -Real(2 * i) / Real(d));
   return theta;
@@ -138,10 +134,6 @@ RopeTables<Real> rope_tables(const RopeParams& p, std::vector<Real> inv_freq,
 /// phi_i = m * theta_i, a single rounding in Real.
 template <class Real>
 Real rope_angle(const RopeTables<Real>& t, std::int64_t m, int i) {
-  if (POSENC_MUTANT("ref_position_off_by_one")) m += 1;
-  if (POSENC_MUTANT("ref_angle_float32")) {
-    return Real(static_cast<float>(static_cast<float>(m) * static_cast<float>(t.inv_freq[i])));
-  }
   return Real(m) * t.inv_freq[i];
 }
 
@@ -155,31 +147,14 @@ void rope_rotate(const RopeParams& p, const RopeTables<Real>& t, std::int64_t m,
   for (int c = d; c < p.head_dim; ++c) y[c] = x[c];
   for (int i = 0; i < d / 2; ++i) {
     const Real phi = rope_angle(t, m, i);
-    Real c = cos(phi);
-    Real s = sin(phi);
-    if (POSENC_MUTANT("ref_sin_sign_flipped")) s = -s;
-    if (POSENC_MUTANT("ref_oracle_precision_loss") && std::numeric_limits<Real>::digits > 64 &&
-        std::numeric_limits<Real>::digits < 300) {
-      c = Real(static_cast<double>(c));
-      s = Real(static_cast<double>(s));
-    }
-    const Real ca = factor * c;
-    const Real sa = POSENC_MUTANT("ref_factor_cos_only") ? s : factor * s;
+    const Real ca = factor * cos(phi);
+    const Real sa = factor * sin(phi);
     const int a = rope_pair_a(p, i);
     const int b = rope_pair_b(p, i);
     const Real xa = x[a];
     const Real xb = x[b];
     y[a] = xa * ca - xb * sa;
-    y[b] = POSENC_MUTANT("ref_inplace_alias") ? y[a] * sa + xb * ca : xa * sa + xb * ca;
-  }
-  if (POSENC_MUTANT("ref_tail_rotated")) {
-    for (int c = d; c + 1 < p.head_dim; c += 2) {
-      const Real phi = rope_angle(t, m, ((c - d) / 2) % (d / 2));
-      const Real xa = x[c];
-      const Real xb = x[c + 1];
-      y[c] = xa * cos(phi) - xb * sin(phi);
-      y[c + 1] = xa * sin(phi) + xb * cos(phi);
-    }
+    y[b] = xa * sa + xb * ca;
   }
 }
 }  // namespace detail

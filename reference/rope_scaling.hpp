@@ -63,7 +63,6 @@
 #include <boost/math/constants/constants.hpp>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/rope.hpp"
 
 namespace posenc::reference {
@@ -208,8 +207,7 @@ Real yarn_correction_dim(int d, double base, double lc, double r) {
 inline bool longrope_uses_long(const RopeScaling& s) {
   switch (s.longrope_policy) {
     case LongRopePolicy::kHfSeqLen:
-      return POSENC_MUTANT("ref_longrope_switch_off_by_one") ? s.seq_len > s.original_max_position + 1
-                                                             : s.seq_len > s.original_max_position;
+      return s.seq_len > s.original_max_position;
     case LongRopePolicy::kVllmAnyAbove: return s.seq_len - 1 > s.original_max_position;
     case LongRopePolicy::kVllmMaxModelLen: return s.max_position > s.original_max_position;
   }
@@ -240,8 +238,7 @@ inline std::int64_t dynamic_ntk_call_seq_len(DynamicPolicy policy, DynamicNtkSta
   }
   if (call_seq_len > state.cached) {
     state.cached = call_seq_len;  // growth
-  } else if (call_seq_len < max_position && state.cached > max_position &&
-             !POSENC_MUTANT("ref_dynamic_reset_missing")) {
+  } else if (call_seq_len < max_position && state.cached > max_position) {
     state.cached = max_position;  // reset
   }
   return state.cached;
@@ -260,7 +257,7 @@ RopeScaledTables<Real> rope_scaling_tables(const RopeParams& p, const RopeScalin
   RopeScaledTables<Real> out;
   std::vector<Real> theta = rope_inv_freq<Real>(p);
   Real a = Real(p.attention_factor);
-  const Real factor = POSENC_MUTANT("ref_scaling_factor_inverted") ? Real(1) / Real(s.factor) : Real(s.factor);
+  const Real factor = Real(s.factor);
   out.band.assign(static_cast<std::size_t>(np), 0);
   switch (s.type) {
     case RopeScalingType::kNone:
@@ -273,8 +270,7 @@ RopeScaledTables<Real> rope_scaling_tables(const RopeParams& p, const RopeScalin
     case RopeScalingType::kDynamic: {
       Real scale = factor;
       if (s.type == RopeScalingType::kDynamic) {
-        std::int64_t l = std::max(s.seq_len, s.max_position);
-        if (POSENC_MUTANT("ref_dynamic_base_not_regrown")) l = s.max_position;
+        const std::int64_t l = std::max(s.seq_len, s.max_position);
         scale = factor * Real(l) / Real(s.max_position) - (factor - Real(1));
       }
       const Real base = Real(p.base) * pow(scale, Real(d) / Real(d - 2));
@@ -286,8 +282,7 @@ RopeScaledTables<Real> rope_scaling_tables(const RopeParams& p, const RopeScalin
                                                           : static_cast<double>(s.original_max_position);
       Real low = yarn_correction_dim<Real>(d, p.base, lc, s.beta_fast);
       Real high = yarn_correction_dim<Real>(d, p.base, lc, s.beta_slow);
-      const bool truncate = s.truncate != POSENC_MUTANT("ref_yarn_truncate_flipped");
-      if (truncate) {
+      if (s.truncate) {
         low = floor(low);
         high = ceil(high);
       }
@@ -300,7 +295,6 @@ RopeScaledTables<Real> rope_scaling_tables(const RopeParams& p, const RopeScalin
         Real rho = (Real(i) - low) / (high - low);
         if (rho < Real(0)) rho = Real(0);
         if (rho > Real(1)) rho = Real(1);
-        if (POSENC_MUTANT("ref_yarn_ramp_reversed")) rho = Real(1) - rho;
         theta[i] = theta[i] / factor * rho + theta[i] * (Real(1) - rho);
         out.band[i] = rho == Real(0) ? 0 : (rho == Real(1) ? 2 : 1);
       }
@@ -332,15 +326,13 @@ RopeScaledTables<Real> rope_scaling_tables(const RopeParams& p, const RopeScalin
           break;
         }
       }
-      if (POSENC_MUTANT("ref_yarn_mscale_missing")) a = Real(1);
       break;
     }
     case RopeScalingType::kLlama3: {
       const Real pi = boost::math::constants::pi<Real>();
       const Real l0 = Real(s.original_max_position);
       const Real lo = Real(s.low_freq_factor), hi = Real(s.high_freq_factor);
-      Real wl_hi = l0 / hi, wl_lo = l0 / lo;
-      if (POSENC_MUTANT("ref_llama3_band_edges_swapped")) std::swap(wl_hi, wl_lo);
+      const Real wl_hi = l0 / hi, wl_lo = l0 / lo;
       for (int i = 0; i < np; ++i) {
         const Real wl = Real(2) * pi / theta[i];
         // Both edges inclusive in the smoothed band (HF and Meta); the blend is continuous there,

@@ -46,7 +46,6 @@
 
 #include "reference/attention.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 
 namespace posenc::reference {
 
@@ -57,7 +56,7 @@ struct ShawParams {
 
 /// Throws InvalidArgument naming `function` unless K > 0 (tensor2tensor: ValueError).
 inline void shaw_check(const ShawParams& p, const char* function = "shaw_check") {
-  if (p.max_relative_position <= 0 && !POSENC_MUTANT("ref_shaw_check_dropped")) {
+  if (p.max_relative_position <= 0) {
     throw_invalid(function, "max_relative_position must be > 0", p.max_relative_position);
   }
 }
@@ -68,11 +67,9 @@ inline int shaw_table_rows(const ShawParams& p) { return 2 * p.max_relative_posi
 /// Table row of a key at key_pos seen from a query at query_pos: clip(key - query, -K, K) + K.
 inline int shaw_index(const ShawParams& p, std::int64_t query_pos, std::int64_t key_pos) {
   shaw_check(p, "shaw_index");
-  std::int64_t r = key_pos - query_pos;
-  if (POSENC_MUTANT("ref_shaw_sign_flipped")) r = -r;  // query - key
-  const std::int64_t kk = POSENC_MUTANT("ref_shaw_clip_off_by_one") ? p.max_relative_position - 1
-                                                                     : p.max_relative_position;
-  return static_cast<int>(std::clamp<std::int64_t>(r, -kk, kk) + p.max_relative_position);
+  const std::int64_t r = key_pos - query_pos;
+  const std::int64_t k = p.max_relative_position;
+  return static_cast<int>(std::clamp<std::int64_t>(r, -k, k) + k);
 }
 
 /// Indices [Tq, Tk] of queries at query_offset + i against keys 0 .. Tk - 1.
@@ -119,10 +116,9 @@ AttentionHooks<Real> shaw_hooks(const ShawParams& p, const AttentionParams& ap, 
                                 std::int64_t tk, const std::vector<Real>& q,
                                 const std::vector<Real>& rel_k, const std::vector<Real>& rel_v) {
   shaw_check_shapes(p, ap, tq, tk, q.size(), rel_k.size(), rel_v.size(), "shaw_hooks");
-  const Real scale = POSENC_MUTANT("ref_shaw_scale_one_term") ? Real(1) : attention_scale<Real>(ap);
+  const Real scale = attention_scale<Real>(ap);
   const int H = ap.n_heads, d = ap.head_dim, dv = ap.value_dim;
-  // Mutant: the relative terms place the queries at 0 .. Tq - 1 (decode at the wrong distances).
-  const std::int64_t o = POSENC_MUTANT("ref_shaw_ignores_offset") ? 0 : ap.query_offset;
+  const std::int64_t o = ap.query_offset;
   AttentionHooks<Real> hooks;
   hooks.bias = [p, q, rel_k, scale, H, d, o](int h, std::int64_t i, std::int64_t j) {
     const std::size_t row = static_cast<std::size_t>(shaw_index(p, o + i, j)) * d;
@@ -131,7 +127,6 @@ AttentionHooks<Real> shaw_hooks(const ShawParams& p, const AttentionParams& ap, 
     for (int c = 0; c < d; ++c) dot += q[qi + c] * rel_k[row + c];
     return scale * dot;
   };
-  if (POSENC_MUTANT("ref_shaw_values_dropped")) return hooks;
   hooks.value_hook = [p, rel_v, dv, o](int, std::int64_t i, const std::vector<Real>& prow,
                                        std::vector<Real>& out) {
     for (std::size_t j = 0; j < prow.size(); ++j) {

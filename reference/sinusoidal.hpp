@@ -52,13 +52,10 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/span.hpp"
 
 namespace posenc::reference {
@@ -78,9 +75,7 @@ struct SinusoidalParams {
 
 /// Throws InvalidArgument naming `function` unless p satisfies the formula's preconditions.
 inline void sinusoidal_check(const SinusoidalParams& p, const char* function = "sinusoidal_check") {
-  if (p.d_model <= 0 && !POSENC_MUTANT("ref_d_model_check_dropped")) {
-    throw_invalid(function, "d_model must be positive", p.d_model);
-  }
+  if (p.d_model <= 0) throw_invalid(function, "d_model must be positive", p.d_model);
   if (!(p.base > 0.0) || !std::isfinite(p.base)) {
     throw_invalid(function, "base must be finite and > 0", p.base);
   }
@@ -117,18 +112,15 @@ std::vector<Real> sinusoidal_inv_freq(const SinusoidalParams& p) {
   sinusoidal_check(p, "sinusoidal_inv_freq");
   const int d = p.d_model;
   const int n = sinusoidal_n_freq(p);
-  Real base = Real(p.base);
-  if (POSENC_MUTANT("ref_wrong_base")) base = base + Real(1);
+  const Real base = Real(p.base);
   std::vector<Real> omega(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     if (p.variant == SinusoidalVariant::kPaper) {
-      // Odd d keeps d as the denominator; the mutant rounds it down to the even d - 1.
-      const int denom =
-          (d % 2 == 1 && d > 1 && POSENC_MUTANT("ref_odd_paper_even_denominator")) ? d - 1 : d;
-      omega[i] = pow(base, -Real(2 * i) / Real(denom));
+      // Odd d keeps d as the denominator.
+      omega[i] = pow(base, -Real(2 * i) / Real(d));
     } else {
-      // t2t / fairseq: ln(base) / (n - 1); the mutant uses the paper-like n.
-      const int denom = POSENC_MUTANT("ref_wrong_denominator") ? n : (n - 1 > 1 ? n - 1 : 1);
+      // t2t / fairseq: ln(base) / (n - 1).
+      const int denom = n - 1 > 1 ? n - 1 : 1;
       omega[i] = pow(base, -Real(i) / Real(denom));
     }
   }
@@ -138,10 +130,6 @@ std::vector<Real> sinusoidal_inv_freq(const SinusoidalParams& p) {
 /// m * omega_i, a single rounding in Real.
 template <class Real>
 Real sinusoidal_angle(const std::vector<Real>& omega, std::int64_t m, int i) {
-  if (POSENC_MUTANT("ref_position_off_by_one")) m += 1;
-  if (POSENC_MUTANT("ref_angle_float32")) {
-    return Real(static_cast<float>(static_cast<float>(m) * static_cast<float>(omega[i])));
-  }
   return Real(m) * omega[i];
 }
 
@@ -150,9 +138,7 @@ template <class Real>
 std::vector<Real> sinusoidal_row(const SinusoidalParams& p, const std::vector<Real>& omega,
                                  std::int64_t m) {
   using std::cos;
-  using std::pow;
   using std::sin;
-  using std::sqrt;
   sinusoidal_check(p, "sinusoidal_row");
   const int d = p.d_model;
   const int n = sinusoidal_n_freq(p);
@@ -161,34 +147,12 @@ std::vector<Real> sinusoidal_row(const SinusoidalParams& p, const std::vector<Re
                   omega.size());
   }
   std::vector<Real> pe(static_cast<std::size_t>(d), Real(0));  // the odd kConcat zero column
-  // Layout mutants: the paper layout used for kConcat, or the zero column put first.
-  SinusoidalParams layout = p;
-  if (POSENC_MUTANT("ref_layout_swapped")) layout.variant = SinusoidalVariant::kPaper;
-  const int shift = (p.variant == SinusoidalVariant::kConcat && d % 2 == 1 &&
-                     POSENC_MUTANT("ref_zero_column_first"))
-                        ? 1
-                        : 0;
   for (int i = 0; i < n; ++i) {
     const Real phi = sinusoidal_angle(omega, m, i);
-    Real s = sin(phi);
-    Real c = cos(phi);
-    if (POSENC_MUTANT("ref_exponent_per_channel") && p.variant == SinusoidalVariant::kPaper) {
-      // Bug class R (jadore #32): the cos channel 2i+1 uses the exponent (2i+1)/d.
-      c = cos(Real(m) * pow(Real(p.base), -Real(2 * i + 1) / Real(d)));
-    }
-    if (POSENC_MUTANT("ref_oracle_precision_loss") && std::numeric_limits<Real>::digits > 64 &&
-        std::numeric_limits<Real>::digits < 300) {
-      s = Real(static_cast<double>(s));
-      c = Real(static_cast<double>(c));
-    }
-    if (POSENC_MUTANT("ref_sin_cos_swapped")) std::swap(s, c);
-    const int cs = sinusoidal_sin_channel(layout, i);
-    const int cc = sinusoidal_cos_channel(layout, i);
-    pe[cs + shift] = s;
-    if (cc >= 0 && cc + shift < d) pe[cc + shift] = c;
-  }
-  if (POSENC_MUTANT("ref_pe_scaled_sqrt_d")) {  // sqrt(d_model) applied to PE, not to e
-    for (Real& v : pe) v = v * sqrt(Real(d));
+    const int cs = sinusoidal_sin_channel(p, i);
+    const int cc = sinusoidal_cos_channel(p, i);
+    pe[cs] = sin(phi);
+    if (cc >= 0) pe[cc] = cos(phi);
   }
   return pe;
 }
@@ -229,8 +193,7 @@ void sinusoidal_add(const SinusoidalParams& p, span<const std::int64_t> position
   }
   const std::vector<Real> omega = sinusoidal_inv_freq<Real>(p);
   for (std::size_t r = 0; r < positions.size(); ++r) {
-    const std::int64_t m = POSENC_MUTANT("ref_add_first_position") ? positions[0] : positions[r];
-    const std::vector<Real> pe = sinusoidal_row(p, omega, m);
+    const std::vector<Real> pe = sinusoidal_row(p, omega, positions[r]);
     for (std::size_t c = 0; c < d; ++c) h[r * d + c] = e[r * d + c] + pe[c];
   }
 }

@@ -67,7 +67,6 @@
 
 #include "reference/attention.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 
 namespace posenc::reference {
 
@@ -102,8 +101,7 @@ inline void t5_bias_check(const T5BiasParams& p, const char* function = "t5_bias
                   p.num_buckets);
   }
   const int e = t5_bias_max_exact(p);
-  if ((p.max_distance <= e || p.max_distance > kT5BiasMaxDistance) &&
-      !POSENC_MUTANT("ref_t5_check_dropped")) {
+  if (p.max_distance <= e || p.max_distance > kT5BiasMaxDistance) {
     throw_invalid(function,
                   "max_distance must exceed max_exact = " + std::to_string(e) +
                       " and be at most 2^30 (ln(D/E) > 0)",
@@ -127,10 +125,8 @@ inline std::int64_t t5_bias_log_steps(std::uint64_t n, int e, int m, std::int64_
   const double x =
       m * (std::log(static_cast<double>(n) / e) / std::log(static_cast<double>(d) / e));
   const double k = std::nearbyint(x);
-  if (POSENC_MUTANT("ref_t5_rounds_not_truncates")) return static_cast<std::int64_t>(k);
   if (x < 0 || std::fabs(x - k) > 0x1p-20) return static_cast<std::int64_t>(std::trunc(x));
   const int ki = static_cast<int>(k);
-  if (POSENC_MUTANT("ref_t5_tie_by_double")) return static_cast<std::int64_t>(std::trunc(x));
   return t5_bias_log_reaches(n, e, m, d, ki) ? ki : ki - 1;
 }
 
@@ -139,29 +135,23 @@ inline std::int64_t t5_bias_log_steps(std::uint64_t n, int e, int m, std::int64_
 /// The bucket of relative position r = key - query, in [0, num_buckets).
 inline int t5_bias_bucket(const T5BiasParams& p, std::int64_t r) {
   t5_bias_check(p, "t5_bias_bucket");
-  if (POSENC_MUTANT("ref_t5_sign_flipped")) r = -r;  // r = query - key
   const int nb = t5_bias_direction_buckets(p);
   const std::uint64_t mag =
       r < 0 ? std::uint64_t{0} - static_cast<std::uint64_t>(r) : static_cast<std::uint64_t>(r);
   int offset = 0;
   std::uint64_t n = 0;  // the distance the buckets of one direction measure
   if (p.bidirectional) {
-    const bool upper = POSENC_MUTANT("ref_t5_offset_for_nonnegative") ? r >= 0 : r > 0;
-    if (upper) offset = nb;
+    if (r > 0) offset = nb;
     n = mag;
   } else {
-    n = (r < 0 || POSENC_MUTANT("ref_t5_causal_keeps_future")) ? mag : 0;
+    n = r < 0 ? mag : 0;
   }
   const int e = nb / 2, m = nb - e;
-  const std::uint64_t exact_below =
-      POSENC_MUTANT("ref_t5_max_exact_off_by_one") ? static_cast<std::uint64_t>(e - 1) : e;
-  if (n < exact_below) return offset + static_cast<int>(n);
-  const bool clamp = !POSENC_MUTANT("ref_t5_no_saturation_clamp");
+  if (n < static_cast<std::uint64_t>(e)) return offset + static_cast<int>(n);
   // n >= D: ln(n/E)/ln(D/E) * M >= M > M - 1, so the min() below picks N' - 1.
-  if (clamp && n >= static_cast<std::uint64_t>(p.max_distance)) return offset + nb - 1;
-  std::int64_t steps = detail::t5_bias_log_steps(n, e, m, p.max_distance);
-  if (clamp) steps = std::min<std::int64_t>(steps, m - 1);
-  return offset + e + static_cast<int>(steps);
+  if (n >= static_cast<std::uint64_t>(p.max_distance)) return offset + nb - 1;
+  const std::int64_t steps = detail::t5_bias_log_steps(n, e, m, p.max_distance);
+  return offset + e + static_cast<int>(std::min<std::int64_t>(steps, m - 1));
 }
 
 /// bias(h) for a query at absolute position query_pos and a key at key_pos:
@@ -172,9 +162,6 @@ Real t5_bias_value(const T5BiasParams& p, const std::vector<Real>& table, int he
   const int b = t5_bias_bucket(p, key_pos - query_pos);
   if (b < 0 || b >= p.num_buckets) {  // an internal invariant, not a user error
     throw std::logic_error("t5_bias_value: bucket " + std::to_string(b) + " out of range");
-  }
-  if (POSENC_MUTANT("ref_t5_table_transposed")) {  // [n_heads, num_buckets] read as HF's layout
-    return table[static_cast<std::size_t>(head) * p.num_buckets + b];
   }
   return table[static_cast<std::size_t>(b) * p.n_heads + head];
 }
@@ -197,9 +184,8 @@ AttentionHooks<Real> t5_bias_hooks(const T5BiasParams& p, const std::vector<Real
                                    std::int64_t query_offset) {
   t5_bias_check_table(p, table.size(), "t5_bias_hooks");
   AttentionHooks<Real> hooks;
-  const std::int64_t o = POSENC_MUTANT("ref_t5_bias_ignores_offset") ? 0 : query_offset;
-  hooks.bias = [p, table, o](int h, std::int64_t i, std::int64_t j) {
-    return t5_bias_value<Real>(p, table, h, o + i, j);
+  hooks.bias = [p, table, query_offset](int h, std::int64_t i, std::int64_t j) {
+    return t5_bias_value<Real>(p, table, h, query_offset + i, j);
   };
   return hooks;
 }

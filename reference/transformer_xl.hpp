@@ -58,7 +58,6 @@
 
 #include "reference/attention.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 
 namespace posenc::reference {
 
@@ -95,9 +94,8 @@ inline void txl_check_lengths(std::int64_t qlen, std::int64_t klen, const char* 
 /// The position the sinusoid is evaluated at for a distance: min(pos, clamp_len) when
 /// clamp_len > 0.
 inline std::int64_t txl_clamp(const TransformerXlParams& p, std::int64_t pos) {
-  if (p.clamp_len <= 0 || POSENC_MUTANT("ref_txl_clamp_ignored")) return pos;
-  const std::int64_t c = POSENC_MUTANT("ref_txl_clamp_off_by_one") ? p.clamp_len - 1 : p.clamp_len;
-  return std::min(pos, c);
+  if (p.clamp_len <= 0) return pos;
+  return std::min(pos, p.clamp_len);
 }
 
 /// Position of row `row` of the table for klen keys: klen - 1 - row, clamped (descending).
@@ -108,7 +106,6 @@ inline std::int64_t txl_table_position(const TransformerXlParams& p, std::int64_
 
 /// delta_ij = (mlen + i) - j: query absolute position minus key absolute position.
 inline std::int64_t txl_distance(std::int64_t mlen, std::int64_t i, std::int64_t j) {
-  if (POSENC_MUTANT("ref_txl_delta_sign_flipped")) return j - (mlen + i);
   return mlen + i - j;
 }
 
@@ -213,7 +210,6 @@ void txl_check_inputs(const TransformerXlParams& p, std::int64_t qlen, std::int6
 /// u_h . k_j, the part of the AC term that does not depend on the query.
 template <class Real>
 Real txl_uk(const TransformerXlParams& p, const TxlInputs<Real>& x, int h, std::int64_t j) {
-  if (POSENC_MUTANT("ref_txl_u_missing")) return Real(0);
   const std::size_t H = p.n_heads, d = p.d_head;
   Real s(0);
   for (std::size_t c = 0; c < d; ++c) s += x.u[h * d + c] * x.k[(j * H + h) * d + c];
@@ -235,10 +231,9 @@ template <class Real>
 Real txl_bd_row(const TransformerXlParams& p, const TxlInputs<Real>& x, int h, std::int64_t i,
                 const std::vector<Real>& r) {
   const std::size_t H = p.n_heads, d = p.d_head;
-  const bool use_v = !POSENC_MUTANT("ref_txl_v_missing");
   Real s(0);
   for (std::size_t c = 0; c < d; ++c) {
-    const Real qi = x.q[(i * H + h) * d + c] + (use_v ? x.v_bias[h * d + c] : Real(0));
+    const Real qi = x.q[(i * H + h) * d + c] + x.v_bias[h * d + c];
     s += qi * r[c];
   }
   return s;
@@ -264,8 +259,7 @@ std::vector<Real> txl_rel_shift(const std::vector<Real>& x, std::int64_t rows, s
       padded.push_back(x[static_cast<std::size_t>(r * cols + c)]);
   }
   // Dropping the first row of the [cols + 1, rows] view skips `rows` elements.
-  const std::int64_t skip = POSENC_MUTANT("ref_txl_rel_shift_off_by_one") ? 0 : rows;
-  return std::vector<Real>(padded.begin() + skip, padded.begin() + skip + rows * cols);
+  return std::vector<Real>(padded.begin() + rows, padded.begin() + rows + rows * cols);
 }
 
 /// BD of one head through the engines' route: BD_raw[i, row] = (q_i + v) . r(pos(row)) for

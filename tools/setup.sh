@@ -8,7 +8,7 @@ build_dir="${POSENC_BUILD_DIR:-build}"
 packages=(g++ cmake ninja-build pkg-config libboost-dev libmpfr-dev libgmp-dev libeigen3-dev
           librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev python3-numpy python3-pytest
           python3-jsonschema chromium clang libclang-rt-14-dev
-          libssl-dev)
+          libssl-dev patch)  # patch: the instrumented reference of the mutant build
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,6 +11,7 @@
 #include "golden/format/prng.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/rounding.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 namespace {
@@ -110,10 +111,7 @@ AttentionBudgets attention_budgets(const std::string& profile, DType t, std::int
   }
   b.probs = bound_of((2.0 + K * r) * s, 0.5);
   b.out = bound_of((2.5 + eager_out_extra + (K + tk / 2.0) * r) * s, 0.5);
-  if (POSENC_MUTANT("gold_attention_eager_score_roundings_dropped")) {
-    b.probs.bound = K * r * s;
-    b.out.bound = K * r * s;
-  }
+  if (POSENC_MUTANT("gold_attention_eager_score_roundings_dropped")) b.probs.bound = b.out.bound = K * r * s;
   return b;
 }
 

@@ -24,11 +24,11 @@
 #include "optimized/rope.hpp"
 #include "optimized/rope_scaling.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/rope.hpp"
 #include "reference/rope_scaling.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 
@@ -330,9 +330,8 @@ PipelineErrors scaled_errors(const std::string& profile, const RopeParams& p, co
       for (int i = 0; i < np; ++i) ang.push_back(pf * inv[i]);
     }
     for (int i = 0; i < np; ++i) {
-      e.angle.push_back(POSENC_MUTANT("gold_scaled_rope_angle_error_dropped")
-                            ? 0.0
-                            : distance(ang[i], phi_signed[t * np + i]) * grow);
+      const double err = distance(ang[i], phi_signed[t * np + i]) * grow;
+      e.angle.push_back(POSENC_MUTANT("gold_scaled_rope_angle_error_dropped") ? 0.0 : err);
     }
   }
   const F32Interval af = rec ? pipelines::ggml_attention_factor<F32Interval>(s, a) : f32_const<F32Interval>(a);
@@ -1342,6 +1341,19 @@ const std::vector<std::string>& scaling_mistakes() {
 
 }  // namespace
 
+namespace {
+/// The kernel's tables in tb: a float pipeline that is not one (mutant
+/// engine_rope_pipeline_exact_tables).
+RopePipelineTables kernel_tables(RopePipelineTables tb, const RopeParams& p, const RopeScaling& s,
+                                 const std::vector<std::int64_t>& pos) {
+  const auto c = optimized::rope_scaling_cache_init(p, s, pos);
+  tb.inv_freq.assign(c.inv_freq.begin(), c.inv_freq.end());
+  tb.cos = c.cos_f32;
+  tb.sin = c.sin_f32;
+  return tb;
+}
+}  // namespace
+
 RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const RopeParams& p, const RopeScaling& s,
                                         int softmax_head_dim, const std::vector<std::int64_t>& pos) {
   const int np = p.rotary_dim / 2;
@@ -1375,18 +1387,12 @@ RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const RopeP
     return tb;
   }
   // fp32, bf16, f16: HF's float32 inv_freq, angle and cos/sin (autocast off), then * fl(a)
-  tb.inv_freq = scaled(s) && !POSENC_MUTANT("engine_scaled_rope_pipeline_unscaled")
-                    ? pipelines::hf_scaled_inv_freq<float>(p, s)
-                    : pipelines::hf_inv_freq(p.base, p.rotary_dim);
+  const bool rescaled = scaled(s) && !POSENC_MUTANT("engine_scaled_rope_pipeline_unscaled");
+  tb.inv_freq = rescaled ? pipelines::hf_scaled_inv_freq<float>(p, s)
+                         : pipelines::hf_inv_freq(p.base, p.rotary_dim);
   tb.a = static_cast<float>(scaled(s) ? a_double : p.attention_factor);
   tb.softmax = static_cast<float>(softmax_double);
-  if (POSENC_MUTANT("engine_rope_pipeline_exact_tables")) {  // a float pipeline that is not one
-    const auto c = optimized::rope_scaling_cache_init(p, s, pos);
-    tb.inv_freq.assign(c.inv_freq.begin(), c.inv_freq.end());
-    tb.cos = c.cos_f32;
-    tb.sin = c.sin_f32;
-    return tb;
-  }
+  if (POSENC_MUTANT("engine_rope_pipeline_exact_tables")) return kernel_tables(tb, p, s, pos);
   for (std::size_t t = 0; t < pos.size(); ++t) {
     const float pf = static_cast<float>(pos[t]);
     for (int i = 0; i < np; ++i) {

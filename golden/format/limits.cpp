@@ -13,7 +13,7 @@
 
 #include "golden/format/format.hpp"
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -4,7 +4,7 @@
 #include <set>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 

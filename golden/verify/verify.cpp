@@ -34,7 +34,7 @@
 #include <sstream>
 
 #include "reference/common/errors.hpp"
-#include "reference/common/mutant.hpp"
+#include "tools/mutants/mutant.hpp"
 
 namespace posenc::golden {
 

@@ -16,7 +16,6 @@
 #include <mpfr.h>
 
 #include "reference/common/dtype.hpp"
-#include "reference/common/mutant.hpp"
 #include "reference/common/scalar.hpp"
 
 namespace posenc {
@@ -49,20 +48,17 @@ template <unsigned D>
 double round_to_f64(const detail::MpfrNumber<D>& x) { return static_cast<double>(x); }
 template <unsigned D>
 float round_to_f32(const detail::MpfrNumber<D>& x) {
-  if (POSENC_MUTANT("ref_f32_truncates")) return mpfr_get_flt(x.backend().data(), MPFR_RNDZ);
   return static_cast<float>(x);
 }
 
 /// bf16 bit pattern of the correctly rounded (nearest-even) value.
 template <unsigned D>
 std::uint16_t round_to_bf16(const detail::MpfrNumber<D>& x) {
-  if (POSENC_MUTANT("ref_bf16_via_float")) return float_to_bf16(static_cast<float>(x));
   return float_to_bf16(detail::mpfr_round_to_odd_float(x.backend().data()));
 }
 /// f16 bit pattern of the correctly rounded (nearest-even) value.
 template <unsigned D>
 std::uint16_t round_to_f16(const detail::MpfrNumber<D>& x) {
-  if (POSENC_MUTANT("ref_f16_via_double")) return double_to_f16(static_cast<double>(x));
   return double_to_f16(detail::mpfr_round_to_odd_double(x.backend().data()));
 }
 /// A double is converted through an exact MPFR copy, so it is rounded once as well.
