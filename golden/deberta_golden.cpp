@@ -15,7 +15,9 @@
 //     H, d]), rel_embeddings [512, hidden] and the projection weights/biases, seeded and exact in
 //     the target dtype. Expected stages: relative [Tq, Tk] (i32, exact: the bucketed delta), index
 //     [Tq, Tk] (i32, exact: the c2p = p2c row), probs and out (golden/cases/attention_case.hpp:
-//     conditioned, mp50 with an mp100 cross-check).
+//     conditioned, mp50 with an mp100 cross-check; both score terms scaled by 1/sqrt(d sf) in
+//     mp50, not by the double params.scale the engines use, so the f64 companions are
+//     correctly rounded).
 //   negative control (result "invalid"): a v3 block whose expected values use the paper's
 //     literal p2c index clamp(-rel + k); verify passes an engine only if it does NOT reproduce
 //     them, and fails an engine with the p2c-literal-index mistake.
@@ -274,6 +276,9 @@ std::vector<DebCase> attention_cases() {
                     "DeBERTa disentangled self-attention, " + row.what + ", target " +
                     std::string(dtype_short(row.dtype));
     d.params = reference::deberta_attention_params(ap, c.dp, "deberta_generate");
+    // The oracle scales the content term by 1/sqrt(d sf) exactly, as the relative term
+    // (bias_closure); params.scale is its double, what the engines multiply by.
+    d.scale_radicand = c.dp.head_dim * reference::deberta_scale_factor(c.dp);
     d.tq = row.tq;
     d.tk = row.tk;
     d.dtype = row.dtype;

@@ -335,7 +335,12 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
       "splitmix64 counter: value(seed, stream, i); stream 1 = e; e = integer * 2^-24 "
       "(f32) or integer * 2^-8 (bf16), |integer| < 2^24 or 256";
   Json why = Json::array();
-  for (const auto& hp : hard_positions()) why.push_back({{"position", hp.m}, {"why", hp.why}});
+  for (const auto& hp : hard_positions()) {
+    // A near-pi/2 position's distance in this case's own pair-0 frequency.
+    why.push_back({{"position", hp.m},
+                   {"why", is_near_half_pi_position(hp.m) ? near_half_pi_why(hp.m, o50.inv_freq[0])
+                                                          : hp.why}});
+  }
   m["positions"] = why;
   Json inv = Json::array();
   for (int i = 0; i < n; ++i) {

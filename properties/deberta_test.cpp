@@ -19,9 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/attention_case.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
 #include "properties/golden_checks.hpp"
+#include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/deberta.hpp"
 
@@ -653,6 +655,93 @@ TEST(DebertaGolden, ProbsConditionCountsTheRelativeTerm) {
     }
   });
   EXPECT_EQ(n, 1);
+}
+
+// The f64 companions of probs and out are the oracle's values correctly rounded to double
+// (README "File format"): rows of every committed attention case recomputed here at mp100 by
+// the reference formula (content and relative term both scaled by 1/sqrt(d sf) in mp100, not
+// by the double params.scale), bit for bit.
+TEST(DebertaGolden, ProbsAndOutCompanionsAreCorrectlyRounded) {
+  int cases = 0;
+  for_each_golden_case("deberta", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
+    if (!lc.golden.count("q")) return;  // the bucket table
+    ++cases;
+    const auto& m = lc.spec.manifest.at("params");
+    DebertaParams p;
+    const auto types =
+        reference::deberta_parse_pos_att_type(m.at("pos_att_type").get<std::string>());
+    p.c2p = types.c2p;
+    p.p2c = types.p2c;
+    p.share_att_key = m.at("share_att_key").get<bool>();
+    p.position_buckets = m.at("position_buckets").get<int>();
+    p.max_relative_positions = m.at("max_relative_positions").get<std::int64_t>();
+    p.n_heads = m.at("n_heads").get<int>();
+    p.head_dim = m.at("head_dim").get<int>();
+    const AttentionParams ap = golden::attention_params_from_manifest(lc.spec.manifest);
+    const std::int64_t tq = m.at("tq").get<std::int64_t>(), tk = m.at("tk").get<std::int64_t>();
+    const bool literal = lc.spec.manifest.at("result") == "invalid";  // the p2c-literal control
+    const auto get = [&](const std::string& name) {
+      std::vector<mp100> v;
+      if (!lc.golden.count(name)) return v;
+      const golden::Tensor& t = lc.golden.at(name);
+      for (std::int64_t x = 0; x < t.numel(); ++x) v.emplace_back(t.get_f64(x));
+      return v;
+    };
+    reference::DebertaWeights<mp100> w;
+    w.hidden = m.at("hidden").get<std::int64_t>();
+    w.rel_embeddings = get("rel_embeddings");
+    w.key_w = get("key_proj_weight");
+    w.key_b = get("key_proj_bias");
+    w.query_w = get("query_proj_weight");
+    w.query_b = get("query_proj_bias");
+    w.pos_key_w = get("pos_key_proj_weight");
+    w.pos_key_b = get("pos_key_proj_bias");
+    w.pos_query_w = get("pos_query_proj_weight");
+    w.pos_query_b = get("pos_query_proj_bias");
+    const auto layers = reference::deberta_position_layers(p, w);
+    const auto q = get("q"), k = get("k"), v = get("v");
+    reference::AttentionMask mask;
+    if (lc.golden.count("key_padding")) {
+      for (const auto& x : get("key_padding")) mask.key_padding.push_back(x != 0);
+    }
+    const mp100 scale = reference::deberta_scale<mp100>(p);
+    const int H = p.n_heads, d = p.head_dim, dv = ap.value_dim;
+    const golden::Tensor &probs = lc.golden.at("probs.exact"), &out = lc.golden.at("out.exact");
+    int wrong = 0;
+    for (int h = 0; h < H; ++h) {
+      for (std::int64_t i : {std::int64_t{0}, tq / 2, tq - 1}) {
+        std::vector<mp100> sc(static_cast<std::size_t>(tk));
+        std::vector<bool> vis(sc.size());
+        for (std::int64_t j = 0; j < tk; ++j) {
+          mp100 c2c = 0;
+          for (int x = 0; x < d; ++x) c2c += q[(i * H + h) * d + x] * k[(j * H + h) * d + x];
+          sc[j] = (c2c + reference::deberta_relative_term<mp100>(p, layers, q, k, h, i, j,
+                                                                 ap.query_offset, literal)) *
+                  scale;
+          vis[j] = reference::attention_visible(ap, mask, tk, i, j);
+        }
+        const auto pr = reference::attention_softmax(sc, vis);
+        for (std::int64_t j = 0; j < tk; ++j) {
+          const double got = probs.get_f64((h * tq + i) * tk + j), want = round_to_f64(pr[j]);
+          if (got != want && wrong++ < 3) {
+            ADD_FAILURE() << lc.spec.id << " probs.exact[" << h << ", " << i << ", " << j
+                          << "] = " << got << ", mp100 rounds to " << want;
+          }
+        }
+        for (int c = 0; c < dv; ++c) {
+          mp100 o = 0;
+          for (std::int64_t j = 0; j < tk; ++j) o += pr[j] * v[(j * H + h) * dv + c];
+          const double got = out.get_f64((i * H + h) * dv + c), want = round_to_f64(o);
+          if (got != want && wrong++ < 3) {
+            ADD_FAILURE() << lc.spec.id << " out.exact[" << i << ", " << h << ", " << c
+                          << "] = " << got << ", mp100 rounds to " << want;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(wrong, 0) << lc.spec.id << ": companions not correctly rounded";
+  });
+  EXPECT_EQ(cases, 5);
 }
 
 TEST(DebertaGolden, PipelinesPassTheirProfiles) {

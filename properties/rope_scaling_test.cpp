@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,6 +30,7 @@
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
 #include "properties/golden_checks.hpp"
+#include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/rope_scaling.hpp"
 
@@ -412,6 +415,151 @@ TEST(RopeScalingReferenceSpot, NtkBasesOfSection12) {
   EXPECT_NEAR(base_of(tables_of(dyn, 8192), 128), 30527.74, 0.005);
   EXPECT_EQ(base_of(tables_of(dyn, 4096), 128), base_of(tables_of(dyn, 1), 128));
   EXPECT_NEAR(base_of(tables_of(preset("llama-2-7b-ntk-x8")), 128), 82684.62, 0.005);
+}
+
+// The formulas' decimal constants enter the oracle as exact decimals (a ratio of integers
+// rounded once in mp50), not through a double: each agrees with its decimal text read at mp100
+// to mp50 precision, alone and inside the YaRN magnitudes (a Real(0.1) is 5.6e-18 off, 1e32
+// times the tolerance). Config values (mscale 0.707, factor, beta) enter as the double the
+// config parses to (RopeScaling's comment): the mp100 side uses the same double.
+TEST(RopeScalingReferenceSpot, DecimalConstantsAreExactDecimals) {
+  const mp100 eps50 = mp100(std::numeric_limits<mp50>::epsilon());
+  auto expect_agrees = [&](const mp50& got, const mp100& want, int ulps, const std::string& what) {
+    EXPECT_LE(abs(mp100(got) - want), ulps * eps50 * abs(want))
+        << what << ": mp50 " << got.str(40) << " vs mp100 " << want.str(40);
+  };
+  expect_agrees(reference::yarn_mscale_coefficient<mp50>(), mp100("0.1"), 1,
+                "yarn_mscale_coefficient");
+  expect_agrees(reference::yarn_ramp_guard<mp50>(), mp100("0.001"), 1, "yarn_ramp_guard");
+  // get_mscale(s, m) = 0.1 m ln s + 1 at mp100 from the decimal text.
+  auto mscale100 = [](double s, double m) {
+    return s <= 1 ? mp100(1) : mp100("0.1") * mp100(m) * log(mp100(s)) + mp100(1);
+  };
+  for (const char* name : {"qwen2.5-7b-instruct-yarn", "yarn-llama-2-7b-64k", "deepseek-v2",
+                           "deepseek-v2-lite", "deepseek-v3"}) {
+    for (YarnForm form : {YarnForm::kPaper, YarnForm::kHfEarly, YarnForm::kHfCurrent,
+                          YarnForm::kDeepSeekOfficial}) {
+      auto m = preset(name);
+      RopeScaling& s = m.scaling;
+      s.yarn_form = form;
+      const auto t = tables_of(m);
+      mp100 a = 1, mult = 1;
+      switch (form) {
+        case YarnForm::kPaper:
+          a = mscale100(s.factor, 1);
+          break;
+        case YarnForm::kHfEarly:
+          a = s.attention_factor > 0 ? mp100(s.attention_factor)
+                                     : mp100("0.1") * log(mp100(s.factor)) + 1;
+          break;
+        case YarnForm::kHfCurrent:
+          a = s.attention_factor > 0 ? mp100(s.attention_factor)
+              : s.mscale != 0 && s.mscale_all_dim != 0
+                  ? mscale100(s.factor, s.mscale) / mscale100(s.factor, s.mscale_all_dim)
+                  : mscale100(s.factor, 1);
+          if (s.mla && s.mscale_all_dim != 0) mult = pow(mscale100(s.factor, s.mscale_all_dim), 2);
+          break;
+        case YarnForm::kDeepSeekOfficial:
+          mult = pow(mscale100(s.factor, s.mscale != 0 ? s.mscale : 1.0), 2);
+          break;
+      }
+      const std::string where = std::string(name) + " " + reference::yarn_form_name(form);
+      expect_agrees(t.tables.attention_factor, a, 4, where + " attention factor");
+      expect_agrees(t.softmax_scale_multiplier, mult, 8, where + " softmax multiplier");
+    }
+  }
+  // The ramp guard inside the rule: beta_fast == beta_slow without truncation gives low == high.
+  RopeScaling s;
+  s.type = RopeScalingType::kYarn;
+  s.factor = 8;
+  s.original_max_position = 4096;
+  s.beta_fast = s.beta_slow = 8;
+  s.truncate = false;
+  const RopeParams p{128, 128, 10000.0};
+  const auto t50 = reference::rope_scaling_tables<mp50>(p, s);
+  const auto t100 = reference::rope_scaling_tables<mp100>(p, s);
+  expect_agrees(t50.ramp_high, t100.ramp_low + mp100("0.001"), 2, "ramp high = low + 0.001");
+}
+
+// The f64 companions (`.exact`) of every committed YaRN case are the oracle's values correctly
+// rounded to double: recomputed here at mp100 from the manifest's params and scaling.rule (the
+// attention factor's 0.1 as an exact decimal), tables and rotations must match bit for bit.
+TEST(RopeScalingGolden, YarnF64CompanionsAreTheCorrectlyRoundedMp100Values) {
+  using std::cos;
+  using std::sin;
+  const auto dir = golden::default_data_dir() / "rope_scaling";
+  int cases = 0, scaled_magnitude = 0;
+  for (const auto& row : golden::scheme_by_slug("rope_scaling").cases()) {
+    const auto text = golden::read_file(dir / (row.id + ".json"));
+    const Json m = Json::parse(text.begin(), text.end());
+    const Json& pj = m.at("params");
+    if (pj.at("scaling").at("type") != "yarn") continue;
+    ++cases;
+    RopeParams p;
+    p.head_dim = pj.at("head_dim").get<int>();
+    p.rotary_dim = pj.at("rotary_dim").get<int>();
+    p.base = pj.at("base").get<double>();
+    p.layout = pj.at("layout").get<std::string>() == "interleaved" ? RopeLayout::kInterleaved
+                                                                   : RopeLayout::kHalfSplit;
+    // The rule the expected values follow (a negative control's params hold the model's).
+    const RopeScaling s = golden::rope_scaling_from_json(m.at("scaling").at("rule"));
+    const auto st = reference::rope_scaling_tables<mp100>(p, s);
+    const mp100 a = st.tables.attention_factor;
+    if (a != mp100(1) || st.softmax_scale_multiplier != mp100(1)) ++scaled_magnitude;
+    std::map<std::string, golden::Tensor> t;
+    for (auto& x : golden::safetensors_read(dir / (row.id + ".safetensors")))
+      t.emplace(x.name, std::move(x));
+    const int np = p.rotary_dim / 2, h = p.head_dim;
+    const std::int64_t tn = t.at("positions").numel();
+    std::map<std::string, std::vector<mp100>> want;
+    want["inv_freq"] = st.tables.inv_freq;
+    want["attention_factor"] = {a};
+    if (t.count("softmax_scale.exact")) {
+      want["softmax_scale"] = {pow(mp100(pj.value("softmax_head_dim", h)), mp100(-1) / 2) *
+                               st.softmax_scale_multiplier};
+    }
+    for (std::int64_t x = 0; x < tn; ++x) {
+      for (int i = 0; i < np; ++i) {
+        const mp100 phi = mp100(t.at("positions").get_i64(x)) * st.tables.inv_freq[i];
+        want["cos"].push_back(a * cos(phi));
+        want["sin"].push_back(a * sin(phi));
+      }
+    }
+    for (const char* name : {"q", "k"}) {
+      const golden::Tensor& in = t.at(name);
+      const std::int64_t heads = in.shape.at(1);
+      auto& out = want[std::string(name) + "_rot"];
+      for (std::int64_t x = 0; x < tn; ++x) {
+        for (std::int64_t hh = 0; hh < heads; ++hh) {
+          const std::int64_t off = (x * heads + hh) * h;
+          for (int c = 0; c < h; ++c) out.push_back(mp100(in.get_f64(off + c)));  // tail: a copy
+          for (int i = 0; i < np; ++i) {
+            const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+            const mp100 xa(in.get_f64(off + ca)), xb(in.get_f64(off + cb));
+            const mp100 c = want["cos"][x * np + i], sn = want["sin"][x * np + i];
+            out[off + ca] = xa * c - xb * sn;
+            out[off + cb] = xa * sn + xb * c;
+          }
+        }
+      }
+    }
+    for (const auto& [name, values] : want) {
+      const golden::Tensor& e = t.at(name + ".exact");
+      ASSERT_EQ(e.numel(), static_cast<std::int64_t>(values.size())) << row.id << " " << name;
+      int wrong = 0;
+      for (std::size_t x = 0; x < values.size(); ++x) {
+        const double w = round_to_f64(values[x]), g = e.get_f64(static_cast<std::int64_t>(x));
+        if (w != g && wrong++ == 0) {
+          ADD_FAILURE() << row.id << " " << name << ".exact[" << x << "] = " << g
+                        << " but mp100 rounds to " << w << " ("
+                        << (g - w) / std::ldexp(1.0, std::ilogb(w) - 52) << " ulp)";
+        }
+      }
+      EXPECT_EQ(wrong, 0) << row.id << " " << name << ".exact: elements not correctly rounded";
+    }
+  }
+  EXPECT_EQ(cases, 10);
+  EXPECT_GE(scaled_magnitude, 5);  // cases whose attention factor or softmax multiplier is not 1
 }
 
 TEST(RopeScalingReferenceSpot, RejectsBadArguments) {

@@ -69,6 +69,9 @@ struct AttentionHooks {
   /// Adds to out_i (size dv) given the probability row p_i (size Tk); Shaw's relative values.
   std::function<void(int head, std::int64_t i, const std::vector<Real>& p, std::vector<Real>& out)>
       value_hook;
+  /// > 0: the score scale in Real, replacing attention_scale(p) where the params' double is
+  /// only a rounding of it (DeBERTa's kGiven 1/sqrt(d sf)); 0 = the params' scale.
+  Real scale = Real(0);
 };
 
 inline void attention_check(const AttentionParams& p, std::int64_t tq, std::int64_t tk,
@@ -151,7 +154,7 @@ AttentionHeadResult<Real> attention_head(const AttentionParams& p, const Attenti
                                          const AttentionHooks<Real>& hooks = {}) {
   const std::int64_t tq = q.rows(), tk = k.rows();
   attention_check(p, tq, tk, "attention_head");
-  const Real scale = attention_scale<Real>(p);
+  const Real scale = hooks.scale > Real(0) ? hooks.scale : attention_scale<Real>(p);
   AttentionHeadResult<Real> r;
   r.scores = (q * k.transpose()) * scale;  // s_ij = scale * q_i . k_j
   r.probs = AttentionMatrix<Real>::Zero(tq, tk);

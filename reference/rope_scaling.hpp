@@ -103,6 +103,15 @@ constexpr const char* longrope_policy_name(LongRopePolicy p) {
 }
 
 /// The scaling rule and everything it reads. Unused fields are ignored by the other rules.
+/// Config values (factor, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim,
+/// low_freq_factor, high_freq_factor, the LongRoPE factor lists) enter the oracle as the
+/// binary64 number the config's JSON text parses to (Real(double), exact), not as the decimal
+/// text: that double is what every engine computes with (Python's json, nlohmann), and configs
+/// written by programs print doubles or float32s (Phi-3's 1.0700000524520874 is a float32), so
+/// the text is a rendering of the double, not a quantity of its own. A hand-written decimal
+/// such as DeepSeek's mscale 0.707 thus enters as 0.70699999999999996181... (2^-53 relative
+/// from 0.707). The formulas' own decimal constants (yarn_mscale_coefficient, yarn_ramp_guard
+/// below) are exact decimals.
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
   double factor = 1.0;                      // s
@@ -187,12 +196,26 @@ inline void rope_scaling_check(const RopeParams& p, const RopeScaling& s,
   }
 }
 
+/// The decimal constants of the formulas above, exact in Real: a ratio of integers rounded
+/// once in Real, never a double literal (Real(0.1) would carry the double's 5.6e-18 relative
+/// error into every mp50 value and move f64 companions by up to 0.7 ulp).
+///   yarn_mscale_coefficient  0.1 of get_mscale = 0.1 m ln s + 1 (YaRN Sec. 3.4; HF, DeepSeek)
+///   yarn_ramp_guard          0.001 that HF / DeepSeek add to high when low == high
+template <class Real>
+Real yarn_mscale_coefficient() {
+  return Real(1) / Real(10);
+}
+template <class Real>
+Real yarn_ramp_guard() {
+  return Real(1) / Real(1000);
+}
+
 /// get_mscale of YaRN and DeepSeek: 1 for s <= 1, else 0.1 m ln s + 1.
 template <class Real>
 Real yarn_mscale(const Real& s, const Real& m) {
   using std::log;
   if (!(s > Real(1))) return Real(1);
-  return Real(0.1) * m * log(s) + Real(1);
+  return yarn_mscale_coefficient<Real>() * m * log(s) + Real(1);
 }
 
 /// The YaRN correction dimension of r rotations over the length lc.
@@ -288,7 +311,7 @@ RopeScaledTables<Real> rope_scaling_tables(const RopeParams& p, const RopeScalin
       }
       if (low < Real(0)) low = Real(0);
       if (high > Real(d - 1)) high = Real(d - 1);
-      if (low == high) high += Real(0.001);
+      if (low == high) high += yarn_ramp_guard<Real>();
       out.ramp_low = low;
       out.ramp_high = high;
       for (int i = 0; i < np; ++i) {
@@ -304,7 +327,8 @@ RopeScaledTables<Real> rope_scaling_tables(const RopeParams& p, const RopeScalin
           a = m1;
           break;
         case YarnForm::kHfEarly:
-          a = s.attention_factor > 0 ? Real(s.attention_factor) : Real(0.1) * log(factor) + Real(1);
+          a = s.attention_factor > 0 ? Real(s.attention_factor)
+                                     : yarn_mscale_coefficient<Real>() * log(factor) + Real(1);
           break;
         case YarnForm::kHfCurrent:
           if (s.attention_factor > 0) {

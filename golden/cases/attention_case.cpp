@@ -53,6 +53,10 @@ Oracle<Real> oracle(const AttentionCaseDef& c, const std::vector<double>& q,
   reference::AttentionHooks<Real> hooks;
   hooks.bias = bias;
   hooks.value_hook = value_hook;
+  if (c.scale_radicand > 0) {
+    using std::sqrt;
+    hooks.scale = Real(1) / sqrt(Real(c.scale_radicand));
+  }
   const std::vector<Real> qr(q.begin(), q.end()), kr(k.begin(), k.end()), vr(v.begin(), v.end());
   Oracle<Real> o;
   o.out.assign(static_cast<std::size_t>(c.tq * p.n_heads * p.value_dim), Real(0));

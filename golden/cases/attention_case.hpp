@@ -39,6 +39,10 @@ struct AttentionCaseDef {
   std::function<double(const std::string& profile, int h, std::int64_t i, std::int64_t j)>
       bias_rel_error;
   double value_range = 1.0;  // inputs are dyadic in [-value_range, value_range]
+  /// > 0: the oracle's score scale is 1/sqrt(scale_radicand) exactly (in mp50 / mp100), where
+  /// params.scale (kGiven) holds only its double, the value engines multiply by (DeBERTa:
+  /// head_dim * scale_factor); 0 = reference::attention_scale(params).
+  int scale_radicand = 0;
   // Content-dependent relative terms (Shaw). All optional; empty/0 = the plain behaviour.
   //   value_hook50/100: reference::AttentionHooks::value_hook in each precision
   //   bias_cond(h, i, j): the score scale of bias_ij in S_ij (replaces |bias_ij|; a bias that is

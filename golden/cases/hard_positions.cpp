@@ -1,10 +1,59 @@
 #include "golden/cases/hard_positions.hpp"
 
 #include <algorithm>
+#include <boost/math/constants/constants.hpp>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 namespace posenc::golden {
+
+namespace {
+
+constexpr std::int64_t kHalfPiLimit = std::int64_t{1} << 20;
+constexpr int kHalfPiCount = 2;
+
+struct HalfPiDistance {
+  double distance;  // |x - k pi/2|
+  std::int64_t k;
+};
+
+HalfPiDistance half_pi_distance(const mp50& x) {
+  const mp50 half_pi = boost::math::constants::half_pi<mp50>();
+  const mp50 k = round(x / half_pi);
+  return {static_cast<double>(abs(x - k * half_pi)), static_cast<std::int64_t>(k)};
+}
+
+std::string g2(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2g", x);
+  return b;
+}
+
+std::string fixed(const mp50& x) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.6f", static_cast<double>(x));
+  return b;
+}
+
+}  // namespace
+
+bool is_near_half_pi_position(std::int64_t m) {
+  static const std::vector<std::int64_t> v = near_half_pi_positions(kHalfPiLimit, kHalfPiCount);
+  return std::find(v.begin(), v.end(), m) != v.end();
+}
+
+std::string near_half_pi_why(std::int64_t m, const mp50& inv_freq0) {
+  const HalfPiDistance at1 = half_pi_distance(mp50(m));
+  const std::string unit =
+      g2(at1.distance) + " from a multiple of pi/2 (" + std::to_string(at1.k) + " pi/2)";
+  if (inv_freq0 == mp50(1)) return "pair-0 angle " + unit;
+  const HalfPiDistance here = half_pi_distance(mp50(m) * inv_freq0);
+  return "pair-0 angle m * inv_freq_0 = " + fixed(mp50(m) * inv_freq0) +
+         " (inv_freq_0 = " + g2(static_cast<double>(inv_freq0)) + ") is " + g2(here.distance) +
+         " from a multiple of pi/2 (" + std::to_string(here.k) +
+         " pi/2); chosen at frequency 1, where the angle is " + unit;
+}
 
 std::vector<std::int64_t> near_half_pi_positions(std::int64_t limit, int count) {
   std::vector<std::pair<double, std::int64_t>> best;
@@ -44,8 +93,8 @@ const std::vector<HardPosition>& hard_positions() {
         {16777215, "2^24 - 1: last odd integer exact in f32"},
         {16777217, "2^24 + 1: not representable in f32"},
     };
-    for (std::int64_t m : near_half_pi_positions(std::int64_t{1} << 20, 2)) {
-      v.push_back({m, "pair-0 angle within 1e-6 of a multiple of pi/2"});
+    for (std::int64_t m : near_half_pi_positions(kHalfPiLimit, kHalfPiCount)) {
+      v.push_back({m, near_half_pi_why(m, mp50(1))});
     }
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.m < b.m; });
     return v;

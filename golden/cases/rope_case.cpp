@@ -1177,7 +1177,11 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
               "integer * 2^-24 (f32), 2^-11 (f16) or 2^-8 (bf16), |integer| < 2^24, 2^11 or 2^8";
   Json why = Json::array();
   for (const auto& hp : def.positions) {
-    if (!def.dense || hp.m > kRopeDenseLast || hp.m < 2) why.push_back({{"position", hp.m}, {"why", hp.why}});
+    if (def.dense && hp.m <= kRopeDenseLast && hp.m >= 2) continue;
+    // A near-pi/2 position's distance in this case's own pair-0 frequency (scaled or not).
+    why.push_back({{"position", hp.m},
+                   {"why", is_near_half_pi_position(hp.m) ? near_half_pi_why(hp.m, o50.inv_freq[0])
+                                                          : hp.why}});
   }
   m["positions"] = why;
   if (def.dense) m["positions_dense"] = {{"from", 0}, {"to", kRopeDenseLast}};
