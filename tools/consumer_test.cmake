@@ -2,10 +2,10 @@
 # examples/consumer against it twice:
 #   verify-only  find_package(posenc COMPONENTS verify) with Boost and Eigen3 made unfindable
 #                (CMAKE_DISABLE_FIND_PACKAGE_*) and pkg-config looking in an empty folder (no
-#                mpfr.pc, gmp.pc); builds rope_consumer_test (golden/gtest.hpp on a committed case) and
-#                proves it holds posenc::verify alone: its link line (CMake's link.txt) names
-#                libposenc_verify.a and no posenc_golden, posenc_optimized, MPFR or GMP; its
-#                binary needs no libmpfr or libgmp (readelf -d) and refers to no mpfr_ or gmp
+#                mpfr.pc, gmp.pc); builds rope_consumer_test (golden/gtest.hpp on a committed
+#                case) and proves it holds posenc::verify alone: its link line (CMake's
+#                link.txt) names libposenc_verify.a and no posenc_golden, posenc_optimized, MPFR
+#                or GMP; its binary needs no libmpfr or libgmp (readelf -d) and refers to no mpfr_ or gmp
 #                symbol (nm -u); then runs it (3 tests).
 #   full         find_package(posenc COMPONENTS golden): rope_property_test (check/rope.hpp on
 #                posenc::golden), run (4 tests).
@@ -75,7 +75,8 @@ set(bin "${vb}/rope_consumer_test")
 file(READ "${vb}/CMakeFiles/rope_consumer_test.dir/link.txt" link)
 string(STRIP "${link}" link)
 if(NOT link MATCHES "libposenc_verify\\.a")
-  message(FATAL_ERROR "consumer test: rope_consumer_test's link line lacks libposenc_verify.a:\n${link}")
+  message(FATAL_ERROR
+          "consumer test: rope_consumer_test's link line lacks libposenc_verify.a:\n${link}")
 endif()
 string(REGEX MATCHALL "[^ ]*(posenc_golden|posenc_optimized|mpfr|gmp|boost)[^ ]*" bad "${link}")
 if(bad)
@@ -83,7 +84,8 @@ if(bad)
 endif()
 string(REGEX MATCHALL "lib(posenc|ssl|crypto|gomp|gtest)[^ /]*" named "${link}")
 list(REMOVE_DUPLICATES named)
-message(STATUS "link.txt of rope_consumer_test names: ${named}; no posenc_golden, posenc_optimized, mpfr, gmp")
+message(STATUS "link.txt of rope_consumer_test names: ${named}; "
+               "no posenc_golden, posenc_optimized, mpfr, gmp")
 
 find_program(READELF readelf REQUIRED)
 step("readelf -d rope_consumer_test" "${READELF}" -d "${bin}")
