@@ -34,8 +34,8 @@
 
 #include "check/run.hpp"
 #include "check/rope.hpp"  // PropertyResult
-#include "golden/cases/catalog.hpp"
 #include "golden/format/profiles.hpp"
+#include "golden/verify/catalog.hpp"
 #include "golden/verify/element_budgets.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/span.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fuzz/fuzz_common.hpp"
-#include "golden/cases/catalog.hpp"
+#include "golden/verify/catalog.hpp"
 
 using namespace posenc;
 using namespace posenc::golden;

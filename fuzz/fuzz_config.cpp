@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_common.hpp"
-#include "golden/format/hf_config.hpp"
+#include "golden/cases/hf_config.hpp"
 #include "optimized/rope.hpp"
 
 using namespace posenc;

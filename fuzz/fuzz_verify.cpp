@@ -7,8 +7,8 @@
 #include <span>
 
 #include "fuzz/fuzz_common.hpp"
-#include "golden/cases/catalog.hpp"
 #include "golden/format/profiles.hpp"
+#include "golden/verify/catalog.hpp"
 
 using namespace posenc;
 using namespace posenc::golden;

@@ -7,7 +7,8 @@
 //
 // Success when verify_case says PASS; otherwise the failure message is the verifier's verbose
 // report (per tensor: worst ratio, first failing position, worst element). Header-only; include
-// it from a test that links GTest and posenc::golden.
+// it from a test that links GTest and posenc::verify (the verify library alone: no oracle, no
+// MPFR).
 #pragma once
 #include <exception>
 #include <string>
@@ -15,9 +16,9 @@
 
 #include <gtest/gtest.h>
 
-#include "golden/cases/catalog.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/profiles.hpp"
+#include "golden/verify/catalog.hpp"
 #include "golden/verify/verify.hpp"
 
 namespace posenc::golden {

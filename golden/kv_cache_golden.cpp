@@ -21,12 +21,12 @@
 #include <vector>
 
 #include "golden/cases/budgets.hpp"
+#include "golden/cases/hf_config.hpp"
 #include "golden/cases/kv_call_case.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_case.hpp"
-#include "golden/format/hf_config.hpp"
 #include "golden/format/prng.hpp"
 #include "optimized/alibi.hpp"
 #include "optimized/kv_cache.hpp"

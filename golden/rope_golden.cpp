@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "golden/cases/hard_positions.hpp"
+#include "golden/cases/hf_config.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_case.hpp"
-#include "golden/format/hf_config.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/rope.hpp"
 

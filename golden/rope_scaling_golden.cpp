@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/hf_config.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_case.hpp"
-#include "golden/format/hf_config.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/rope_scaling.hpp"
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "golden/cases/catalog.hpp"
-#include "golden/format/hf_config.hpp"
+#include "golden/cases/hf_config.hpp"
 #include "golden/format/manifest.hpp"
 #include "reference/common/errors.hpp"
 

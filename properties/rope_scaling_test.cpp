@@ -21,10 +21,10 @@
 #include <omp.h>
 #include <rapidcheck/gtest.h>
 
+#include "golden/cases/hf_config.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/format.hpp"
-#include "golden/format/hf_config.hpp"
 #include "optimized/rope.hpp"
 #include "optimized/rope_scaling.hpp"
 #include "properties/compare.hpp"

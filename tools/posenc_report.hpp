@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <string>
 
-#include "golden/cases/catalog.hpp"
+#include "golden/verify/catalog.hpp"
 #include "golden/verify/html_report.hpp"
 #include "golden/verify/verify.hpp"
 

@@ -1,7 +1,7 @@
 #include "golden/cases/registry.hpp"
 
+#include "golden/cases/hf_config.hpp"
 #include "golden/cases/rope_case.hpp"
-#include "golden/format/hf_config.hpp"
 #include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
 

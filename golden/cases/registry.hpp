@@ -59,7 +59,7 @@ const std::vector<SchemeEntry>& schemes();
 const SchemeEntry& scheme_by_slug(std::string_view slug);
 
 /// Golden cases for a user's model, from its HF config.json (today: RoPE, plain or scaled; the
-/// config reader is golden/format/hf_config.hpp). `positions` empty: the standard calls of the
+/// config reader is golden/cases/hf_config.hpp). `positions` empty: the standard calls of the
 /// model's rule (hard positions and the rule's boundaries); else one call at exactly those.
 struct ConfigCase {
   std::string scheme, id, description;

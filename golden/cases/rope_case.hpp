@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "golden/cases/hard_positions.hpp"
+#include "golden/cases/hf_config.hpp"
 #include "golden/cases/registry.hpp"
-#include "golden/format/hf_config.hpp"
 #include "reference/rope_scaling.hpp"
 
 namespace posenc::golden {

@@ -1,4 +1,4 @@
-#include "golden/format/hf_config.hpp"
+#include "golden/cases/hf_config.hpp"
 
 #include <cmath>
 #include <map>
