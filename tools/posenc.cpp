@@ -1,6 +1,7 @@
 // posenc: the command-line program. Subcommands list, show, generate, catalog, verify, check,
 // engine, bench. Exit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.
 // No scheme-specific code here: schemes are reached through golden/cases/registry.hpp.
+// Each subcommand's options are declared in tools/posenc_cli.cpp; main parses and dispatches.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -35,6 +36,7 @@
 #include "golden/verify/verify.hpp"
 #include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
+#include "tools/posenc_cli.hpp"
 #include "tools/posenc_constants.hpp"
 #include "tools/posenc_oracle.hpp"
 #include "tools/bench.hpp"
@@ -1015,6 +1017,95 @@ int cmd_engine(const std::string& which, const fs::path& data, const fs::path& o
   return kExitPass;
 }
 
+// --report FILE of verify, diagnose and check: the page, judged by `profile`.
+std::optional<ReportFile> report_for(const std::string& report, const std::string& sub,
+                                     int argc, char** argv, const std::string& profile) {
+  if (report.empty()) return std::nullopt;
+  return ReportFile{report, HtmlReport("posenc " + sub, report_command_line(argc, argv), profile)};
+}
+
+int run_generate(tools::GenerateArgs a) {
+  if (!a.shard.empty()) parse_shard(a.shard, &a.sel.shard_index, &a.sel.shard_count);
+  if (!a.config.empty()) {
+    if (a.out_option->count() == 0) {
+      throw UsageError("generate --config needs --out DIR (the default, the source tree's "
+                       "golden/data, holds posenc's own catalog)");
+    }
+    if (!a.sel.scheme.empty() || !a.sel.case_regex.empty() || !a.shard.empty() || a.no_catalog) {
+      throw UsageError("generate --config takes no --scheme, --case, --shard or --no-catalog");
+    }
+    return cmd_generate_config(a.config, a.positions, a.dtype, a.out, a.force);
+  }
+  if (!a.positions.empty() || a.dtype != "f32") {
+    throw UsageError("--positions and --dtype need --config (posenc's own cases fix theirs)");
+  }
+  return cmd_generate(a.sel, a.out, a.no_catalog, a.force);
+}
+
+int run_catalog(const tools::CatalogArgs& a) {
+  const fs::path data(a.data);
+  if (!fs::is_directory(data)) {
+    throw UsageError("catalog --data " + data.string() + ": no such directory");
+  }
+  OutputRule rule(a.force);  // reads the case files in data's scheme folders
+  for (const auto& d : fs::directory_iterator(data)) {
+    if (d.is_directory()) rule.add_reads_below(d.path(), 1);
+  }
+  rule.check_file(data / "catalog.json", OutputKind::kCatalog);
+  const DirectoryLock lock(data, DirectoryLock::Mode::kExclusive);
+  write_catalog_from_files(data, rule);
+  return kExitPass;
+}
+
+int run_verify(const tools::VerifyArgs& a, int argc, char** argv) {
+  VerifyOptions opt;
+  opt.profile = canonical_or_usage(a.profile);
+  std::optional<ReportFile> report = report_for(a.report, "verify", argc, argv, opt.profile);
+  opt.rename = parse_maps(a.maps);
+  opt.require_all = a.require_all;
+  if (a.max_position >= 0) opt.max_position = a.max_position;
+  return cmd_verify(a.golden, a.actual, opt, a.format, a.verbose, a.by_position, a.force,
+                    report ? &*report : nullptr);
+}
+
+int run_diagnose(const tools::DiagnoseArgs& a, int argc, char** argv) {
+  const std::string profile = canonical_or_usage(a.profile);
+  std::optional<ReportFile> report = report_for(a.report, "diagnose", argc, argv, profile);
+  return cmd_diagnose(a.golden, a.actual, profile, a.format, a.verbose, a.force,
+                      report ? &*report : nullptr);
+}
+
+int run_check(const tools::CheckArgs& a, int argc, char** argv) {
+  std::optional<ReportFile> report;
+  if (!a.report.empty()) {  // without a report, cmd_check resolves the profile itself
+    report = report_for(a.report, "check", argc, argv,
+                        a.profile.empty() ? pipelines::profile_of(a.pipeline)
+                                          : canonical_or_usage(a.profile));
+  }
+  return cmd_check(a.sel, a.data, a.pipeline, a.profile, a.format, a.keep, a.force,
+                   report ? &*report : nullptr);
+}
+
+/// Runs the subcommand that was parsed (exactly one: main requires it).
+int dispatch(const CLI::App& app, const tools::CommandLine& c, int argc, char** argv) {
+  const std::string sub = app.get_subcommands().front()->get_name();
+  if (sub == "list") return cmd_list(c.list.sel, c.list.format);
+  if (sub == "show") return cmd_show(c.show.which, c.show.data, c.show.format);
+  if (sub == "generate") return run_generate(c.generate);
+  if (sub == "catalog") return run_catalog(c.catalog);
+  if (sub == "verify") return run_verify(c.verify, argc, argv);
+  if (sub == "diagnose") return run_diagnose(c.diagnose, argc, argv);
+  if (sub == "check") return run_check(c.check, argc, argv);
+  if (sub == "oracle") return tools::run_oracle_command(c.oracle);
+  if (sub == "constants") return tools::run_constants_command(c.constants);
+  if (sub == "bench") return tools::cmd_bench(c.bench);
+  if (sub == "engine") {
+    const tools::EngineArgs& e = c.engine;
+    return cmd_engine(e.which, e.data, e.out, e.mistake, e.pipeline, e.format, e.force);
+  }
+  return kExitUsage;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1028,155 +1119,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(input_limits_help());
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
-
-  std::string data_str = default_data_dir().string();
-  CaseSelection sel;
-  std::string shard, format = "text", profile = "strict";
-
-  // The output rule (golden/format/output_path.hpp, docs/bad-input.md): every subcommand that
-  // writes takes --force.
-  bool force = false;
-  auto add_force = [&](CLI::App* sub, const std::string& what) {
-    sub->add_flag("--force", force,
-                  "Replace " + what + " even when it exists and is not posenc's own kind of "
-                  "output. Never: a FIFO, device, socket or directory, nor a file this command reads");
-  };
-
-  auto add_selection = [&](CLI::App* sub) {
-    sub->add_option("--scheme", sel.scheme, "Only cases of this scheme slug (e.g. rope)");
-    sub->add_option("--case", sel.case_regex, "Only case ids matching this regular expression");
-  };
-
-  auto* list = app.add_subcommand("list", "List the golden cases of every scheme");
-  add_selection(list);
-  list->add_option("--format", format, "text or json");
-
-  auto* show = app.add_subcommand("show", "Show one case: parameters, conventions, tensors, checks");
-  std::string show_case;
-  show->add_option("CASE", show_case, "Case id or manifest path")->required();
-  show->add_option("--data", data_str, "Golden data directory (default: the source tree's)");
-  show->add_option("--format", format, "text or json (json prints the manifest)");
-
-  auto* gen = app.add_subcommand("generate", "Generate golden files (manifest + safetensors) from the oracle");
-  std::string out_str = default_data_dir().string();
-  bool no_catalog = false;
-  std::string config_str, positions_str, dtype_str = "f32";
-  add_selection(gen);
-  auto* gen_out = gen->add_option("--out", out_str, "Output directory (default: the source tree's golden/data)");
-  gen->add_option("--config", config_str,
-                  "A model's HF config.json (verbatim; rope_scaling or rope_parameters): golden cases "
-                  "for that model, plain or scaled RoPE, into --out (required) with its catalog.json");
-  gen->add_option("--positions", positions_str,
-                  "With --config: one call at exactly these token positions (e.g. 0-15,4095,4096; "
-                  "the call's seq_len is the largest + 1); default: the rule's standard calls over "
-                  "the hard positions and its boundaries");
-  gen->add_option("--dtype", dtype_str, "With --config: f32 (default), bf16 or f16");
-  gen->add_option("--shard", shard, "Generate only shard i of n (i/n, 0 <= i < n) for batch fan-out");
-  gen->add_flag("--no-catalog", no_catalog, "Do not rewrite catalog.json (use `posenc catalog` after all shards)");
-  add_force(gen, "a case file or catalog.json in --out");
-
-  auto* cat = app.add_subcommand("catalog", "Rebuild catalog.json from the case files present in a directory");
-  cat->add_option("--data", data_str, "Golden data directory");
-  add_force(cat, "--data's catalog.json");
-
-  auto* ver = app.add_subcommand(
-      "verify",
-      "Check an engine's outputs against golden cases. Judges the cases with output in --actual "
-      "and ends with a summary; per tensor it reports the worst element, the first failing "
-      "position and the largest position up to which every element passes");
-  std::vector<std::string> golden_args, maps;
-  std::string actual_str;
-  bool verbose = false, require_all = false, by_position = false;
-  std::int64_t max_position = -1;
-  ver->add_option("GOLDEN", golden_args,
-                  "Manifests, case directories or a catalog (folder or catalog.json; its SHA-256 "
-                  "of both files of every case is checked)")->required();
-  ver->add_option("--actual", actual_str,
-                  "Engine output: a .safetensors or .npy file (one case), or a directory with "
-                  "<case_id>.safetensors or <case_id>/<tensor>.npy")->required();
-  ver->add_option("--profile", profile,
-                  "The pipeline the engine claims: " + profile_list_text() +
-                      " (docs/profiles.md has each one's derivation and resolution)");
-  ver->add_option("--format", format, "text or json");
-  ver->add_option("--map", maps, "Rename: golden_name=engine_name (repeatable; the engine file "
-                                 "must hold engine_name)");
-  ver->add_flag("--require-all", require_all,
-                "Every case needs an output and every stage a tensor (exit 2 naming what is missing)");
-  ver->add_flag("--by-position", by_position,
-                "Print the worst ratio per position, flagging positions where the profile's "
-                "budget admits any angle");
-  ver->add_option("--max-position", max_position,
-                  "Judge only elements at positions <= N (a model's context window)");
-  ver->add_flag("-v,--verbose", verbose, "Print the worst element of passing tensors and cases "
-                                         "without output too");
-  std::string report_str;
-  const std::string report_help =
-      "Also write one self-contained HTML page (inline SVG, no script): the case table, and per "
-      "failing tensor the error against position, a position x channel heat map, the worst "
-      "elements and the diagnosis. Checked before the run: a FIFO, device, directory or a file "
-      "this command reads is refused; an existing file that is not a posenc report needs --force";
-  ver->add_option("--report", report_str, report_help + " (failing cases: the first " +
-                                              std::to_string(kReportDiagnoses) + " diagnosed)");
-  add_force(ver, "the --report file");
-
-  auto* dia = app.add_subcommand(
-      "diagnose",
-      "Say what an engine's output is: runs every emulated pipeline and every known mistake of "
-      "the case's scheme through posenc's engine and ranks them by how well each explains the "
-      "output (residual <= 1 of that pipeline's budget confirms it); a correct output gets no "
-      "diagnosis");
-  dia->add_option("GOLDEN", golden_args, "Manifests, case directories or a catalog")->required();
-  dia->add_option("--actual", actual_str, "Engine output, as for verify")->required();
-  dia->add_option("--profile", profile, "The profile the engine claims (default strict)");
-  dia->add_option("--format", format, "text or json");
-  dia->add_flag("-v,--verbose", verbose, "List every hypothesis, not only the best five");
-  dia->add_option("--report", report_str, report_help);
-  add_force(dia, "the --report file");
-  dia->footer("Exit codes: 0 every diagnosed case is correct (passes the claimed profile), 1 at "
-              "least one is not (explained or unexplained), 2 usage or input error, including no "
-              "valid case with an engine output (negative controls are not diagnosed).");
-
-  auto* chk = app.add_subcommand(
-      "check", "Run posenc's own kernels (or an emulated engine pipeline) on the catalog through "
-               "files and verify them; prints the worst element's share of its budget");
-  std::string keep_str, check_profile, pipeline = "exact";
-  add_selection(chk);
-  chk->add_option("--data", data_str, "Golden data directory");
-  chk->add_option("--pipeline", pipeline,
-                  "exact (posenc's optimized kernels), fp32, fp32-recurrence, bf16 or f16 "
-                  "(float emulations of the engines each profile models)");
-  chk->add_option("--profile", check_profile, "Profile to judge by (default: the pipeline's own)");
-  chk->add_option("--format", format, "text or json");
-  chk->add_option("--keep", keep_str, "Keep the engine output files in this directory "
-                                      "(<case_id>.safetensors; checked before the run)");
-  chk->add_option("--report", report_str, report_help + " (failing cases: the first " +
-                                              std::to_string(kReportDiagnoses) + " diagnosed)");
-  add_force(chk, "the --report file or a --keep file");
-
-  auto* eng = app.add_subcommand(
-      "engine", "Run posenc's optimized kernel on one case as an engine would; write its outputs");
-  std::string eng_case, eng_out, mistake, eng_format = "safetensors";
-  eng->add_option("CASE", eng_case, "Case id or manifest path")->required();
-  eng->add_option("--out", eng_out,
-                  "Output .safetensors file (or directory for --format npy); a FIFO, device, "
-                  "directory or a file this command reads is refused, an existing file not "
-                  "written by posenc engine needs --force")->required();
-  eng->add_option("--data", data_str, "Golden data directory");
-  eng->add_option("--mistake", mistake,
-                  "Deliberate bug, to see verify fail (per scheme; rope: pairing, offset, "
-                  "double-rotation, sin-sign; an unknown name lists the scheme's)");
-  eng->add_option("--pipeline", pipeline,
-                  "Engine pipeline to emulate: exact (default, posenc's kernels), fp32, "
-                  "fp32-recurrence, bf16, f16");
-  eng->add_option("--format", eng_format, "safetensors or npy");
-  add_force(eng, "the --out file");
-
-  posenc::tools::OracleArgs oracle_args;
-  auto* orc = posenc::tools::add_oracle_command(app, &oracle_args);
-  posenc::tools::ConstantsArgs constants_args;
-  auto* cst = posenc::tools::add_constants_command(app, &constants_args);
-  tools::BenchOptions bench_opt;
-  auto* bench = tools::add_bench_subcommand(app, &bench_opt);
+  tools::CommandLine cmd;
+  tools::add_commands(app, &cmd);
 
   try {
     app.parse(argc, argv);
@@ -1185,66 +1129,9 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitPass : kExitUsage;
   }
   try {
-    std::optional<ReportFile> report;
-    if (!report_str.empty()) {
-      const std::string sub = *ver ? "verify" : *dia ? "diagnose" : "check";
-      report.emplace(ReportFile{report_str, HtmlReport("posenc " + sub,
-                                                       report_command_line(argc, argv),
-                                                       *chk ? (check_profile.empty()
-                                                                   ? pipelines::profile_of(pipeline)
-                                                                   : canonical_or_usage(check_profile))
-                                                            : canonical_or_usage(profile))});
-    }
-    ReportFile* rep = report ? &*report : nullptr;
-    if (!shard.empty()) parse_shard(shard, &sel.shard_index, &sel.shard_count);
-    const fs::path data(data_str);
-    if (*list) return cmd_list(sel, format);
-    if (*show) return cmd_show(show_case, data, format);
-    if (*gen && !config_str.empty()) {
-      if (gen_out->count() == 0) {
-        throw UsageError("generate --config needs --out DIR (the default, the source tree's golden/data, "
-                         "holds posenc's own catalog)");
-      }
-      if (!sel.scheme.empty() || !sel.case_regex.empty() || !shard.empty() || no_catalog) {
-        throw UsageError("generate --config takes no --scheme, --case, --shard or --no-catalog");
-      }
-      return cmd_generate_config(config_str, positions_str, dtype_str, out_str, force);
-    }
-    if (*gen && (!positions_str.empty() || dtype_str != "f32")) {
-      throw UsageError("--positions and --dtype need --config (posenc's own cases fix theirs)");
-    }
-    if (*gen) return cmd_generate(sel, out_str, no_catalog, force);
-    if (*cat) {
-      if (!fs::is_directory(data)) throw UsageError("catalog --data " + data.string() + ": no such directory");
-      OutputRule rule(force);  // reads the case files in data's scheme folders
-      for (const auto& d : fs::directory_iterator(data)) {
-        if (d.is_directory()) rule.add_reads_below(d.path(), 1);
-      }
-      rule.check_file(data / "catalog.json", OutputKind::kCatalog);
-      const DirectoryLock lock(data, DirectoryLock::Mode::kExclusive);
-      write_catalog_from_files(data, rule);
-      return kExitPass;
-    }
-    if (*ver) {
-      VerifyOptions opt;
-      opt.profile = canonical_or_usage(profile);
-      opt.rename = parse_maps(maps);
-      opt.require_all = require_all;
-      if (max_position >= 0) opt.max_position = max_position;
-      return cmd_verify(golden_args, actual_str, opt, format, verbose, by_position, force, rep);
-    }
-    if (*dia) {
-      return cmd_diagnose(golden_args, actual_str, canonical_or_usage(profile), format, verbose,
-                          force, rep);
-    }
-    if (*chk) return cmd_check(sel, data, pipeline, check_profile, format, keep_str, force, rep);
-    if (*orc) return posenc::tools::run_oracle_command(oracle_args);
-    if (*cst) return posenc::tools::run_constants_command(constants_args);
-    if (*bench) return tools::cmd_bench(bench_opt);
-    if (*eng) return cmd_engine(eng_case, data, eng_out, mistake, pipeline, eng_format, force);
+    return dispatch(app, cmd, argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "posenc: error: " << e.what() << '\n';
     return kExitUsage;
   }
-  return kExitUsage;
 }
