@@ -658,7 +658,7 @@ TEST(DebertaGolden, ProbsConditionCountsTheRelativeTerm) {
 }
 
 // The f64 companions of probs and out are the oracle's values correctly rounded to double
-// (README "File format"): rows of every committed attention case recomputed here at mp100 by
+// (docs/file-format.md): rows of every committed attention case recomputed here at mp100 by
 // the reference formula (content and relative term both scaled by 1/sqrt(d sf) in mp100, not
 // by the double params.scale), bit for bit.
 TEST(DebertaGolden, ProbsAndOutCompanionsAreCorrectlyRounded) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `posenc generate --config` with many positions in bounded memory (README "Golden cases for your
-# own model"): a llama-3-8b call of 320 positions (2 x 320 x 320 scores; about 40 MiB peak, the
+# `posenc generate --config` with many positions in bounded memory (docs/own-model.md): a
+# llama-3-8b call of 320 positions (2 x 320 x 320 scores; about 40 MiB peak, the
 # T^2 scores once held in mp50 took 120 MiB) must peak under POSENC_TEST_MAX_RSS_KIB (default 64 MiB,
 # the VmHWM of the process, polled while it runs) and its output must pass `posenc check --data`.
 # Usage: generate_memory_test.sh POSENC SOURCE_DIR WORK_DIR

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The reference mutants live in tools/mutants/reference.patch, not in reference/: the source
 # tree's reference/ reads as the formulas, and the patch re-adds the POSENC_MUTANT("name")
-# branches to a copy of it. README "Mutants" describes the workflow. Usage (from anywhere):
+# branches to a copy of it. docs/mutants.md describes the workflow. Usage (from anywhere):
 #
 #   tools/mutant_patch.sh apply DIR   DIR/reference = reference/ + the patch (the instrumented
 #                                     copy; files whose content did not change keep their time

@@ -49,7 +49,7 @@ def test_diagnose_names_the_off_by_one_and_the_float32_pipeline(binary, tmp_path
 
 
 def test_first_verdict_fails_strict_passes_fp32_and_fp16_angles_are_fitted(binary, tmp_path):
-    # README "First verdict in five minutes": the 25-line numpy RoPE fails strict (worst at
+    # README.md, "First verdict in five minutes": the 25-line numpy RoPE fails strict (worst at
     # position 16777217, where a float32 angle can be anywhere), passes fp32, and diagnose tells
     # it to claim fp32. The float16-angle variant of wrong_ropes is fitted as float16 angles.
     import os
