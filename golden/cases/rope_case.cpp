@@ -1540,19 +1540,55 @@ std::vector<std::string> rope_case_mistakes() {
   return v;
 }
 
-TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
-  const Json& pj = spec.manifest.at("params");
+namespace {
+
+/// One run of the built-in engine on a RoPE case: the case as read (and as the mistake changes
+/// it), the engine's tables and rotations. rope_case_run_engine runs the stages in order.
+struct RopeEngineRun {
+  const CaseSpec& spec;
+  const TensorMap& golden;
+  const EngineOptions& o;
   RopeParams p;
+  RopeScaling s;
+  int hq = 0, hk = 0;  // hk 0: q only
+  bool is_scaled = false;
+  int softmax_head_dim = 0;
+  DType t = DType::kF32;
+  std::vector<std::int64_t> pos;
+  std::int64_t tn = 0;
+  int np = 0, h = 0;
+  std::vector<float> q, k, qr, kr;
+  std::vector<float> inv, cos_t, sin_t;
+  float a_out = 1.0f, softmax_out = 0.0f;
+
+  // Reads the params (and scaling rule) from the manifest; checks the mistake and the pipeline.
+  void read_params();
+  // Reads the positions and q, k; applies the mistakes that change the positions or the rule.
+  void read_inputs();
+  // The tables and rotations of the exact pipeline (posenc's kernel) or of an emulated one.
+  void rotate_qk();
+  // The engine's tensors, with the scores of its rotations.
+  TensorMap outputs() const;
+
+  bool expects(const char* name) const {
+    return std::any_of(spec.expected.begin(), spec.expected.end(),
+                       [&](const TensorSpec& x) { return x.name == name; });
+  }
+};
+
+void RopeEngineRun::read_params() {
+  const Json& pj = spec.manifest.at("params");
   p.head_dim = pj.at("head_dim").get<int>();
   p.rotary_dim = pj.at("rotary_dim").get<int>();
   p.base = pj.at("base").get<double>();
   p.layout = pj.at("layout").get<std::string>() == "interleaved" ? RopeLayout::kInterleaved
                                                                  : RopeLayout::kHalfSplit;
   p.attention_factor = pj.at("attention_factor").get<double>();
-  const int hq = pj.at("n_q_heads").get<int>(), hk = pj.at("n_kv_heads").get<int>();  // hk 0: q only
-  const bool is_scaled = pj.contains("scaling");
-  RopeScaling s = is_scaled ? rope_scaling_from_json(pj.at("scaling")) : RopeScaling{};
-  const int softmax_head_dim = pj.value("softmax_head_dim", p.head_dim);
+  hq = pj.at("n_q_heads").get<int>();
+  hk = pj.at("n_kv_heads").get<int>();
+  is_scaled = pj.contains("scaling");
+  s = is_scaled ? rope_scaling_from_json(pj.at("scaling")) : RopeScaling{};
+  softmax_head_dim = pj.value("softmax_head_dim", p.head_dim);
   std::vector<std::string> mk = plain_mistakes();
   if (is_scaled) mk.insert(mk.end(), scaling_mistakes().begin(), scaling_mistakes().end());
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
@@ -1563,12 +1599,15 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
                                          : "unknown mistake for a " + spec.scheme + " case (known: " + known + ")",
                   o.mistake);
   }
-  const DType t = golden.at("q").dtype;
+  t = golden.at("q").dtype;
   if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
     throw_invalid("rope_run_engine", why, o.pipeline);
   }
+}
+
+void RopeEngineRun::read_inputs() {
   const Tensor& tpos = golden.at("positions");
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(tpos.numel()));
+  pos.resize(static_cast<std::size_t>(tpos.numel()));
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));
   if (o.mistake == "offset") {
     for (auto& m : pos) m += 1;
@@ -1583,18 +1622,16 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
   s.seq_len = last + 1;
   if (o.mistake == "unscaled") s = RopeScaling{};
   if (o.mistake == "factor-inverted") s.factor = 1.0 / s.factor;
-  const std::int64_t tn = static_cast<std::int64_t>(pos.size());
-  const int np = p.rotary_dim / 2, h = p.head_dim;
-  auto expects = [&](const char* name) {
-    return std::any_of(spec.expected.begin(), spec.expected.end(),
-                       [&](const TensorSpec& x) { return x.name == name; });
-  };
-  const bool with_scores = expects("scores");
-  std::vector<float> q = tensor_to_f32(golden.at("q"));
-  std::vector<float> k = hk > 0 ? tensor_to_f32(golden.at("k")) : std::vector<float>();
-  std::vector<float> qr(q.size()), kr(k.size());
-  std::vector<float> inv, cos_t, sin_t;
-  float a_out = 1.0f, softmax_out = 0.0f;
+  tn = static_cast<std::int64_t>(pos.size());
+  np = p.rotary_dim / 2;
+  h = p.head_dim;
+  q = tensor_to_f32(golden.at("q"));
+  k = hk > 0 ? tensor_to_f32(golden.at("k")) : std::vector<float>();
+  qr.resize(q.size());
+  kr.resize(k.size());
+}
+
+void RopeEngineRun::rotate_qk() {
   if (o.pipeline == "exact") {
     // Plain RoPE: the kernel's own tables; scaled: the rule's tables through the kernel's hook.
     optimized::RopeScaledTablesF64 st;
@@ -1651,7 +1688,10 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
     rotate(q, hq, qr);
     rotate(k, hk, kr);
   }
+}
 
+TensorMap RopeEngineRun::outputs() const {
+  const bool with_scores = expects("scores");
   TensorMap out;
   auto put = [&](Tensor x) {
     std::string n = x.name;
@@ -1688,6 +1728,16 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
     put(engine_tensor("scores", t, {hq, tn, tn}, scores));
   }
   return out;
+}
+
+}  // namespace
+
+TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  RopeEngineRun r{spec, golden, o};
+  r.read_params();
+  r.read_inputs();
+  r.rotate_qk();
+  return r.outputs();
 }
 
 }  // namespace posenc::golden
