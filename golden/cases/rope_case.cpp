@@ -725,6 +725,7 @@ RopeScaling rope_scaling_from_json(const Json& j) {
 
 namespace {
 
+/// The token positions of a case, in order.
 std::vector<std::int64_t> position_values(const RopeCaseDef& def) {
   std::vector<std::int64_t> pos;
   for (const auto& hp : def.positions) pos.push_back(hp.m);
@@ -1570,6 +1571,7 @@ struct RopeEngineRun {
   // The engine's tensors, with the scores of its rotations.
   TensorMap outputs() const;
 
+  // Whether the case has an expected tensor of this name.
   bool expects(const char* name) const {
     return std::any_of(spec.expected.begin(), spec.expected.end(),
                        [&](const TensorSpec& x) { return x.name == name; });
