@@ -722,20 +722,226 @@ RopeScaling rope_scaling_from_json(const Json& j) {
 
 // ---- the generator ---------------------------------------------------------------------------
 
-GoldenCase rope_case_generate(const RopeCaseDef& def) {
+namespace {
+
+/// The token positions of a case, in order.
+std::vector<std::int64_t> position_values(const RopeCaseDef& def) {
+  std::vector<std::int64_t> pos;
+  for (const auto& hp : def.positions) pos.push_back(hp.m);
+  return pos;
+}
+
+/// A declared alternative convention with its oracle values (cross-checked as the default's).
+struct AltOracle {
+  const RopeAlternative* def;
+  RopeScaling rule;
+  RopeOracle<mp50> o;
+  mp50 softmax;
+  double a;
+};
+
+/// The condition scales of q_rot or k_rot.
+struct PairScales {
+  std::vector<double> cond, amp;            // per element
+  std::vector<double> pair_sum, pair_norm;  // per (token, head, pair): a(|xa|+|xb|), a||x||
+};
+
+/// One case being generated: the state passed from stage to stage. rope_case_generate runs the
+/// stages in order: inputs, oracle, alternatives, budgets, condition scales, scores, tensors,
+/// manifest.
+struct RopeCaseGen {
+  const RopeCaseDef& def;
   const RopeParams& p = def.model.params;
   const RopeScaling& es = def.expected;
-  reference::rope_scaling_check(p, es, "rope_case_generate");
   const bool is_scaled = scaled(es) || scaled(def.model.scaling);
   const int h = p.head_dim, d = p.rotary_dim, np = d / 2;
   const int hq = def.n_q_heads, hk = def.n_kv_heads;  // hk = 0: no k (dense)
-  std::vector<std::int64_t> pos;
-  for (const auto& hp : def.positions) pos.push_back(hp.m);
+  const std::vector<std::int64_t> pos = position_values(def);
   const std::int64_t tn = static_cast<std::int64_t>(pos.size());
   const DType t = def.dtype;
   const bool with_scores = hk > 0;
 
-  std::vector<double> q(static_cast<std::size_t>(tn * hq * h)), k(static_cast<std::size_t>(tn * hk * h));
+  std::vector<double> q, k;  // the inputs
+  RopeOracle<mp50> o50;      // the expected values
+  RopeOracle<mp100> o100;    // their cross-check (freed after the scores)
+  mp50 softmax50;            // the softmax scale (MLA)
+  double a = 0;              // the attention factor, rounded to f64
+  std::vector<double> inv64, phi, phi_signed;  // inv_freq and the angles (|angle|, signed)
+  std::vector<AltOracle> alts;
+  std::vector<RopeOracle<mp100>> alts100;  // their q_rot and k_rot, for the scores
+  std::vector<std::string> angle_profiles;  // profiles with an angle extra that apply here
+  std::map<std::string, StageBudgets> sb;
+  std::map<std::string, PipelineErrors> pe;
+  std::vector<int> identity_pairs, channel_pairs;
+  PairScales qs, ks;
+  std::vector<PairScales> alt_qs, alt_ks;
+  GoldenCase g;
+  TensorSpec scores_spec;
+  std::vector<Tensor> tensors;
+  std::vector<TensorSpec> inputs, expected;
+  Json m;
+
+  // Checks the rule; draws q and k from the seed, or takes the given values.
+  void build_inputs();
+  // Runs the mp50 and mp100 oracles, cross-checks them; a, inv_freq and the angles in f64.
+  void run_oracle();
+  // The declared alternative conventions' oracles, cross-checked as the default's.
+  void run_alternatives();
+  // Per profile: the pipeline errors (the larger of every convention) and the stage budgets.
+  void pipeline_budgets();
+  // The pair indices of the tensors' axes and the condition scales of q_rot and k_rot.
+  void condition_scales();
+  // Streams the scores to disk, each cross-checked; then frees the mp100 rotations.
+  void stream_scores();
+  // The input tensors and every expected tensor, with their specs.
+  void build_tensors();
+  // Manifest: header, description, citation, preset, conventions and params.
+  void manifest_describe();
+  // Manifest: the scaling rule and what it derives (scaled cases).
+  void manifest_scaling();
+  // Manifest: oracle, seed, positions, the inv_freq table and the pipeline models.
+  void manifest_tables();
+  // Manifest: the mistake flags and which stages detect them.
+  void manifest_detection();
+  // Manifest: the per-position resolution of each profile (plain, non-dense cases).
+  void manifest_resolution();
+
+  // The signed angles pos[t] * inv[i], rounded to f64.
+  std::vector<double> signed_angles(const std::vector<mp50>& inv) const {
+    std::vector<double> v(static_cast<std::size_t>(tn * np));
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int i = 0; i < np; ++i) v[tt * np + i] = round_to_f64(mp50(pos[tt]) * inv[i]);
+    }
+    return v;
+  }
+
+  // An alternative is attached to a tensor whose exact values it changes.
+  void add_alternative(ExpectedTensor& e, const AltOracle& al, const std::vector<mp50>& values,
+                       std::vector<double> cond) const {
+    std::vector<double> x = to_f64(values);
+    if (x == to_f64(e.values)) return;
+    e.alternatives.push_back({al.def->name, al.def->description, std::move(x), std::move(cond)});
+  }
+
+  // inv_freq
+  ExpectedTensor inv_freq_tensor();
+
+  // attention_factor, softmax_scale (scaled cases; softmax_scale for MLA)
+  ExpectedTensor scalar_tensor(const std::string& name, const mp50& value, bool softmax) {
+    ExpectedTensor e = expected_tensor(name, "table", DType::kF32, {1}, "ulp");
+    e.values = {value};
+    for (const auto& prof : profiles()) {
+      const ProfileBudget b = sb[prof.name].scalar;
+      e.spec.check.profiles[prof.name] = b;
+      if (prof.name == "strict" || !b.applies) continue;
+      const PipelineErrors& x = pe[prof.name];
+      double a_max = a;
+      for (const auto& al : alts) a_max = std::max(a_max, al.a);
+      e.extra[prof.name] = {softmax ? x.softmax_abs : x.a_rel * a_max * kSecondOrder * inflation()};
+    }
+    return e;
+  }
+
+  // cos, sin
+  ExpectedTensor table_tensor(const std::string& name, const std::vector<mp50>& values,
+                              std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
+    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, "conditioned");
+    e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
+    e.values = values;
+    for (const auto& [al, v] : alt_values) {
+      add_alternative(e, *al, *v, std::vector<double>(static_cast<std::size_t>(tn * np), al->a));
+    }
+    e.cond.assign(static_cast<std::size_t>(tn * np), a);
+    e.amp = e.cond;
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int i = 0; i < np; ++i) e.positions.push_back(pos[tt]);
+    }
+    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].table;
+    for (const auto& prof : angle_profiles) {
+      std::vector<double> x(static_cast<std::size_t>(tn * np));
+      for (std::size_t j = 0; j < x.size(); ++j) x[j] = a * pe[prof].angle[j];
+      e.extra[prof] = x;
+    }
+    return e;
+  }
+
+  // q_rot, k_rot: per element cond = a (|x_a| + |x_b|) of its pair, 0 in the tail
+  PairScales pair_scales(const std::vector<double>& x, int heads, double a) const {
+    PairScales s;
+    s.cond.assign(x.size(), 0.0);
+    s.amp.assign(x.size(), 0.0);
+    s.pair_sum.assign(static_cast<std::size_t>(tn * heads * np), 0.0);
+    s.pair_norm.assign(s.pair_sum.size(), 0.0);
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int hh = 0; hh < heads; ++hh) {
+        const std::size_t off = static_cast<std::size_t>((tt * heads + hh) * h);
+        for (int i = 0; i < np; ++i) {
+          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+          const double c = a * (std::fabs(x[off + ca]) + std::fabs(x[off + cb]));
+          const double nrm = a * std::hypot(x[off + ca], x[off + cb]);
+          s.cond[off + ca] = s.cond[off + cb] = c;
+          s.amp[off + ca] = s.amp[off + cb] = nrm;
+          s.pair_sum[(tt * heads + hh) * np + i] = c;
+          s.pair_norm[(tt * heads + hh) * np + i] = nrm;
+        }
+      }
+    }
+    return s;
+  }
+
+  // q_rot, k_rot
+  ExpectedTensor rotated_tensor(const std::string& name, const std::vector<mp50>& values,
+                                const PairScales& s, int heads, bool is_q) {
+    ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, "conditioned");
+    e.spec.axes = {{"token", "positions", {}, {}}, {"head", "", {}, {}},
+                   {"channel", "", channel_pairs, {}}};
+    e.values = values;
+    for (std::size_t j = 0; j < alts.size(); ++j) {
+      add_alternative(e, alts[j], is_q ? alts[j].o.q_rot : alts[j].o.k_rot, (is_q ? alt_qs : alt_ks)[j].cond);
+    }
+    e.cond = s.cond;
+    e.amp = s.amp;
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int j = 0; j < heads * h; ++j) e.positions.push_back(pos[tt]);
+    }
+    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].rotated;
+    for (const auto& prof : angle_profiles) {
+      std::vector<double> x(values.size(), 0.0);
+      for (std::int64_t tt = 0; tt < tn; ++tt) {
+        for (int hh = 0; hh < heads; ++hh) {
+          for (int c = 0; c < d; ++c) {
+            const int i = channel_pairs[c];
+            const std::size_t j = static_cast<std::size_t>((tt * heads + hh) * h + c);
+            x[j] = s.cond[j] * pe[prof].angle[tt * np + i];
+          }
+        }
+      }
+      e.extra[prof] = x;
+    }
+    return e;
+  }
+};
+
+ExpectedTensor RopeCaseGen::inv_freq_tensor() {
+  ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, "ulp");
+  e_inv.values = o50.inv_freq;
+  for (const auto& al : alts) add_alternative(e_inv, al, al.o.inv_freq, {});
+  e_inv.spec.axes = {{"pair", "", identity_pairs, {}}};
+  for (const auto& prof : profiles()) {
+    const ProfileBudget b = sb[prof.name].inv_freq;
+    // The f32 inv_freq of a bf16 / f16 pipeline is the fp32 one; in an f32 case the eager
+    // profiles stay not applicable, as for every other stage.
+    e_inv.spec.check.profiles[prof.name] = b;
+    if (prof.name == "strict" || !b.applies) continue;
+    e_inv.extra[prof.name] = pe[prof.name].inv_freq;
+  }
+  return e_inv;
+}
+
+void RopeCaseGen::build_inputs() {
+  reference::rope_scaling_check(p, es, "rope_case_generate");
+  q.assign(static_cast<std::size_t>(tn * hq * h), 0.0);
+  k.assign(static_cast<std::size_t>(tn * hk * h), 0.0);
   for (std::size_t i = 0; i < q.size(); ++i) q[i] = input_value(t, def.seed, 1, i);
   for (std::size_t i = 0; i < k.size(); ++i) k[i] = input_value(t, def.seed, 2, i);
   auto given = [&](const std::vector<double>& v, std::vector<double>* x, const char* name) {
@@ -748,47 +954,37 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   };
   given(def.q_values, &q, "q_values");
   given(def.k_values, &k, "k_values");
+}
 
+void RopeCaseGen::run_oracle() {
   // The scores ([Hq, T, T]) are never held: computed element by element below and streamed to
   // disk (StreamedExpected), each cross-checked as it comes.
-  const auto o50 = rope_oracle<mp50>(p, es, pos, hq, hk, q, k, false);
-  auto o100 = rope_oracle<mp100>(p, es, pos, hq, hk, q, k, false);
+  o50 = rope_oracle<mp50>(p, es, pos, hq, hk, q, k, false);
+  o100 = rope_oracle<mp100>(p, es, pos, hq, hk, q, k, false);
   cross_check(def.id, "inv_freq", DType::kF32, o50.inv_freq, o100.inv_freq);
   cross_check(def.id, "cos", t, o50.cos, o100.cos);
   cross_check(def.id, "sin", t, o50.sin, o100.sin);
   cross_check(def.id, "q_rot", t, o50.q_rot, o100.q_rot);
   cross_check(def.id, "k_rot", t, o50.k_rot, o100.k_rot);
   o100.cos = o100.sin = {};
-  const mp50 softmax50 = pow(mp50(def.model.softmax_head_dim), mp50(-0.5)) * o50.softmax_multiplier;
+  softmax50 = pow(mp50(def.model.softmax_head_dim), mp50(-0.5)) * o50.softmax_multiplier;
   cross_check(def.id, "attention_factor", DType::kF32, {o50.a}, {o100.a});
   cross_check(def.id, "softmax_scale", DType::kF32, {softmax50},
               {pow(mp100(def.model.softmax_head_dim), mp100(-0.5)) * o100.softmax_multiplier});
 
-  const double a = round_to_f64(o50.a);
-  const auto inv64 = to_f64(o50.inv_freq);
-  auto signed_angles = [&](const std::vector<mp50>& inv) {
-    std::vector<double> v(static_cast<std::size_t>(tn * np));
-    for (std::int64_t tt = 0; tt < tn; ++tt) {
-      for (int i = 0; i < np; ++i) v[tt * np + i] = round_to_f64(mp50(pos[tt]) * inv[i]);
-    }
-    return v;
-  };
-  std::vector<double> phi(static_cast<std::size_t>(tn * np)), phi_signed = signed_angles(o50.inv_freq);
+  a = round_to_f64(o50.a);
+  inv64 = to_f64(o50.inv_freq);
+  phi.assign(static_cast<std::size_t>(tn * np), 0.0);
+  phi_signed = signed_angles(o50.inv_freq);
   for (std::int64_t tt = 0; tt < tn; ++tt) {
     for (int i = 0; i < np; ++i) phi[tt * np + i] = static_cast<double>(abs(mp50(pos[tt]) * o50.inv_freq[i]));
   }
+}
+
+void RopeCaseGen::run_alternatives() {
   // Declared alternative conventions: their oracle values (cross-checked as the default's), and
   // below their pipeline errors, merged into the budgets so that a float engine following one
   // passes too.
-  struct AltOracle {
-    const RopeAlternative* def;
-    RopeScaling rule;
-    RopeOracle<mp50> o;
-    mp50 softmax;
-    double a;
-  };
-  std::vector<AltOracle> alts;
-  std::vector<RopeOracle<mp100>> alts100;  // their q_rot and k_rot, for the scores
   for (const auto& al : def.alternatives) {
     RopeScaling r = al.rule;
     r.seq_len = es.seq_len;
@@ -807,9 +1003,9 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     y.cos = y.sin = {};
     alts100.push_back(std::move(y));
   }
-  std::vector<std::string> angle_profiles;  // profiles with an angle extra that apply here
-  std::map<std::string, StageBudgets> sb;
-  std::map<std::string, PipelineErrors> pe;
+}
+
+void RopeCaseGen::pipeline_budgets() {
   for (const auto& prof : profiles()) {
     if (prof.name == "strict") {
       sb[prof.name] = rope_stage_budgets(prof.name, t, 0.0, h);
@@ -840,108 +1036,23 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     if (sb[prof.name].table.applies) angle_profiles.push_back(prof.name);
     pe[prof.name] = std::move(e);
   }
+}
 
-  std::vector<int> identity_pairs(static_cast<std::size_t>(np));
+void RopeCaseGen::condition_scales() {
+  identity_pairs.resize(static_cast<std::size_t>(np));
   for (int i = 0; i < np; ++i) identity_pairs[i] = i;
-
-  // inv_freq
-  // An alternative is attached to a tensor whose exact values it changes.
-  auto add_alternative = [&](ExpectedTensor& e, const AltOracle& al, const std::vector<mp50>& values,
-                             std::vector<double> cond) {
-    std::vector<double> x = to_f64(values);
-    if (x == to_f64(e.values)) return;
-    e.alternatives.push_back({al.def->name, al.def->description, std::move(x), std::move(cond)});
-  };
-  ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, "ulp");
-  e_inv.values = o50.inv_freq;
-  for (const auto& al : alts) add_alternative(e_inv, al, al.o.inv_freq, {});
-  e_inv.spec.axes = {{"pair", "", identity_pairs, {}}};
-  for (const auto& prof : profiles()) {
-    const ProfileBudget b = sb[prof.name].inv_freq;
-    // The f32 inv_freq of a bf16 / f16 pipeline is the fp32 one; in an f32 case the eager
-    // profiles stay not applicable, as for every other stage.
-    e_inv.spec.check.profiles[prof.name] = b;
-    if (prof.name == "strict" || !b.applies) continue;
-    e_inv.extra[prof.name] = pe[prof.name].inv_freq;
-  }
-
-  // attention_factor, softmax_scale (scaled cases; softmax_scale for MLA)
-  auto scalar_tensor = [&](const std::string& name, const mp50& value, bool softmax) {
-    ExpectedTensor e = expected_tensor(name, "table", DType::kF32, {1}, "ulp");
-    e.values = {value};
-    for (const auto& prof : profiles()) {
-      const ProfileBudget b = sb[prof.name].scalar;
-      e.spec.check.profiles[prof.name] = b;
-      if (prof.name == "strict" || !b.applies) continue;
-      const PipelineErrors& x = pe[prof.name];
-      double a_max = a;
-      for (const auto& al : alts) a_max = std::max(a_max, al.a);
-      e.extra[prof.name] = {softmax ? x.softmax_abs : x.a_rel * a_max * kSecondOrder * inflation()};
-    }
-    return e;
-  };
-
-  // cos, sin
-  auto table_tensor = [&](const std::string& name, const std::vector<mp50>& values,
-                          std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
-    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, "conditioned");
-    e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
-    e.values = values;
-    for (const auto& [al, v] : alt_values) {
-      add_alternative(e, *al, *v, std::vector<double>(static_cast<std::size_t>(tn * np), al->a));
-    }
-    e.cond.assign(static_cast<std::size_t>(tn * np), a);
-    e.amp = e.cond;
-    for (std::int64_t tt = 0; tt < tn; ++tt) {
-      for (int i = 0; i < np; ++i) e.positions.push_back(pos[tt]);
-    }
-    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].table;
-    for (const auto& prof : angle_profiles) {
-      std::vector<double> x(static_cast<std::size_t>(tn * np));
-      for (std::size_t j = 0; j < x.size(); ++j) x[j] = a * pe[prof].angle[j];
-      e.extra[prof] = x;
-    }
-    return e;
-  };
-
-  // q_rot, k_rot: per element cond = a (|x_a| + |x_b|) of its pair, 0 in the tail
-  std::vector<int> channel_pairs(static_cast<std::size_t>(h));
+  channel_pairs.resize(static_cast<std::size_t>(h));
   for (int c = 0; c < h; ++c) channel_pairs[c] = reference::rope_pair_of_channel(p, c);
-  struct PairScales {
-    std::vector<double> cond, amp;            // per element
-    std::vector<double> pair_sum, pair_norm;  // per (token, head, pair): a(|xa|+|xb|), a||x||
-  };
-  auto pair_scales = [&](const std::vector<double>& x, int heads, double a) {
-    PairScales s;
-    s.cond.assign(x.size(), 0.0);
-    s.amp.assign(x.size(), 0.0);
-    s.pair_sum.assign(static_cast<std::size_t>(tn * heads * np), 0.0);
-    s.pair_norm.assign(s.pair_sum.size(), 0.0);
-    for (std::int64_t tt = 0; tt < tn; ++tt) {
-      for (int hh = 0; hh < heads; ++hh) {
-        const std::size_t off = static_cast<std::size_t>((tt * heads + hh) * h);
-        for (int i = 0; i < np; ++i) {
-          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
-          const double c = a * (std::fabs(x[off + ca]) + std::fabs(x[off + cb]));
-          const double nrm = a * std::hypot(x[off + ca], x[off + cb]);
-          s.cond[off + ca] = s.cond[off + cb] = c;
-          s.amp[off + ca] = s.amp[off + cb] = nrm;
-          s.pair_sum[(tt * heads + hh) * np + i] = c;
-          s.pair_norm[(tt * heads + hh) * np + i] = nrm;
-        }
-      }
-    }
-    return s;
-  };
-  const PairScales qs = pair_scales(q, hq, a), ks = pair_scales(k, hk, a);
-  std::vector<PairScales> alt_qs, alt_ks;
+  qs = pair_scales(q, hq, a);
+  ks = pair_scales(k, hk, a);
   for (const auto& al : alts) {
     alt_qs.push_back(pair_scales(q, hq, al.a));
     alt_ks.push_back(pair_scales(k, hk, al.a));
   }
+}
+
+void RopeCaseGen::stream_scores() {
   // scores: streamed (rope_scores below), then the mp100 rotations are no longer needed
-  GoldenCase g;
-  TensorSpec scores_spec;
   if (with_scores) {
     const int group = hq / hk;
     ExpectedTensor es0 = expected_tensor("scores", "scores", t, {hq, tn, tn}, "conditioned");
@@ -998,47 +1109,15 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   }
   o100 = {};
   alts100.clear();
+}
 
-  auto rotated_tensor = [&](const std::string& name, const std::vector<mp50>& values,
-                            const PairScales& s, int heads, bool is_q) {
-    ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, "conditioned");
-    e.spec.axes = {{"token", "positions", {}, {}}, {"head", "", {}, {}},
-                   {"channel", "", channel_pairs, {}}};
-    e.values = values;
-    for (std::size_t j = 0; j < alts.size(); ++j) {
-      add_alternative(e, alts[j], is_q ? alts[j].o.q_rot : alts[j].o.k_rot, (is_q ? alt_qs : alt_ks)[j].cond);
-    }
-    e.cond = s.cond;
-    e.amp = s.amp;
-    for (std::int64_t tt = 0; tt < tn; ++tt) {
-      for (int j = 0; j < heads * h; ++j) e.positions.push_back(pos[tt]);
-    }
-    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].rotated;
-    for (const auto& prof : angle_profiles) {
-      std::vector<double> x(values.size(), 0.0);
-      for (std::int64_t tt = 0; tt < tn; ++tt) {
-        for (int hh = 0; hh < heads; ++hh) {
-          for (int c = 0; c < d; ++c) {
-            const int i = channel_pairs[c];
-            const std::size_t j = static_cast<std::size_t>((tt * heads + hh) * h + c);
-            x[j] = s.cond[j] * pe[prof].angle[tt * np + i];
-          }
-        }
-      }
-      e.extra[prof] = x;
-    }
-    return e;
-  };
-
-  std::vector<Tensor> tensors;
+void RopeCaseGen::build_tensors() {
   tensors.push_back(tensor_from_i64("positions", {tn}, pos));
   tensors.push_back(input_tensor("q", t, {tn, hq, h}, q));
   if (hk > 0) tensors.push_back(input_tensor("k", t, {tn, hk, h}, k));
-  std::vector<TensorSpec> inputs;
   for (const auto& tensor : tensors) inputs.push_back(input_spec(tensor));
 
-  std::vector<TensorSpec> expected;
-  expected.push_back(add_expected(&tensors, std::move(e_inv)));
+  expected.push_back(add_expected(&tensors, inv_freq_tensor()));
   if (is_scaled) {
     ExpectedTensor ea = scalar_tensor("attention_factor", o50.a, false);
     for (const auto& al : alts) add_alternative(ea, al, {al.o.a}, {});
@@ -1060,10 +1139,12 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   if (hk > 0) expected.push_back(add_expected(&tensors, rotated_tensor("k_rot", o50.k_rot, ks, hk, false)));
 
   if (with_scores) expected.push_back(std::move(scores_spec));
+}
 
+void RopeCaseGen::manifest_describe() {
   // ---- the manifest ----
   const std::string layout = reference::rope_layout_name(p.layout);
-  Json m = manifest_header(def.id, def.scheme, is_scaled ? reference::rope_scaling_type_name(es.type) : layout,
+  m = manifest_header(def.id, def.scheme, is_scaled ? reference::rope_scaling_type_name(es.type) : layout,
                            def.result, is_scaled ? 2 : 1);
   std::string desc = (is_scaled ? "RoPE scaling " + std::string(reference::rope_scaling_type_name(def.model.scaling.type)) + ", "
                                 : "RoPE, ") +
@@ -1124,6 +1205,9 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     if (es.mla) params["softmax_head_dim"] = def.model.softmax_head_dim;
   }
   m["params"] = params;
+}
+
+void RopeCaseGen::manifest_scaling() {
   if (is_scaled) {
     const auto st = reference::rope_scaling_tables<mp50>(p, es);
     Json derived = {{"attention_factor", round_to_f64(st.tables.attention_factor)},
@@ -1171,6 +1255,9 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     }
     m["scaling"] = sc;
   }
+}
+
+void RopeCaseGen::manifest_tables() {
   m["oracle"] = mp_oracle_json();
   m["seed"] = def.seed;
   m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k; q, k = "
@@ -1212,6 +1299,9 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
                               "-2.0f/d)) (every faithful powf), cosf/sinf within 2 ulp"}};
   }
   m["pipelines"] = pipe;
+}
+
+void RopeCaseGen::manifest_detection() {
   Json flags = {"PairingLayout", "AnglePrecision", "PositionOffset", "WrongBase"};
   if (d < h) flags.push_back("PartialRotary");
   if (hq != hk) flags.push_back("GroupedQueryHeads");
@@ -1244,7 +1334,9 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
                                 {"blind", "the rotation stages do not carry the softmax multiplier"}});
     }
   }
+}
 
+void RopeCaseGen::manifest_resolution() {
   if (def.resolution && !def.dense) {
     // Resolution (docs/profiles.md): at each hard position and for each applicable profile,
     // the smallest perturbation whose exactly computed output (stored in the target dtype)
@@ -1324,10 +1416,28 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
                  "the profile's budget at that position; null = none up to 4096 or 1.0"},
         {"profiles", res}};
   }
-  manifest_add_tensors(m, def.id, inputs, expected);
-  g.manifest = std::move(m);
-  g.tensors = std::move(tensors);
-  return g;
+}
+
+}  // namespace
+
+GoldenCase rope_case_generate(const RopeCaseDef& def) {
+  RopeCaseGen c{def};
+  c.build_inputs();
+  c.run_oracle();
+  c.run_alternatives();
+  c.pipeline_budgets();
+  c.condition_scales();
+  c.stream_scores();
+  c.build_tensors();
+  c.manifest_describe();
+  c.manifest_scaling();
+  c.manifest_tables();
+  c.manifest_detection();
+  c.manifest_resolution();
+  manifest_add_tensors(c.m, def.id, c.inputs, c.expected);
+  c.g.manifest = std::move(c.m);
+  c.g.tensors = std::move(c.tensors);
+  return std::move(c.g);
 }
 
 // ---- the built-in engine: posenc's kernels and the emulated pipelines, through files ---------
@@ -1441,19 +1551,56 @@ std::vector<std::string> rope_case_mistakes() {
   return v;
 }
 
-TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
-  const Json& pj = spec.manifest.at("params");
+namespace {
+
+/// One run of the built-in engine on a RoPE case: the case as read (and as the mistake changes
+/// it), the engine's tables and rotations. rope_case_run_engine runs the stages in order.
+struct RopeEngineRun {
+  const CaseSpec& spec;
+  const TensorMap& golden;
+  const EngineOptions& o;
   RopeParams p;
+  RopeScaling s;
+  int hq = 0, hk = 0;  // hk 0: q only
+  bool is_scaled = false;
+  int softmax_head_dim = 0;
+  DType t = DType::kF32;
+  std::vector<std::int64_t> pos;
+  std::int64_t tn = 0;
+  int np = 0, h = 0;
+  std::vector<float> q, k, qr, kr;
+  std::vector<float> inv, cos_t, sin_t;
+  float a_out = 1.0f, softmax_out = 0.0f;
+
+  // Reads the params (and scaling rule) from the manifest; checks the mistake and the pipeline.
+  void read_params();
+  // Reads the positions and q, k; applies the mistakes that change the positions or the rule.
+  void read_inputs();
+  // The tables and rotations of the exact pipeline (posenc's kernel) or of an emulated one.
+  void rotate_qk();
+  // The engine's tensors, with the scores of its rotations.
+  TensorMap outputs() const;
+
+  // Whether the case has an expected tensor of this name.
+  bool expects(const char* name) const {
+    return std::any_of(spec.expected.begin(), spec.expected.end(),
+                       [&](const TensorSpec& x) { return x.name == name; });
+  }
+};
+
+void RopeEngineRun::read_params() {
+  const Json& pj = spec.manifest.at("params");
   p.head_dim = pj.at("head_dim").get<int>();
   p.rotary_dim = pj.at("rotary_dim").get<int>();
   p.base = pj.at("base").get<double>();
   p.layout = pj.at("layout").get<std::string>() == "interleaved" ? RopeLayout::kInterleaved
                                                                  : RopeLayout::kHalfSplit;
   p.attention_factor = pj.at("attention_factor").get<double>();
-  const int hq = pj.at("n_q_heads").get<int>(), hk = pj.at("n_kv_heads").get<int>();  // hk 0: q only
-  const bool is_scaled = pj.contains("scaling");
-  RopeScaling s = is_scaled ? rope_scaling_from_json(pj.at("scaling")) : RopeScaling{};
-  const int softmax_head_dim = pj.value("softmax_head_dim", p.head_dim);
+  hq = pj.at("n_q_heads").get<int>();
+  hk = pj.at("n_kv_heads").get<int>();
+  is_scaled = pj.contains("scaling");
+  s = is_scaled ? rope_scaling_from_json(pj.at("scaling")) : RopeScaling{};
+  softmax_head_dim = pj.value("softmax_head_dim", p.head_dim);
   std::vector<std::string> mk = plain_mistakes();
   if (is_scaled) mk.insert(mk.end(), scaling_mistakes().begin(), scaling_mistakes().end());
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
@@ -1464,12 +1611,15 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
                                          : "unknown mistake for a " + spec.scheme + " case (known: " + known + ")",
                   o.mistake);
   }
-  const DType t = golden.at("q").dtype;
+  t = golden.at("q").dtype;
   if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
     throw_invalid("rope_run_engine", why, o.pipeline);
   }
+}
+
+void RopeEngineRun::read_inputs() {
   const Tensor& tpos = golden.at("positions");
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(tpos.numel()));
+  pos.resize(static_cast<std::size_t>(tpos.numel()));
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));
   if (o.mistake == "offset") {
     for (auto& m : pos) m += 1;
@@ -1484,18 +1634,16 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
   s.seq_len = last + 1;
   if (o.mistake == "unscaled") s = RopeScaling{};
   if (o.mistake == "factor-inverted") s.factor = 1.0 / s.factor;
-  const std::int64_t tn = static_cast<std::int64_t>(pos.size());
-  const int np = p.rotary_dim / 2, h = p.head_dim;
-  auto expects = [&](const char* name) {
-    return std::any_of(spec.expected.begin(), spec.expected.end(),
-                       [&](const TensorSpec& x) { return x.name == name; });
-  };
-  const bool with_scores = expects("scores");
-  std::vector<float> q = tensor_to_f32(golden.at("q"));
-  std::vector<float> k = hk > 0 ? tensor_to_f32(golden.at("k")) : std::vector<float>();
-  std::vector<float> qr(q.size()), kr(k.size());
-  std::vector<float> inv, cos_t, sin_t;
-  float a_out = 1.0f, softmax_out = 0.0f;
+  tn = static_cast<std::int64_t>(pos.size());
+  np = p.rotary_dim / 2;
+  h = p.head_dim;
+  q = tensor_to_f32(golden.at("q"));
+  k = hk > 0 ? tensor_to_f32(golden.at("k")) : std::vector<float>();
+  qr.resize(q.size());
+  kr.resize(k.size());
+}
+
+void RopeEngineRun::rotate_qk() {
   if (o.pipeline == "exact") {
     // Plain RoPE: the kernel's own tables; scaled: the rule's tables through the kernel's hook.
     optimized::RopeScaledTablesF64 st;
@@ -1552,7 +1700,10 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
     rotate(q, hq, qr);
     rotate(k, hk, kr);
   }
+}
 
+TensorMap RopeEngineRun::outputs() const {
+  const bool with_scores = expects("scores");
   TensorMap out;
   auto put = [&](Tensor x) {
     std::string n = x.name;
@@ -1589,6 +1740,16 @@ TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
     put(engine_tensor("scores", t, {hq, tn, tn}, scores));
   }
   return out;
+}
+
+}  // namespace
+
+TensorMap rope_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  RopeEngineRun r{spec, golden, o};
+  r.read_params();
+  r.read_inputs();
+  r.rotate_qk();
+  return r.outputs();
 }
 
 }  // namespace posenc::golden
