@@ -483,41 +483,41 @@ void accumulate(ConventionAcc& acc, const ChunkScratch& s, std::int64_t cb, std:
   }
 }
 
-TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSource& actual,
-                          const std::string& actual_name, const VerifyOptions& opt,
-                          std::vector<double>* keep_ratios = nullptr) {
-  TensorReport r;
+/// Stage 1: the report's fields known before any element is read; N/A (the profile does not
+/// apply) or ERROR (dtype, shape) ends the tensor's judgement here (returns false).
+bool check_header(const TensorSpec& spec, const ProfileBudget& b, const TensorEntry& act,
+                  const VerifyOptions& opt, TensorReport& r) {
   r.name = spec.name;
   r.stage = spec.stage;
   r.kind = spec.check.kind;
   r.integer = !dtype_is_float(spec.dtype);
-  const ProfileBudget& b = spec.check.profile(
-      POSENC_MUTANT("golden_verify_na_uses_strict") && !spec.check.profile(opt.profile).applies
-          ? std::string("strict") : opt.profile);
   r.bound = b.bound;
   r.has_extra = !b.extra.empty();
   if (!b.applies) {
     r.status = "N/A";
     r.message = "profile " + opt.profile + " does not apply: " + b.not_applicable;
-    return r;
+    return false;
   }
-  const TensorEntry& act = *actual.find(actual_name);
   if (act.dtype != spec.dtype) {
     r.status = "ERROR";
     r.message = "dtype is " + std::string(dtype_short(act.dtype)) + ", the case expects " +
                 std::string(dtype_short(spec.dtype));
-    return r;
+    return false;
   }
   if (act.shape != spec.shape) {
     r.status = "ERROR";
     r.message = "shape is " + shape_str(act.shape) + ", the case expects " + shape_str(spec.shape);
-    return r;
+    return false;
   }
-  TensorSource& gold = golden.source();
+  return true;
+}
+
+/// Stage 2: the constants of the per-element judgement (the mutants that loosen it included).
+JudgeSetup judge_setup(const TensorSpec& spec, const ProfileBudget& b) {
   JudgeSetup js;
   js.dtype = spec.dtype;
   js.kind = spec.check.kind;
-  js.is_float = dtype_is_float(act.dtype);
+  js.is_float = dtype_is_float(spec.dtype);
   js.bound = b.bound;
   js.lenient = POSENC_MUTANT("golden_verify_lenient");
   if (js.lenient) js.bound = js.bound * 1e12 + 1e12;  // passes anything
@@ -526,33 +526,66 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
   js.digits = dtype_digits(spec.dtype);
   js.min_exponent = dtype_min_exponent(spec.dtype);
   js.nan_passes = POSENC_MUTANT("golden_verify_nan_passes");
-  const std::string* extra = b.extra.empty() ? nullptr : &b.extra;
-  // The default convention, then each declared alternative; the engine is judged by the one
-  // it follows (fewest elements over budget, the default on a tie).
-  std::vector<ConventionAcc> conv(1);
-  conv[0].exact = spec.exact;
-  conv[0].cond = spec.cond;
-  for (const auto& alt : spec.alternatives) {
-    if (POSENC_MUTANT("golden_verify_alternatives_ignored")) break;
-    conv.emplace_back();
-    conv.back().exact = alt.exact;
-    conv.back().cond = alt.cond;
-  }
-  const std::int64_t n = numel_of(act.shape);
+  return js;
+}
+
+/// What the stages of one tensor's judgement share (check_tensor builds it).
+struct TensorJudge {
+  const TensorSpec& spec;
+  SmallTensors& golden;
+  TensorSource& actual;
+  const std::string& actual_name;
+  const TensorEntry& act;
+  JudgeSetup js;
+  const std::string* extra = nullptr;  // the profile's extra-budget companion, if any
+  std::int64_t n = 0;                  // elements
   PositionTables pt;
-  if (n > 0) pt = position_tables(spec, golden);
-  r.has_positions = pt.any;
   // Per position rank: beyond --max-position (skip) and as counted (skip_count: the mutant
   // golden_verify_max_position_ignored counts them as judged).
-  std::vector<std::uint8_t> skip(pt.values.size(), 0), skip_count(pt.values.size(), 0);
+  std::vector<std::uint8_t> skip, skip_count;
+  // The default convention, then each declared alternative; the engine is judged by the one
+  // it follows (fewest elements over budget, the default on a tie).
+  std::vector<ConventionAcc> conv;
+};
+
+/// Stage 3: the conventions' accounts, the position tables and the --max-position skips.
+void start_accounts(TensorJudge& tj, const VerifyOptions& opt, bool keep_ratios) {
+  const TensorSpec& spec = tj.spec;
+  tj.conv.resize(1);
+  tj.conv[0].exact = spec.exact;
+  tj.conv[0].cond = spec.cond;
+  for (const auto& alt : spec.alternatives) {
+    if (POSENC_MUTANT("golden_verify_alternatives_ignored")) break;
+    tj.conv.emplace_back();
+    tj.conv.back().exact = alt.exact;
+    tj.conv.back().cond = alt.cond;
+  }
+  tj.n = numel_of(tj.act.shape);
+  if (tj.n > 0) tj.pt = position_tables(spec, tj.golden);
+  const PositionTables& pt = tj.pt;
+  tj.skip.assign(pt.values.size(), 0);
+  tj.skip_count.assign(pt.values.size(), 0);
   for (std::size_t p = 0; p < pt.values.size(); ++p) {
-    skip[p] = opt.max_position && pt.values[p] > *opt.max_position;
-    skip_count[p] = skip[p] && !POSENC_MUTANT("golden_verify_max_position_ignored");
+    tj.skip[p] = opt.max_position && pt.values[p] > *opt.max_position;
+    tj.skip_count[p] = tj.skip[p] && !POSENC_MUTANT("golden_verify_max_position_ignored");
   }
-  for (auto& acc : conv) {
+  for (auto& acc : tj.conv) {
     acc.by_position.resize(pt.values.size());
-    if (keep_ratios) acc.ratios.resize(static_cast<std::size_t>(n));
+    if (keep_ratios) acc.ratios.resize(static_cast<std::size_t>(tj.n));
   }
+}
+
+/// Stage 4: reads every chunk of the tensor and its companions and judges it against every
+/// convention, block by block (the golden bytes hashed on a second thread meanwhile).
+void judge_chunks(TensorJudge& tj, const VerifyOptions& opt, bool keep_ratios) {
+  const TensorSpec& spec = tj.spec;
+  const TensorEntry& act = tj.act;
+  const JudgeSetup& js = tj.js;
+  const std::string* extra = tj.extra;
+  const PositionTables& pt = tj.pt;
+  std::vector<ConventionAcc>& conv = tj.conv;
+  TensorSource& gold = tj.golden.source();
+  const std::int64_t n = tj.n;
   const std::int64_t chunk = opt.chunk_elements;
   if (chunk < 1) throw_invalid("verify_case", "VerifyOptions::chunk_elements must be >= 1", chunk);
   ChunkScratch s;
@@ -580,7 +613,7 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
     const std::int64_t m = ce - cb;
     // Every range this chunk needs, read first; then the golden bytes are hashed (flush) on a
     // second thread while this one judges them.
-    const std::span<const std::uint8_t> abytes = actual.read(actual_name, cb, ce);
+    const std::span<const std::uint8_t> abytes = tj.actual.read(tj.actual_name, cb, ce);
     const std::span<const std::uint8_t> wbytes =
         exact_kind ? gold.read(spec.name, cb, ce) : std::span<const std::uint8_t>();
     const std::span<const std::uint8_t> ebytes =
@@ -612,7 +645,7 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
             if (js.kind == "conditioned") to_f64(c_dtype[i], part(cbytes[i], c_dtype[i]), mb, s.c.data());
           }
           acc.n_nan += judge_chunk(js, s, mb, extra != nullptr);
-          accumulate(acc, s, cb + sb, mb, pt.any, skip, skip_count, keep_ratios != nullptr);
+          accumulate(acc, s, cb + sb, mb, pt.any, tj.skip, tj.skip_count, keep_ratios);
         }
       }
     };
@@ -633,6 +666,13 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
       judge_all();
     }
   }
+}
+
+/// Stage 5: the convention the engine follows, and the report's counts, status, message and
+/// per-position answer from its account. Returns that account.
+ConventionAcc& report_counts(TensorJudge& tj, const ProfileBudget& b, TensorReport& r) {
+  const TensorSpec& spec = tj.spec;
+  std::vector<ConventionAcc>& conv = tj.conv;
   std::size_t best = 0;
   for (std::size_t i = 1; i < conv.size(); ++i) {
     if (conv[i].n_over_all < conv[best].n_over_all) best = i;
@@ -645,7 +685,6 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
   r.n_nan = acc.n_nan;
   r.max_ratio = acc.worst_ratio < 0 ? 0 : acc.worst_ratio;
   r.status = r.n_over == 0 ? "PASS" : "FAIL";
-  if (keep_ratios) *keep_ratios = std::move(acc.ratios);
   if (r.n_nan > 0) {
     r.message = std::to_string(r.n_nan) + " NaN element(s): NaN never passes";
   }
@@ -657,11 +696,11 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
       }
     }
   }
-  for (std::size_t p = 0; p < pt.values.size(); ++p) {
+  for (std::size_t p = 0; p < tj.pt.values.size(); ++p) {
     const PositionAcc& pa = acc.by_position[p];
     if (pa.n == 0) continue;
     PositionStat ps;
-    ps.position = pt.values[p];
+    ps.position = tj.pt.values[p];
     ps.worst_ratio = pa.worst_ratio;
     ps.n = pa.n;
     ps.n_over = pa.n_over;
@@ -679,26 +718,53 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
       r.passes_up_to_position = ps.position;
     }
   }
-  if (acc.worst >= 0) {
-    const std::int64_t w = acc.worst;
-    r.worst.index = w;
-    r.worst.ratio = acc.worst_ratio;
-    r.worst.actual = element_f64(act.dtype, actual.read(actual_name, w, w + 1));
-    r.worst.expected = element_f64(need(gold, spec.name).dtype, gold.read(spec.name, w, w + 1));
-    r.worst.exact = spec.exact.empty()
-                        ? r.worst.expected
-                        : element_f64(need(gold, spec.exact).dtype, gold.read(spec.exact, w, w + 1));
-    r.worst.abs_error = r.integer ? std::fabs(r.worst.actual - r.worst.exact) : acc.worst_diff;
-    r.worst.budget = acc.worst_budget;
-    r.worst.coords = coords_of(spec.shape, w);
-    r.worst.where = describe(spec, golden, r.worst.coords);
-    const auto q = axis_position(spec, golden, r.worst.coords, "query");
-    const auto k = axis_position(spec, golden, r.worst.coords, "key");
-    if (q && k) {
-      r.worst.query_position = q;
-      r.worst.key_position = k;
-    }
+  return acc;
+}
+
+/// Stage 6: the worst element of the account: its values (read back), coordinates, where it
+/// lies and, on a query-key tensor, its query and key positions.
+void report_worst(TensorJudge& tj, const ConventionAcc& acc, TensorReport& r) {
+  if (acc.worst < 0) return;
+  const TensorSpec& spec = tj.spec;
+  TensorSource& gold = tj.golden.source();
+  const std::int64_t w = acc.worst;
+  r.worst.index = w;
+  r.worst.ratio = acc.worst_ratio;
+  r.worst.actual = element_f64(tj.act.dtype, tj.actual.read(tj.actual_name, w, w + 1));
+  r.worst.expected = element_f64(need(gold, spec.name).dtype, gold.read(spec.name, w, w + 1));
+  r.worst.exact = spec.exact.empty()
+                      ? r.worst.expected
+                      : element_f64(need(gold, spec.exact).dtype, gold.read(spec.exact, w, w + 1));
+  r.worst.abs_error = r.integer ? std::fabs(r.worst.actual - r.worst.exact) : acc.worst_diff;
+  r.worst.budget = acc.worst_budget;
+  r.worst.coords = coords_of(spec.shape, w);
+  r.worst.where = describe(spec, tj.golden, r.worst.coords);
+  const auto q = axis_position(spec, tj.golden, r.worst.coords, "query");
+  const auto k = axis_position(spec, tj.golden, r.worst.coords, "key");
+  if (q && k) {
+    r.worst.query_position = q;
+    r.worst.key_position = k;
   }
+}
+
+/// One expected tensor judged against the engine's (stages above, in order).
+TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSource& actual,
+                          const std::string& actual_name, const VerifyOptions& opt,
+                          std::vector<double>* keep_ratios = nullptr) {
+  TensorReport r;
+  const ProfileBudget& b = spec.check.profile(
+      POSENC_MUTANT("golden_verify_na_uses_strict") && !spec.check.profile(opt.profile).applies
+          ? std::string("strict") : opt.profile);
+  const TensorEntry& act = *actual.find(actual_name);
+  if (!check_header(spec, b, act, opt, r)) return r;
+  TensorJudge tj{spec, golden, actual, actual_name, act, judge_setup(spec, b)};
+  tj.extra = b.extra.empty() ? nullptr : &b.extra;
+  start_accounts(tj, opt, keep_ratios != nullptr);
+  r.has_positions = tj.pt.any;
+  judge_chunks(tj, opt, keep_ratios != nullptr);
+  ConventionAcc& acc = report_counts(tj, b, r);
+  if (keep_ratios) *keep_ratios = std::move(acc.ratios);
+  report_worst(tj, acc, r);
   return r;
 }
 
