@@ -853,7 +853,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
     if (x == to_f64(e.values)) return;
     e.alternatives.push_back({al.def->name, al.def->description, std::move(x), std::move(cond)});
   };
-  ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, "ulp");
+  ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, CheckKind::kUlp);
   e_inv.values = o50.inv_freq;
   for (const auto& al : alts) add_alternative(e_inv, al, al.o.inv_freq, {});
   e_inv.spec.axes = {{"pair", "", identity_pairs, {}}};
@@ -868,7 +868,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
 
   // attention_factor, softmax_scale (scaled cases; softmax_scale for MLA)
   auto scalar_tensor = [&](const std::string& name, const mp50& value, bool softmax) {
-    ExpectedTensor e = expected_tensor(name, "table", DType::kF32, {1}, "ulp");
+    ExpectedTensor e = expected_tensor(name, "table", DType::kF32, {1}, CheckKind::kUlp);
     e.values = {value};
     for (const auto& prof : profiles()) {
       const ProfileBudget b = sb[prof.name].scalar;
@@ -885,7 +885,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   // cos, sin
   auto table_tensor = [&](const std::string& name, const std::vector<mp50>& values,
                           std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
-    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, "conditioned");
+    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, CheckKind::kConditioned);
     e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
     e.values = values;
     for (const auto& [al, v] : alt_values) {
@@ -945,7 +945,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
   TensorSpec scores_spec;
   if (with_scores) {
     const int group = hq / hk;
-    ExpectedTensor es0 = expected_tensor("scores", "scores", t, {hq, tn, tn}, "conditioned");
+    ExpectedTensor es0 = expected_tensor("scores", "scores", t, {hq, tn, tn}, CheckKind::kConditioned);
     es0.spec.axes = {{"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
     for (const auto& prof : profiles()) es0.spec.check.profiles[prof.name] = sb[prof.name].scores;
     std::vector<std::pair<std::string, std::string>> alt_names;
@@ -1002,7 +1002,7 @@ GoldenCase rope_case_generate(const RopeCaseDef& def) {
 
   auto rotated_tensor = [&](const std::string& name, const std::vector<mp50>& values,
                             const PairScales& s, int heads, bool is_q) {
-    ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, "conditioned");
+    ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, CheckKind::kConditioned);
     e.spec.axes = {{"token", "positions", {}, {}}, {"head", "", {}, {}},
                    {"channel", "", channel_pairs, {}}};
     e.values = values;
