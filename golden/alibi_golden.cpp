@@ -150,7 +150,7 @@ GoldenCase slope_generate(const SlopeCase& c) {
   std::vector<Tensor> tensors = {tensor_from_i64("n_heads", {ne}, entry_n),
                                  tensor_from_i64("head", {ne}, entry_h)};
   std::vector<TensorSpec> inputs = {input_spec(tensors[0]), input_spec(tensors[1])};
-  ExpectedTensor sl = expected_tensor("slopes", "table", DType::kF32, {ne}, "ulp");
+  ExpectedTensor sl = expected_tensor("slopes", "table", DType::kF32, {ne}, CheckKind::kUlp);
   sl.spec.axes = {{"entry", "", {}, {"n_heads", "head"}}};
   sl.values = s50;
   for (const auto& prof : profiles()) sl.spec.check.profiles[prof.name] = slope_budget(prof.name);

@@ -166,7 +166,7 @@ GoldenCase bucket_generate() {
              DType::kI32,
              {n},
              "",
-             {"exact", exact_budgets(std::nullopt)},
+             {CheckKind::kExact, exact_budgets(std::nullopt)},
              {{"r", "", {}, {"relative_position"}}}};
   eb.exact_tensor = &tb;
   ec.spec = {"index",
@@ -174,7 +174,7 @@ GoldenCase bucket_generate() {
              DType::kI32,
              {n},
              "",
-             {"exact", exact_budgets(std::nullopt)},
+             {CheckKind::kExact, exact_budgets(std::nullopt)},
              {{"r", "", {}, {"relative_position"}}}};
   ec.exact_tensor = &tc;
   std::vector<TensorSpec> expected = {add_expected(&tensors, std::move(eb)),
@@ -487,12 +487,12 @@ GoldenCase attention_generate(DebCase c) {
                                       {"key", "key_positions", {}, {}}};
   er.spec = {"relative",  "relative_positions",
              DType::kI32, {d.tq, d.tk},
-             "",          {"exact", exact_budgets(d.dtype)},
+             "",          {CheckKind::kExact, exact_budgets(d.dtype)},
              axes};
   er.exact_tensor = &t_rel;
   ei.spec = {"index",     "relative_positions",
              DType::kI32, {d.tq, d.tk},
-             "",          {"exact", exact_budgets(d.dtype)},
+             "",          {CheckKind::kExact, exact_budgets(d.dtype)},
              axes};
   ei.exact_tensor = &t_idx;
   const TensorSpec sr = add_expected(&g.tensors, std::move(er));

@@ -42,8 +42,8 @@ inline ::testing::AssertionResult case_passes(const LoadedCase& c, const TensorM
                                          << c.manifest_path.string() << ") threw: " << e.what();
   }
   const std::string head = "case " + c.spec.id + " under profile " + canonical + ": " +
-                           report.status + (report.message.empty() ? "" : " (" + report.message + ")");
-  if (report.status == "PASS") {
+                           to_string(report.status) + (report.message.empty() ? "" : " (" + report.message + ")");
+  if (report.status == Verdict::kPass) {
     return ::testing::AssertionSuccess() << head << '\n' << format_case_text(report, true);
   }
   return ::testing::AssertionFailure() << head << '\n' << format_case_text(report, true);

@@ -645,7 +645,7 @@ void add_input(TraceGen& g, Tensor x) {
 void expect_exact_i64(TraceGen& g, const std::string& name, const std::string& stage, std::vector<std::int64_t> shape,
                       const std::vector<std::int64_t>& vals, std::vector<AxisSpec> axes) {
   Tensor x = tensor_from_i64(name, shape, vals);
-  ExpectedTensor e = expected_tensor(name, stage, DType::kI64, shape, "exact", std::move(axes));
+  ExpectedTensor e = expected_tensor(name, stage, DType::kI64, shape, CheckKind::kExact, std::move(axes));
   e.spec.check.profiles = exact_budgets(g.dt);
   e.exact_tensor = &x;
   g.expected.push_back(add_expected(&g.tensors, std::move(e)));
@@ -699,7 +699,7 @@ void expect_cache(TraceGen& g, const std::string& sn) {
   }
   cross_check(g.t.id, sn + ".cache_k", g.dt, ck, ck100);
   expect_exact_i64(g, sn + ".cache_positions", "cache", {B, rows}, cpos, {{"sequence", "", {}, {}}, {"row", "", {}, {}}});
-  ExpectedTensor e = expected_tensor(sn + ".cache_k", "cache", g.dt, {B, rows, Hkv, d}, "conditioned",
+  ExpectedTensor e = expected_tensor(sn + ".cache_k", "cache", g.dt, {B, rows, Hkv, d}, CheckKind::kConditioned,
                                      {{"sequence", "", {}, {}}, {"row", "", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}});
   for (auto& pm : tb.models()) e.spec.check.profiles[pm.name] = pm.applies ? bound_of(0.0) : not_applicable(pm.na);
   e.values = ck;
@@ -995,7 +995,7 @@ void append_stage(TraceGen& g, std::size_t si, const TraceStep& st, const std::s
 
   OutputBudgets ob = output_budgets(g, in, r);
   const double base = optimized::kKvCacheMaxError * 1.01 + (g.P.enc.kind == KvEncodingKind::kLearned ? 1.5 : 0.0);
-  ExpectedTensor eo = expected_tensor(sn + ".out", "output", dt, {B, T, H, dv}, "conditioned",
+  ExpectedTensor eo = expected_tensor(sn + ".out", "output", dt, {B, T, H, dv}, CheckKind::kConditioned,
                                       {{"sequence", "", {}, {}}, {"column", "", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}});
   for (auto& pm : g.tb.models()) {
     eo.spec.check.profiles[pm.name] = pm.applies ? bound_of(base, 0.0, "attention kernel bound; RoPE and slope errors in the extra") : not_applicable(pm.na);
@@ -1155,7 +1155,7 @@ EngineTrace read_engine_trace(const CaseSpec& spec, const TensorMap& golden, con
   tr.B = pj.at("batch").get<int>();
   tr.rows = pj.at("cache_rows").get<std::int64_t>();
   for (const auto& e : spec.expected) {
-    if (e.check.kind == "conditioned") tr.dt = e.dtype;
+    if (e.check.kind == CheckKind::kConditioned) tr.dt = e.dtype;
   }
   tr.enc = encoding_from_json(spec.manifest.at("encoding"), golden, a);
   if (const auto why = pipelines::dtype_mismatch(o.pipeline, tr.dt); !why.empty() && o.pipeline != "exact") {

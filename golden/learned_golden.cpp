@@ -261,12 +261,12 @@ GoldenCase learned_generate_def(const LearnedCaseDef& def) {
   const Tensor ids_tensor = tensor_from_i64("position_ids", {tn}, ids);
   const Tensor rows_tensor = target_tensor("rows", t, {tn, d}, o50.rows);
   ExpectedTensor e_ids, e_rows, e_h;
-  e_ids.spec = {"position_ids", "index", DType::kI64, {tn}, "", {"exact", exact_budgets(t)},
+  e_ids.spec = {"position_ids", "index", DType::kI64, {tn}, "", {CheckKind::kExact, exact_budgets(t)},
                 {axis("token", "position_ids")}};
   e_ids.exact_tensor = &ids_tensor;
-  e_rows.spec = {"rows", "table", t, {tn, d}, "", {"exact", exact_budgets(t)}, row_axes};
+  e_rows.spec = {"rows", "table", t, {tn, d}, "", {CheckKind::kExact, exact_budgets(t)}, row_axes};
   e_rows.exact_tensor = &rows_tensor;
-  e_h.spec = {"h", "embedded", t, {tn, d}, "", {"conditioned", {}}, row_axes};
+  e_h.spec = {"h", "embedded", t, {tn, d}, "", {CheckKind::kConditioned, {}}, row_axes};
   for (const auto& prof : profiles()) e_h.spec.check.profiles[prof.name] = sum_budget(prof.name, t);
   e_h.values = o50.h;
   e_h.cond = h_cond;

@@ -235,7 +235,7 @@ GoldenCase shaw_case_generate(ShawCase c) {
   g.tensors.push_back(std::move(t_v));
   ExpectedTensor ei;
   ei.spec = {"relative_index", "table", DType::kI32, {d.tq, d.tk}, "",
-             {"exact", exact_budgets(d.dtype)},
+             {CheckKind::kExact, exact_budgets(d.dtype)},
              {{"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}}};
   ei.exact_tensor = &t_idx;
   const TensorSpec si = add_expected(&g.tensors, std::move(ei));

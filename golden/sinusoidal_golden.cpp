@@ -274,7 +274,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   tensors.push_back(target_tensor("e", t, {tn, d}, std::vector<mp50>(e.begin(), e.end())));
   std::vector<TensorSpec> inputs = {input_spec(tensors[0]), input_spec(tensors[1])};
 
-  ExpectedTensor ei = expected_tensor("inv_freq", "table", DType::kF32, {n}, "ulp");
+  ExpectedTensor ei = expected_tensor("inv_freq", "table", DType::kF32, {n}, CheckKind::kUlp);
   ei.spec.axes = {axis("freq", "", {})};
   ei.values = o50.inv_freq;
   for (const auto& prof : profiles()) ei.spec.check.profiles[prof.name] = sb[prof.name].inv_freq;
@@ -285,7 +285,7 @@ GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {
   }
   auto table = [&](const std::string& name, const std::string& stage,
                    const std::vector<mp50>& values, const std::vector<double>& cond, bool is_pe) {
-    ExpectedTensor x = expected_tensor(name, stage, t, {tn, d}, "conditioned");
+    ExpectedTensor x = expected_tensor(name, stage, t, {tn, d}, CheckKind::kConditioned);
     x.spec.axes = {axis("token", "positions", {}), axis("channel", "", channel_freq)};
     x.values = values;
     x.cond = cond;

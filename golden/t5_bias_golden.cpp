@@ -164,7 +164,7 @@ GoldenCase bucket_generate(const BucketCase& c) {
   std::vector<TensorSpec> inputs = {input_spec(tensors[0])};
   const Tensor t_buckets = tensor_from_i32("buckets", {n}, b);
   ExpectedTensor ex;
-  ex.spec = {"buckets", "table", DType::kI32, {n}, "", {"exact", exact_budgets(std::nullopt)},
+  ex.spec = {"buckets", "table", DType::kI32, {n}, "", {CheckKind::kExact, exact_budgets(std::nullopt)},
              {{"r", "", {}, {"relative_position"}}}};
   ex.exact_tensor = &t_buckets;
   std::vector<TensorSpec> expected = {add_expected(&tensors, std::move(ex))};
@@ -372,10 +372,10 @@ GoldenCase attention_generate(T5AttentionCase c) {
   // Buckets are integers and the bias a gather of input values: exact in every pipeline (HF's
   // float32 bucket formula agrees with the exact one on these distances).
   ExpectedTensor eb, ev;
-  eb.spec = {"buckets", "table", DType::kI32, {d.tq, d.tk}, "", {"exact", exact_budgets(d.dtype)},
+  eb.spec = {"buckets", "table", DType::kI32, {d.tq, d.tk}, "", {CheckKind::kExact, exact_budgets(d.dtype)},
              {{"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}}};
   eb.exact_tensor = &t_buckets;
-  ev.spec = {"bias", "bias", d.dtype, {H, d.tq, d.tk}, "", {"exact", exact_budgets(d.dtype)},
+  ev.spec = {"bias", "bias", d.dtype, {H, d.tq, d.tk}, "", {CheckKind::kExact, exact_budgets(d.dtype)},
              {{"head", "", {}, {}}, {"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}}};
   ev.exact_tensor = &t_bias;
   const TensorSpec sb = add_expected(&g.tensors, std::move(eb));

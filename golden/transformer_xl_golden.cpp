@@ -326,7 +326,7 @@ ExpectedTensor pos_emb_expected(const TxlCase& c, bool ascending) {
     }
   }
   cross_check(c.id, "pos_emb", t, v50, v100);
-  ExpectedTensor e = expected_tensor("pos_emb", "table", t, {klen, dm}, "conditioned");
+  ExpectedTensor e = expected_tensor("pos_emb", "table", t, {klen, dm}, CheckKind::kConditioned);
   e.spec.axes = {{"row", "", {}, {}}, {"channel", "", {}, {}}};
   e.values = v50;
   e.cond = cond;
@@ -432,7 +432,7 @@ GoldenCase txl_generate(const TxlCase& c) {
              DType::kI32,
              {c.qlen, klen},
              "",
-             {"exact", exact_budgets(c.dtype)},
+             {CheckKind::kExact, exact_budgets(c.dtype)},
              {{"query", "query_positions", {}, {}}, {"key", "key_positions", {}, {}}}};
   ep.exact_tensor = &t_pos;
   const TensorSpec sp = add_expected(&g.tensors, std::move(ep));

@@ -190,7 +190,7 @@ TEST(DiagnoseGolden, EveryMistakeIsTheTopHypothesisWhereACaseSeesIt) {
       for (const auto& path : cases) {
         const auto lc = golden::load_case(path);
         const auto out = s.run_engine(lc.spec, lc.golden, {m});
-        if (golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, false}).status != "FAIL") {
+        if (golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, false}).status != golden::Verdict::kFail) {
           continue;  // invisible in this case: try the next one
         }
         seen = true;

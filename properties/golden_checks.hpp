@@ -109,7 +109,7 @@ inline void expect_optimized_passes_verify(const std::string& slug) {
   for_each_golden_case(slug, [](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
     const auto out = s.run_engine(lc.spec, lc.golden, {});
     const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
-    EXPECT_EQ(r.status, "PASS")
+    EXPECT_EQ(r.status, golden::Verdict::kPass)
         << golden::format_case_text(r, true);
     EXPECT_EQ(r.n_checked(), static_cast<int>(lc.spec.expected.size())) << lc.spec.id;
   });
@@ -122,7 +122,7 @@ inline void expect_each_stage_fails_alone(const std::string& slug, const std::st
   const auto lc = golden::load_case(golden::default_data_dir() / slug / file);
   const auto& s = golden::scheme_by_slug(slug);
   const auto good = s.run_engine(lc.spec, lc.golden, {});
-  EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, good, {"strict", {}, true}).status, "PASS");
+  EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, good, {"strict", {}, true}).status, golden::Verdict::kPass);
   for (const auto& e : lc.spec.expected) {
     auto bad = good;
     golden::Tensor& t = bad.at(e.name);
@@ -138,7 +138,7 @@ inline void expect_each_stage_fails_alone(const std::string& slug, const std::st
       t = golden::tensor_from_f32(e.name, t.shape, f);
     }
     const auto r = golden::verify_case(lc.spec, lc.golden, bad, {"strict", {}, true});
-    EXPECT_EQ(r.status, "FAIL") << "one wrong element of " << e.name << " went unnoticed\n"
+    EXPECT_EQ(r.status, golden::Verdict::kFail) << "one wrong element of " << e.name << " went unnoticed\n"
                                 << golden::format_case_text(r, true);
   }
 }
@@ -153,11 +153,11 @@ inline void expect_negative_controls_fail_only_for(const std::string& slug,
     ++n;
     const auto good = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}),
                                           {"strict", {}, true});
-    EXPECT_EQ(good.status, "PASS") << golden::format_case_text(good, true);
+    EXPECT_EQ(good.status, golden::Verdict::kPass) << golden::format_case_text(good, true);
     const auto bad = golden::verify_case(lc.spec, lc.golden,
                                          s.run_engine(lc.spec, lc.golden, {mistake}),
                                          {"strict", {}, true});
-    EXPECT_EQ(bad.status, "FAIL") << golden::format_case_text(bad, true);
+    EXPECT_EQ(bad.status, golden::Verdict::kFail) << golden::format_case_text(bad, true);
   });
   EXPECT_GE(n, 1) << slug << " has no negative control";
 }
@@ -171,7 +171,7 @@ void expect_engine_mistakes_caught(const std::string& slug, AllowedPass allowed_
       const auto out = s.run_engine(lc.spec, lc.golden, {mistake});
       const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
       if (allowed_pass(lc.spec.id, mistake)) continue;
-      EXPECT_EQ(r.status, "FAIL") << lc.spec.id << " with mistake " << mistake;
+      EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id << " with mistake " << mistake;
     }
   });
 }
@@ -213,9 +213,9 @@ expect_pipelines_pass_their_profiles(const std::string& slug, double min_share,
       vo.require_all = true;
       const auto r = golden::verify_case(lc.spec, lc.golden, out, vo);
       if (lc.spec.result == "invalid") continue;  // a negative control: see the mistakes test
-      EXPECT_EQ(r.status, "PASS") << "pipeline " << pipeline << "\n" << golden::format_case_text(r, true);
+      EXPECT_EQ(r.status, golden::Verdict::kPass) << "pipeline " << pipeline << "\n" << golden::format_case_text(r, true);
       for (const auto& t : r.tensors) {
-        if ((t.status != "PASS" && t.status != "FAIL") || t.kind == "exact") continue;
+        if ((t.status != golden::Verdict::kPass && t.status != golden::Verdict::kFail) || t.kind == golden::CheckKind::kExact) continue;
         PipelineWorst& w = worst[{pipeline, by_stage ? t.stage : t.name}];
         if (t.max_ratio >= w.ratio) {
           w.ratio = t.max_ratio;
@@ -257,7 +257,7 @@ void expect_float_pipelines_fail_strict(const std::string& slug, Select select) 
       golden::VerifyOptions strict;
       strict.require_all = true;
       const auto r = golden::verify_case(lc.spec, lc.golden, out, strict);
-      EXPECT_EQ(r.status, "FAIL") << lc.spec.id << ": pipeline " << pipeline
+      EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id << ": pipeline " << pipeline
                                   << " passes strict, so strict cannot tell it from an exact engine";
       ++n;
     }

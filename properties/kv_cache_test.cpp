@@ -680,9 +680,9 @@ TEST(KvCacheGolden, RopeKeyBudgetsAreTight) {
       eo.pipeline = pipeline;
       const auto r = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, eo),
                                          {golden::pipelines::profile_of(pipeline), {}, true});
-      EXPECT_EQ(r.status, "PASS") << lc.spec.id << " " << pipeline;
+      EXPECT_EQ(r.status, golden::Verdict::kPass) << lc.spec.id << " " << pipeline;
       for (const auto& t : r.tensors) {
-        if (t.stage == "cache" && t.kind == "conditioned") worst = std::max(worst, t.max_ratio);
+        if (t.stage == "cache" && t.kind == golden::CheckKind::kConditioned) worst = std::max(worst, t.max_ratio);
       }
     });
     std::printf("[ tight    ] kv_cache RoPE keys, pipeline %-16s worst at %.3f of the budget\n", pipeline.c_str(), worst);
@@ -724,13 +724,13 @@ TEST(KvCacheGolden, EngineMistakesAreCaughtAtTheirStep) {
       const auto out = s.run_engine(lc.spec, lc.golden, {mistake});
       const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, false});
       if (lc.spec.result == "invalid") {
-        EXPECT_EQ(r.status, mistake == own ? "FAIL" : "PASS") << lc.spec.id << " with " << mistake;
+        EXPECT_EQ(r.status, mistake == own ? golden::Verdict::kFail : golden::Verdict::kPass) << lc.spec.id << " with " << mistake;
         continue;
       }
-      EXPECT_EQ(r.status, visible(lc.spec.id, mistake) ? "FAIL" : "PASS")
+      EXPECT_EQ(r.status, visible(lc.spec.id, mistake) ? golden::Verdict::kFail : golden::Verdict::kPass)
           << lc.spec.id << " with " << mistake << "\n" << golden::format_case_text(r, false);
       ASSERT_TRUE(r.trace.has_value());
-      if (r.status == "FAIL") {
+      if (r.status == golden::Verdict::kFail) {
         EXPECT_GE(r.trace->index, 0) << lc.spec.id << " " << mistake;
       }
     }
@@ -754,7 +754,7 @@ TEST(KvCacheGolden, NegativeControlsFailTheirTwinAtTheFirstWrongStep) {
     golden::TensorMap actual;
     for (const auto& e : nb.spec.expected) actual.emplace(e.name, nb.golden.at(e.name));
     const auto r = golden::verify_case(ng.spec, ng.golden, actual, {"strict", {}, true});
-    EXPECT_EQ(r.status, "FAIL") << bad;
+    EXPECT_EQ(r.status, golden::Verdict::kFail) << bad;
     ASSERT_TRUE(r.trace.has_value());
     EXPECT_EQ(r.trace->name, step) << golden::trace_text(*r.trace, false);
     if (position >= 0) {

@@ -519,15 +519,15 @@ TEST(LearnedGolden, EngineMistakesAreCaught) {
       const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
       if (mistake == "ignore-offset" && !has_offset) {
         // Dropping a zero offset changes nothing: only the decode cases can expose it.
-        EXPECT_EQ(r.status, "PASS") << golden::format_case_text(r, true);
+        EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, true);
       } else {
-        EXPECT_EQ(r.status, "FAIL") << row.id << " with mistake " << mistake;
+        EXPECT_EQ(r.status, golden::Verdict::kFail) << row.id << " with mistake " << mistake;
         for (const auto& t : r.tensors) {
-          if (t.name == "h" && t.status == "FAIL") {
+          if (t.name == "h" && t.status == golden::Verdict::kFail) {
             EXPECT_NE(t.worst.where.find("(position "), std::string::npos) << t.worst.where;
           }
           if (mistake == "double-add") {  // a right lookup with a wrong sum: only h fails
-            EXPECT_EQ(t.status, t.name == "h" ? "FAIL" : "PASS") << row.id << " " << t.name;
+            EXPECT_EQ(t.status, t.name == "h" ? golden::Verdict::kFail : golden::Verdict::kPass) << row.id << " " << t.name;
           }
         }
       }

@@ -1083,9 +1083,9 @@ TEST(RopeScalingGolden, NegativeControlsFailForTheirConvention) {
     golden::TensorMap out;
     for (const auto& t : lc.spec.expected) out.emplace(t.name, lc.golden.at(t.name));
     const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
-    EXPECT_EQ(r.status, "FAIL") << lc.spec.id << ": the wrong convention itself must fail";
+    EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id << ": the wrong convention itself must fail";
     const auto mine = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}), {"strict", {}, true});
-    EXPECT_EQ(mine.status, "PASS") << lc.spec.id;
+    EXPECT_EQ(mine.status, golden::Verdict::kPass) << lc.spec.id;
     ++n;
   });
   EXPECT_EQ(n, 6);
@@ -1115,7 +1115,7 @@ TEST(RopeScalingGolden, EngineFollowingAnAcceptableConventionPassesTheDefaultCas
       vo.profile = golden::pipelines::profile_of(pipeline);
       vo.require_all = true;
       const auto r = golden::verify_case(def.spec, def.golden, out, vo);
-      EXPECT_EQ(r.status, "PASS") << pipeline << "\n" << golden::format_case_text(r, true);
+      EXPECT_EQ(r.status, golden::Verdict::kPass) << pipeline << "\n" << golden::format_case_text(r, true);
       const bool named = std::any_of(r.tensors.begin(), r.tensors.end(),
                                      [&](const golden::TensorReport& t) { return t.convention == conv; });
       EXPECT_TRUE(named) << default_id << ": verify does not say the engine follows " << conv;

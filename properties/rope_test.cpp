@@ -573,7 +573,7 @@ TEST(RopeGolden, ScoresAloneCatchOneTokenOffByOneAtLargePositions) {
     o.profile = "fp32";
     const auto r = golden::verify_case(lc.spec, lc.golden, out, o);
     ASSERT_EQ(r.tensors.back().name, "scores");
-    EXPECT_EQ(r.status, "FAIL") << golden::format_case_text(r, false);
+    EXPECT_EQ(r.status, golden::Verdict::kFail) << golden::format_case_text(r, false);
     ASSERT_TRUE(r.tensors.back().first_fail_position.has_value()) << lc.spec.id;
     EXPECT_EQ(*r.tensors.back().first_fail_position, 1048575) << lc.spec.id;
     ++n;

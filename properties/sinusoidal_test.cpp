@@ -533,12 +533,12 @@ TEST(SinusoidalGolden, EngineMistakesAreCaught) {
     for (const auto& mistake : scheme.mistakes()) {
       const auto out = scheme.run_engine(lc.spec, lc.golden, {mistake});
       const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, false});
-      EXPECT_EQ(r.status, "FAIL") << row.id << " with mistake " << mistake << "\n"
+      EXPECT_EQ(r.status, golden::Verdict::kFail) << row.id << " with mistake " << mistake << "\n"
                                   << golden::format_case_text(r, true);
       // The table itself is flagged, whatever else the engine reports.
       for (const auto& t : r.tensors) {
         if (t.name == "pe") {
-          EXPECT_EQ(t.status, "FAIL") << row.id << " with mistake " << mistake;
+          EXPECT_EQ(t.status, golden::Verdict::kFail) << row.id << " with mistake " << mistake;
         }
       }
     }

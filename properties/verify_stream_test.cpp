@@ -142,13 +142,13 @@ Judged judge(const TensorSpec& spec, const Tensor& act, const Tensor& want, cons
       ratio = LEGACY_MUTANT("golden_verify_nan_passes") ? 0.0 : INFINITY;
       diff = NAN;
       ++r.n_nan;
-    } else if (spec.check.kind == "exact") {
+    } else if (spec.check.kind == CheckKind::kExact) {
       ratio = act.get_bits(j) == want.get_bits(j) ? 0.0 : INFINITY;
       if (is_float) diff = std::fabs(a - want.get_f64(j));
       if (LEGACY_MUTANT("golden_verify_lenient")) ratio = 0.0;
     } else {
       const double x = exact->get_f64(j);
-      if (spec.check.kind == "ulp") {
+      if (spec.check.kind == CheckKind::kUlp) {
         budget = bound * dtype_ulp(spec.dtype, x);
       } else {
         const double c = cond->get_f64(j);
@@ -185,18 +185,18 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
   r.bound = b.bound;
   r.has_extra = !b.extra.empty();
   if (!b.applies) {
-    r.status = "N/A";
+    r.status = Verdict::kNotApplicable;
     r.message = "profile " + opt.profile + " does not apply: " + b.not_applicable;
     return r;
   }
   if (act.dtype != spec.dtype) {
-    r.status = "ERROR";
+    r.status = Verdict::kError;
     r.message = "dtype is " + std::string(dtype_short(act.dtype)) + ", the case expects " +
                 std::string(dtype_short(spec.dtype));
     return r;
   }
   if (act.shape != spec.shape) {
-    r.status = "ERROR";
+    r.status = Verdict::kError;
     r.message = "shape is " + shape_str(act.shape) + ", the case expects " + shape_str(spec.shape);
     return r;
   }
@@ -252,7 +252,7 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
   }
   r.n_nan = best.n_nan;
   r.max_ratio = worst_ratio < 0 ? 0 : worst_ratio;
-  r.status = r.n_over == 0 ? "PASS" : "FAIL";
+  r.status = r.n_over == 0 ? Verdict::kPass : Verdict::kFail;
   if (r.n_nan > 0) {
     r.message = std::to_string(r.n_nan) + " NaN element(s): NaN never passes";
   }
@@ -420,7 +420,7 @@ void expect_same_as_legacy(const CaseSpec& spec, const TensorMap& golden, const 
       const TensorReport& o = old.at(t.name);
       EXPECT_EQ(tensor_json(t).dump(), tensor_json(o).dump())
           << what << " tensor " << t.name << " chunk " << chunk;
-      if (o.status == "PASS" || o.status == "FAIL") {
+      if (o.status == Verdict::kPass || o.status == Verdict::kFail) {
         EXPECT_TRUE(same_ratios(ratios[t.name], old_ratios.at(t.name)))
             << what << " tensor " << t.name << " chunk " << chunk;
       }
@@ -452,7 +452,7 @@ TEST(VerifyStream, SameReportsAsTheLegacyVerifierOnTheCommittedCatalog) {
     }
     expect_same_as_legacy(lc.spec, lc.golden, actual, opt, entries[i].id + " " + opt.profile);
     const CaseReport r = verify_case(lc.spec, lc.golden, actual, opt);
-    failing += r.status == "FAIL";
+    failing += r.status == Verdict::kFail;
     ++compared;
   }
   // The catalog exercises what the comparison is for.
@@ -548,7 +548,7 @@ TEST(VerifyStream, AGoldenTensorWithAFlippedByteIsRefusedWhileStreaming) {
   write_file_atomic(actual, safetensors_encode(out));
   VerifyOptions opt;
   opt.chunk_elements = 64;
-  EXPECT_EQ(verify_files(manifest, actual, opt).status, "PASS");
+  EXPECT_EQ(verify_files(manifest, actual, opt).status, Verdict::kPass);
   const fs::path original = tensors_file(manifest, lc.spec);
   int refused = 0;
   for (const auto& [name, e] : layout(original)) {
@@ -593,7 +593,7 @@ TEST(VerifyStream, MemoryIsChunksNotTensors) {
   opt.chunk_elements = static_cast<std::int64_t>(largest / 4 / 64);
   std::uint64_t peak = 0;
   const CaseReport r = verify_files(manifest, actual, opt, &peak);
-  EXPECT_EQ(r.status, "FAIL");
+  EXPECT_EQ(r.status, Verdict::kFail);
   // Bound: chunk x (4 + 8 + 4 + 4 bytes: actual f32, exact f64, cond f32, extra f32; 12 more
   // for a declared alternative's exact and cond) plus the small tensors loaded whole
   // (positions: 8 bytes per token).

@@ -482,7 +482,7 @@ TEST(VerifyVerdicts, PerfectOutputPassesEveryApplicableProfile) {
     o.profile = profile;
     o.require_all = true;
     const auto r = verify_case(lc.spec, lc.golden, perfect_output(lc), o);
-    EXPECT_EQ(r.status, "PASS") << format_case_text(r, true);
+    EXPECT_EQ(r.status, Verdict::kPass) << format_case_text(r, true);
   }
 }
 
@@ -491,14 +491,14 @@ TEST(VerifyVerdicts, NanNeverPassesNotEvenANegativeControl) {
   auto out = perfect_output(lc);
   set_f32(out.at("q_rot"), 5, NAN);
   const auto r = verify_case(lc.spec, lc.golden, out, {});
-  EXPECT_EQ(r.status, "FAIL") << format_case_text(r, false);
+  EXPECT_EQ(r.status, Verdict::kFail) << format_case_text(r, false);
   const auto nc = load(kNegativeControl);
   TensorMap nan_out;
   Tensor s = nc.golden.at("slopes");
   for (std::int64_t i = 0; i < s.numel(); ++i) set_f32(s, i, NAN);
   nan_out.emplace("slopes", s);
   const auto rn = verify_case(nc.spec, nc.golden, nan_out, {});
-  EXPECT_EQ(rn.status, "FAIL") << format_case_text(rn, false);
+  EXPECT_EQ(rn.status, Verdict::kFail) << format_case_text(rn, false);
   EXPECT_NE(rn.message.find("NaN"), std::string::npos);
 }
 
@@ -507,13 +507,13 @@ TEST(VerifyVerdicts, MissingStagesAreShownAndRequireAllNamesThem) {
   auto out = perfect_output(lc);
   out.erase("k_rot");
   const auto r = verify_case(lc.spec, lc.golden, out, {});
-  EXPECT_EQ(r.status, "PASS");
+  EXPECT_EQ(r.status, Verdict::kPass);
   EXPECT_NE(format_case_text(r, false).find("optional stages not written: k_rot (1 tensor)"),
             std::string::npos) << format_case_text(r, false);
   VerifyOptions all;
   all.require_all = true;
   const auto ra = verify_case(lc.spec, lc.golden, out, all);
-  EXPECT_EQ(ra.status, "ERROR");
+  EXPECT_EQ(ra.status, Verdict::kError);
   EXPECT_NE(ra.message.find("k_rot"), std::string::npos) << ra.message;
   EXPECT_NE(format_case_text(ra, false).find("stages not written (--require-all): k_rot"),
             std::string::npos) << format_case_text(ra, false);
@@ -530,7 +530,7 @@ TEST(VerifyReports, StagesNotWrittenAreOneLineInTextAndEntriesInJson) {
   }
   ASSERT_GE(dropped.size(), 2u);
   const auto r = verify_case(lc.spec, lc.golden, out, {});
-  EXPECT_EQ(r.status, "PASS");
+  EXPECT_EQ(r.status, Verdict::kPass);
   const std::string text = format_case_text(r, false);
   std::string names;
   for (const auto& n : dropped) names += (names.empty() ? "" : ", ") + n;
@@ -546,14 +546,14 @@ TEST(VerifyReports, StagesNotWrittenAreOneLineInTextAndEntriesInJson) {
 TEST(VerifyVerdicts, NegativeControlLinesSayDiffersOrReproduces) {
   const auto nc = load(kNegativeControl);
   const auto same = verify_case(nc.spec, nc.golden, perfect_output(nc), {});
-  EXPECT_EQ(same.status, "FAIL");
+  EXPECT_EQ(same.status, Verdict::kFail);
   const std::string t1 = format_case_text(same, false);
   EXPECT_NE(t1.find("REPRODUCES the known-wrong output"), std::string::npos) << t1;
   const auto correct = load("alibi_slopes_h12_f32");
   TensorMap out;
   out.emplace("slopes", correct.golden.at("slopes"));
   const auto differs = verify_case(nc.spec, nc.golden, out, {});
-  EXPECT_EQ(differs.status, "PASS");
+  EXPECT_EQ(differs.status, Verdict::kPass);
   const std::string t2 = format_case_text(differs, false);
   EXPECT_NE(t2.find("DIFFERS from the known-wrong output"), std::string::npos) << t2;
   EXPECT_EQ(t2.find(" FAIL"), std::string::npos) << t2;
@@ -611,7 +611,7 @@ TEST(VerifyReports, QueryKeyTensorsNameTheWorstElementsKeyPosition) {
   const std::int64_t i = (1 * shape[1] + query) * shape[2] + key;
   set_f32(probs, i, static_cast<float>(probs.get_f64(i) + 0.25));
   const auto r = verify_case(lc.spec, lc.golden, out, {});
-  ASSERT_EQ(r.status, "FAIL");
+  ASSERT_EQ(r.status, Verdict::kFail);
   const std::int64_t qpos = lc.golden.at("query_positions").get_i64(query);
   const std::int64_t kpos = lc.golden.at("key_positions").get_i64(key);
   ASSERT_NE(qpos, kpos);
@@ -645,7 +645,7 @@ TEST(VerifyReports, IntegerTensorsPrintTheirErrorAsAnInteger) {
   const std::int64_t exact = pos.get_i64(0), given = exact - 3;
   std::memcpy(pos.data.data(), &given, 8);
   const auto r = verify_case(lc.spec, lc.golden, out, {});
-  ASSERT_EQ(r.status, "FAIL");
+  ASSERT_EQ(r.status, Verdict::kFail);
   const std::string text = format_case_text(r, false);
   const std::string words = "exact=" + std::to_string(exact) + " actual=" + std::to_string(given) + " |err|=3";
   std::string line;
@@ -677,7 +677,7 @@ TEST(VerifyVerdicts, FirstFailingPositionIsLocated) {
   Tensor& q = out.at("q_rot");
   set_f32(q, token * h, static_cast<float>(q.get_f64(token * h) + 0.25));
   const auto r = verify_case(lc.spec, lc.golden, out, {});
-  ASSERT_EQ(r.status, "FAIL");
+  ASSERT_EQ(r.status, Verdict::kFail);
   for (const auto& t : r.tensors) {
     if (t.name != "q_rot") continue;
     ASSERT_TRUE(t.first_fail_position.has_value());
@@ -709,7 +709,7 @@ TEST(VerifyVerdicts, TraceNamesTheFirstFailingStepWithPositionAndSlot) {
     set_f32(o, row * per_row + 3, static_cast<float>(o.get_f64(row * per_row + 3) + 0.5));
   }
   auto r = verify_case(lc.spec, lc.golden, out, {});
-  ASSERT_EQ(r.status, "FAIL");
+  ASSERT_EQ(r.status, Verdict::kFail);
   ASSERT_TRUE(r.trace.has_value());
   EXPECT_EQ(r.trace->name, "s05");
   EXPECT_EQ(r.trace->kind, "verify");
@@ -736,11 +736,11 @@ TEST(VerifyVerdicts, MaxPositionJudgesOnlyTheContextWindow) {
   const int h = lc.spec.manifest["params"]["head_dim"].get<int>();
   Tensor& q = out.at("q_rot");
   set_f32(q, last * 2 * h, static_cast<float>(q.get_f64(last * 2 * h) + 0.5));
-  EXPECT_EQ(verify_case(lc.spec, lc.golden, out, {}).status, "FAIL");
+  EXPECT_EQ(verify_case(lc.spec, lc.golden, out, {}).status, Verdict::kFail);
   VerifyOptions o;
   o.max_position = 1 << 20;
   const auto r = verify_case(lc.spec, lc.golden, out, o);
-  EXPECT_EQ(r.status, "PASS") << format_case_text(r, false);
+  EXPECT_EQ(r.status, Verdict::kPass) << format_case_text(r, false);
   for (const auto& t : r.tensors) {
     if (t.name == "q_rot") {
       EXPECT_GT(t.n_skipped, 0);
@@ -757,14 +757,14 @@ TEST(VerifyVerdicts, DeclaredAlternativeForFullyMaskedRowsIsNamed) {
   VerifyOptions o;
   o.profile = "fp32";
   const auto r = verify_case(lc.spec, lc.golden, out, o);
-  EXPECT_EQ(r.status, "PASS") << format_case_text(r, true);
+  EXPECT_EQ(r.status, Verdict::kPass) << format_case_text(r, true);
   for (const auto& t : r.tensors) EXPECT_EQ(t.convention, "uniform_masked_rows") << t.name;
   CaseSpec without = lc.spec;
   for (auto& t : without.expected) t.alternatives.clear();
-  EXPECT_EQ(verify_case(without, lc.golden, out, o).status, "FAIL");
+  EXPECT_EQ(verify_case(without, lc.golden, out, o).status, Verdict::kFail);
   // posenc's own kernel keeps the default (zeros).
   const auto exact = verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}), {});
-  EXPECT_EQ(exact.status, "PASS");
+  EXPECT_EQ(exact.status, Verdict::kPass);
   for (const auto& t : exact.tensors) EXPECT_EQ(t.convention, "default");
 }
 
@@ -773,7 +773,7 @@ TEST(VerifyVerdicts, OutputsThatCannotSeeABugClassSaySo) {
   TensorMap out;
   out.emplace("scores", lc.golden.at("scores"));
   const auto r = verify_case(lc.spec, lc.golden, out, {});
-  EXPECT_EQ(r.status, "PASS");
+  EXPECT_EQ(r.status, Verdict::kPass);
   bool noted = false;
   for (const auto& n : r.notes) noted |= n.find("PositionOffset") != std::string::npos;
   EXPECT_TRUE(noted) << format_case_text(r, false);
@@ -786,9 +786,9 @@ TEST(VerifyVerdicts, ProfileThatDoesNotApplySaysSo) {
   VerifyOptions o;
   o.profile = "bf16";
   const auto r = verify_case(lc.spec, lc.golden, perfect_output(lc), o);
-  EXPECT_EQ(r.status, "N/A");
+  EXPECT_EQ(r.status, Verdict::kNotApplicable);
   for (const auto& t : r.tensors) {
-    EXPECT_EQ(t.status, "N/A");
+    EXPECT_EQ(t.status, Verdict::kNotApplicable);
     EXPECT_NE(t.message.find("does not apply"), std::string::npos);
   }
 }

@@ -280,9 +280,9 @@ std::map<std::string, std::string> parse_maps(const std::vector<std::string>& ma
 int exit_code_of(const std::vector<CaseReport>& reports) {
   int rc = kExitPass, checked = 0;
   for (const auto& r : reports) {
-    if (r.status == "ERROR") return kExitUsage;
-    if (r.status == "FAIL") rc = kExitMismatch;
-    checked += r.status == "PASS" || r.status == "FAIL";
+    if (r.status == Verdict::kError) return kExitUsage;
+    if (r.status == Verdict::kFail) rc = kExitMismatch;
+    checked += judged(r.status);
   }
   return checked == 0 ? kExitUsage : rc;
 }
@@ -294,11 +294,11 @@ struct Summary {
 Summary summarize(const std::vector<CaseReport>& reports) {
   Summary s;
   for (const auto& r : reports) {
-    s.pass += r.status == "PASS";
-    s.fail += r.status == "FAIL";
-    s.error += r.status == "ERROR";
-    s.no_output += r.status == "NO OUTPUT";
-    s.na += r.status == "N/A";
+    s.pass += r.status == Verdict::kPass;
+    s.fail += r.status == Verdict::kFail;
+    s.error += r.status == Verdict::kError;
+    s.no_output += r.status == Verdict::kNoOutput;
+    s.na += r.status == Verdict::kNotApplicable;
   }
   s.checked = s.pass + s.fail;
   return s;
@@ -319,7 +319,7 @@ void print_reports(const std::vector<CaseReport>& reports, const std::string& fo
     return;
   }
   for (const auto& r : reports) {
-    if (r.status == "NO OUTPUT" && !verbose) continue;
+    if (r.status == Verdict::kNoOutput && !verbose) continue;
     std::cout << format_case_text(r, verbose, by_position);
   }
   std::cout << "verify: " << s.checked << " checked: " << s.pass << " passed, " << s.fail
@@ -414,7 +414,7 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
                "extra; n/a = the profile does not apply)\n";
   for (const auto& t : lc.spec.expected) {
     std::cout << "    " << t.name << "  " << t.stage << "  " << dtype_short(t.dtype) << " "
-              << json(t.shape).dump() << "  " << t.check.kind << "\n";
+              << json(t.shape).dump() << "  " << to_string(t.check.kind) << "\n";
     for (const auto& prof : profiles()) {
       const ProfileBudget& b = t.check.profile(prof.name);
       std::printf("      %-16s ", prof.name.c_str());
@@ -422,7 +422,7 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
         std::printf("n/a: %s\n", b.not_applicable.c_str());
         continue;
       }
-      if (t.check.kind == "exact") {
+      if (t.check.kind == CheckKind::kExact) {
         std::printf("bit-exact\n");
         continue;
       }
@@ -726,7 +726,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
         scheme_by_slug(lc.spec.scheme);  // a manifest of an unknown scheme is refused
         const auto act = actual_for(actual, lc.spec.id, cases.size());
         if (!act) {
-          r.status = opt.require_all ? "ERROR" : "NO OUTPUT";
+          r.status = opt.require_all ? Verdict::kError : Verdict::kNoOutput;
           r.message = no_output_message(actual, lc.spec.id);
           reports.push_back(std::move(r));
           continue;
@@ -749,7 +749,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
         const auto act = actual_source_for(actual, oc->spec.id, cases.size());
         if (!act) {
           oc->finish();
-          r.status = opt.require_all ? "ERROR" : "NO OUTPUT";
+          r.status = opt.require_all ? Verdict::kError : Verdict::kNoOutput;
           r.message = no_output_message(actual, oc->spec.id);
           reports.push_back(std::move(r));
           continue;
@@ -762,7 +762,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
       }
     } catch (const std::exception& e) {
       if (r.id.empty()) r.id = ga.manifest.stem().string();
-      r.status = "ERROR";
+      r.status = Verdict::kError;
       r.message = e.what();
     }
     reports.push_back(std::move(r));
@@ -777,7 +777,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
   print_reports(reports, format, verbose, by_position, opt.profile);
   if (html) html->write(rule);
   const bool failed = std::any_of(reports.begin(), reports.end(), [](const CaseReport& r) {
-    return r.status == "FAIL" && r.result != "invalid";
+    return r.status == Verdict::kFail && r.result != "invalid";
   });
   if (failed && format == "text") {
     std::printf("what went wrong: posenc diagnose %s --actual %s --profile %s\n",
@@ -904,7 +904,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
       const LoadedCase lc = load_case(data / e.manifest, CatalogCheck::kDone);
       const SchemeEntry& s = scheme_by_slug(lc.spec.scheme);
       if (!profile_applies(lc.spec, pipelines::profile_of(pipeline))) {
-        r.status = "N/A";
+        r.status = Verdict::kNotApplicable;
         r.message = "pipeline " + pipeline + " does not apply to this case";
         reports.push_back(std::move(r));
         continue;
@@ -933,7 +933,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
                             profile);
       }
     } catch (const std::exception& ex) {
-      r.status = "ERROR";
+      r.status = Verdict::kError;
       r.message = ex.what();
     }
     reports.push_back(std::move(r));
@@ -952,27 +952,27 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
   int pass = 0, fail = 0, na = 0;
   double worst_all = 0;
   for (const auto& r : reports) {
-    if (r.status == "N/A") {
+    if (r.status == Verdict::kNotApplicable) {
       ++na;
-      std::printf("%-52s %-8s %-9s %-14s %s\n", r.id.c_str(), "-", "-", "-", "N/A");
+      std::printf("%-52s %-8s %-9s %-14s %s\n", r.id.c_str(), "-", "-", "-", to_string(r.status).c_str());
       continue;
     }
     const TensorReport* worst = nullptr;
     for (const auto& t : r.tensors) {
-      if (t.status != "PASS" && t.status != "FAIL") continue;
+      if (!judged(t.status)) continue;
       if (!worst || t.max_ratio > worst->max_ratio) worst = &t;
     }
     // A negative control passes by differing from its (wrong) values: its ratio is a distance,
     // not a share of a budget, so the summary's worst element is over the valid cases only.
     if (worst && r.result != "invalid") worst_all = std::max(worst_all, worst->max_ratio);
     std::printf("%-52s %d/%-6zu %-9s %-14.3f %s\n", r.id.c_str(), r.n_checked(), r.tensors.size(),
-                worst ? worst->name.c_str() : "-", worst ? worst->max_ratio : 0.0, r.status.c_str());
-    if (r.status != "PASS") {
+                worst ? worst->name.c_str() : "-", worst ? worst->max_ratio : 0.0, to_string(r.status).c_str());
+    if (r.status != Verdict::kPass) {
       if (!r.message.empty()) std::printf("    %s\n", r.message.c_str());
       std::cout << format_case_text(r, false);
     }
-    pass += r.status == "PASS";
-    fail += r.status != "PASS";
+    pass += r.status == Verdict::kPass;
+    fail += r.status != Verdict::kPass;
   }
   std::printf("check: %d passed, %d failed", pass, fail);
   if (na) std::printf(", %d not applicable", na);

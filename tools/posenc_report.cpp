@@ -9,7 +9,7 @@ void report_add_case(HtmlReport& html, const LoadedCase& lc, const TensorMap* ac
                      const CaseReport& r, const ElementRatios& ratios, const std::string& profile,
                      int* diagnoses_left, const std::string& diagnose_command) {
   std::optional<nlohmann::json> diagnosis;
-  if (actual && r.status == "FAIL" && lc.spec.result != "invalid" && diagnoses_left &&
+  if (actual && r.status == Verdict::kFail && lc.spec.result != "invalid" && diagnoses_left &&
       *diagnoses_left > 0) {
     --*diagnoses_left;
     try {

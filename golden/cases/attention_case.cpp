@@ -371,7 +371,7 @@ std::vector<TensorSpec> add_expected_outputs(const CaseView& cv, CaseBudgets& cb
                       std::vector<std::int64_t> shape, const std::vector<mp50>& values,
                       const std::vector<double>& cond,
                       std::map<std::string, std::vector<double>> extra, bool is_probs) {
-    ExpectedTensor e = expected_tensor(name, stage, t, std::move(shape), "conditioned");
+    ExpectedTensor e = expected_tensor(name, stage, t, std::move(shape), CheckKind::kConditioned);
     for (const auto& prof : profiles()) {
       e.spec.check.profiles[prof.name] = is_probs ? ab[prof.name].probs : ab[prof.name].out;
     }

@@ -88,10 +88,10 @@ std::string oracle_failure(const golden::LoadedCase& lc, const golden::TensorMap
   const golden::CaseReport r = golden::verify_case(spec, lc.golden, out, o);
   bool ok = true;
   for (const auto& t : r.tensors) {
-    if ((t.name == "q_rot" || t.name == "k_rot") && t.status != "PASS") ok = false;
+    if ((t.name == "q_rot" || t.name == "k_rot") && t.status != golden::Verdict::kPass) ok = false;
   }
   if (ok) return "";
-  return "outputs vs the mp50 oracle under profile " + profile + ": " + r.status + "\n" +
+  return "outputs vs the mp50 oracle under profile " + profile + ": " + golden::to_string(r.status) + "\n" +
          golden::format_case_text(r, true);
 }
 

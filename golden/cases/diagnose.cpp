@@ -40,7 +40,7 @@ CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const Tenso
     const auto it = run.find(t.name);
     if (it == run.end()) continue;
     t.alternatives.clear();
-    if (t.check.kind == "exact" || t.exact.empty()) {
+    if (t.check.kind == CheckKind::kExact || t.exact.empty()) {
       Tensor v = it->second;
       v.name = t.name;
       g[t.name] = v;
@@ -88,7 +88,7 @@ std::string fmt_ratio(double r) {
 std::pair<std::string, double> worst_of(const CaseReport& r) {
   std::pair<std::string, double> w{"", -1};
   for (const auto& t : r.tensors) {
-    if ((t.status == "PASS" || t.status == "FAIL") && t.max_ratio > w.second) {
+    if (judged(t.status) && t.max_ratio > w.second) {
       w = {t.name, t.max_ratio};
     }
   }
@@ -105,7 +105,7 @@ std::vector<Hypothesis> fitted_hypotheses(const LoadedCase& lc, const TensorMap&
   for (const auto& c : rope_fit_candidates(lc, actual, offset_plus_one_only)) {
     for (const auto& prof : judge_by) {
       const CaseReport r = judge_against(lc, c.run, actual, prof, c.max_position);
-      if (r.status != "PASS" && r.status != "FAIL") continue;
+      if (!judged(r.status)) continue;
       Hypothesis h = make_hypothesis("exact", prof, c.parameter);
       h.status = r.status;
       h.residual = r.worst_ratio();
@@ -174,13 +174,13 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
       eo.mistake = h.mistake;
       const TensorMap run = s.run_engine(lc.spec, lc.golden, eo);
       const CaseReport r = judge_against(lc, run, actual, h.profile);
-      if (r.status != "PASS" && r.status != "FAIL") continue;  // N/A, ERROR: cannot judge
+      if (!judged(r.status)) continue;  // N/A, ERROR: cannot judge
       h.status = r.status;
       h.residual = r.worst_ratio();
       if (!h.mistake.empty() && h.pipeline == "exact" && h.profile != "strict") h.limit = 2;
       double worst = -1;
       for (const auto& t : r.tensors) {
-        if ((t.status == "PASS" || t.status == "FAIL") && t.max_ratio > worst) {
+        if (judged(t.status) && t.max_ratio > worst) {
           worst = t.max_ratio;
           h.worst_tensor = t.name;
         }
@@ -196,7 +196,7 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
     if (a.residual != b.residual) return a.residual < b.residual;
     return a.mistake.empty() && !b.mistake.empty();
   });
-  if (base.status == "FAIL" && !POSENC_MUTANT("diagnose_fits_nothing")) {
+  if (base.status == Verdict::kFail && !POSENC_MUTANT("diagnose_fits_nothing")) {
     // Fitted hypotheses rank after every confirmed fixed one, and among the rest by residual.
     // When a fixed hypothesis is confirmed, only a confirmed `offset` asks for its fit (d = +1,
     // the evidence): fitting the rest would not change the answer.
@@ -238,7 +238,7 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
 
   std::ostringstream sum;
   const auto confirmed = [](const Hypothesis& h) { return h.confirmed(); };
-  if (base.status == "PASS") {
+  if (base.status == Verdict::kPass) {
     d.verdict = "correct";
     sum << "passes " << d.claimed_profile << ": nothing to diagnose";
   } else if (d.ranked.empty() || !confirmed(d.ranked.front())) {
@@ -318,7 +318,7 @@ nlohmann::json diagnosis_json(const Diagnosis& d) {
   return {{"id", d.id},
           {"scheme", d.scheme},
           {"claimed_profile", d.claimed_profile},
-          {"verify_status", d.verify_status},
+          {"verify_status", to_string(d.verify_status)},
           {"verdict", d.verdict},
           {"summary", d.summary},
           {"hypotheses", hs}};

@@ -34,7 +34,7 @@ struct Hypothesis {
   std::string pipeline;  // `posenc engine --pipeline`
   std::string profile;   // the profile whose budgets judge the residual
   std::string mistake;   // "" = none
-  std::string status;    // verify's status of the output against this hypothesis's run
+  Verdict status = Verdict::kError;  // verify's status of the output against this hypothesis's run
   double residual = 0;   // worst element's share of the budget
   /// Confirmed when residual <= limit: 1 when the run is the hypothesis's own pipeline; 2 for a
   /// mistake run on the exact pipeline and judged with another profile's budget (the engine is
@@ -53,7 +53,7 @@ struct Hypothesis {
 
 struct Diagnosis {
   std::string id, scheme, claimed_profile;
-  std::string verify_status;  // the output against the oracle under the claimed profile
+  Verdict verify_status = Verdict::kError;  // the output against the oracle under the claimed profile
   double verify_ratio = 0;
   /// "correct" (passes the claimed profile), "explained" (a hypothesis is confirmed),
   /// "unexplained" (none is; ranked still holds the best partial fits).

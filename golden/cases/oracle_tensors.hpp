@@ -188,14 +188,14 @@ struct ExpectedTensor {
 
 /// An ExpectedTensor whose spec names the tensor (its budgets and data follow).
 inline ExpectedTensor expected_tensor(std::string name, std::string stage, DType t,
-                                      std::vector<std::int64_t> shape, std::string kind,
+                                      std::vector<std::int64_t> shape, CheckKind kind,
                                       std::vector<AxisSpec> axes = {}) {
   ExpectedTensor e;
   e.spec.name = std::move(name);
   e.spec.stage = std::move(stage);
   e.spec.dtype = t;
   e.spec.shape = std::move(shape);
-  e.spec.check.kind = std::move(kind);
+  e.spec.check.kind = kind;
   e.spec.axes = std::move(axes);
   return e;
 }
@@ -237,7 +237,7 @@ inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
     push_companion("exact", tensor_from_f64(s.name + ".exact", s.shape, to_f64(e.values)));
     s.exact = s.name + ".exact";
   }
-  if (s.check.kind == "conditioned") {
+  if (s.check.kind == CheckKind::kConditioned) {
     push_companion("cond", tensor_from_f32(s.name + ".cond", s.shape, f32v(e.cond)));
     s.cond = s.name + ".cond";
   }
@@ -271,11 +271,11 @@ inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
   for (auto& a : e.alternatives) {
     const std::string base = s.name + ".alt." + a.name;
     push_companion("alt." + a.name + ".exact", tensor_from_f64(base + ".exact", s.shape, a.exact));
-    if (s.check.kind == "conditioned") {
+    if (s.check.kind == CheckKind::kConditioned) {
       push_companion("alt." + a.name + ".cond", tensor_from_f32(base + ".cond", s.shape, f32v(a.cond)));
     }
     s.alternatives.push_back({a.name, a.description, base + ".exact",
-                              s.check.kind == "conditioned" ? base + ".cond" : ""});
+                              s.check.kind == CheckKind::kConditioned ? base + ".cond" : ""});
   }
   return s;
 }
@@ -299,7 +299,7 @@ class StreamedExpected {
         throw std::logic_error("StreamedExpected(" + spec_.name + "): no budget for profile " + p.name);
       }
     }
-    if (spec_.check.kind != "conditioned") throw std::logic_error("StreamedExpected: conditioned checks only");
+    if (spec_.check.kind != CheckKind::kConditioned) throw std::logic_error("StreamedExpected: conditioned checks only");
     value_ = spill(spec_.name, spec_.dtype);
     exact_ = spill(spec_.name + ".exact", DType::kF64);
     cond_ = spill(spec_.name + ".cond", DType::kF32);

@@ -828,7 +828,7 @@ struct RopeCaseGen {
 
   // attention_factor, softmax_scale (scaled cases; softmax_scale for MLA)
   ExpectedTensor scalar_tensor(const std::string& name, const mp50& value, bool softmax) {
-    ExpectedTensor e = expected_tensor(name, "table", DType::kF32, {1}, "ulp");
+    ExpectedTensor e = expected_tensor(name, "table", DType::kF32, {1}, CheckKind::kUlp);
     e.values = {value};
     for (const auto& prof : profiles()) {
       const ProfileBudget b = sb[prof.name].scalar;
@@ -845,7 +845,7 @@ struct RopeCaseGen {
   // cos, sin
   ExpectedTensor table_tensor(const std::string& name, const std::vector<mp50>& values,
                               std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
-    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, "conditioned");
+    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, CheckKind::kConditioned);
     e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
     e.values = values;
     for (const auto& [al, v] : alt_values) {
@@ -892,7 +892,7 @@ struct RopeCaseGen {
   // q_rot, k_rot
   ExpectedTensor rotated_tensor(const std::string& name, const std::vector<mp50>& values,
                                 const PairScales& s, int heads, bool is_q) {
-    ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, "conditioned");
+    ExpectedTensor e = expected_tensor(name, "rotated", t, {tn, heads, h}, CheckKind::kConditioned);
     e.spec.axes = {{"token", "positions", {}, {}}, {"head", "", {}, {}},
                    {"channel", "", channel_pairs, {}}};
     e.values = values;
@@ -923,7 +923,7 @@ struct RopeCaseGen {
 };
 
 ExpectedTensor RopeCaseGen::inv_freq_tensor() {
-  ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, "ulp");
+  ExpectedTensor e_inv = expected_tensor("inv_freq", "table", DType::kF32, {np}, CheckKind::kUlp);
   e_inv.values = o50.inv_freq;
   for (const auto& al : alts) add_alternative(e_inv, al, al.o.inv_freq, {});
   e_inv.spec.axes = {{"pair", "", identity_pairs, {}}};
@@ -1055,7 +1055,7 @@ void RopeCaseGen::stream_scores() {
   // scores: streamed (rope_scores below), then the mp100 rotations are no longer needed
   if (with_scores) {
     const int group = hq / hk;
-    ExpectedTensor es0 = expected_tensor("scores", "scores", t, {hq, tn, tn}, "conditioned");
+    ExpectedTensor es0 = expected_tensor("scores", "scores", t, {hq, tn, tn}, CheckKind::kConditioned);
     es0.spec.axes = {{"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
     for (const auto& prof : profiles()) es0.spec.check.profiles[prof.name] = sb[prof.name].scores;
     std::vector<std::pair<std::string, std::string>> alt_names;

@@ -15,6 +15,22 @@
 
 namespace posenc::golden {
 
+std::string to_string(CheckKind kind) {
+  switch (kind) {
+    case CheckKind::kExact: return "exact";
+    case CheckKind::kUlp: return "ulp";
+    case CheckKind::kConditioned: return "conditioned";
+  }
+  return "exact";
+}
+
+std::optional<CheckKind> parse_check_kind(std::string_view name) {
+  for (CheckKind k : {CheckKind::kExact, CheckKind::kUlp, CheckKind::kConditioned}) {
+    if (name == to_string(k)) return k;
+  }
+  return std::nullopt;
+}
+
 const ProfileBudget& CheckSpec::profile(const std::string& name) const {
   auto it = profiles.find(name);
   if (it == profiles.end()) throw_invalid("CheckSpec::profile", "unknown profile", name);
@@ -83,7 +99,7 @@ double need_number(const Json& j, const char* key, const std::string& source,
   return d;
 }
 
-ProfileBudget budget_from(const Json& j, const std::string& kind, const std::string& source,
+ProfileBudget budget_from(const Json& j, CheckKind kind, const std::string& source,
                           const std::string& where) {
   ProfileBudget b;
   if (!j.is_object()) bad(source, where + " must be an object");
@@ -94,14 +110,14 @@ ProfileBudget budget_from(const Json& j, const std::string& kind, const std::str
   }
   b.bound = need_number(j, "bound", source, where);
   if (j.contains("ulps")) {
-    if (kind != "conditioned") bad(source, where + ": only a conditioned check has \"ulps\"");
+    if (kind != CheckKind::kConditioned) bad(source, where + ": only a conditioned check has \"ulps\"");
     b.ulps = need_number(j, "ulps", source, where);
   }
   if (j.contains("extra")) {
-    if (kind == "exact") bad(source, where + ": an exact check has no extra budget");
+    if (kind == CheckKind::kExact) bad(source, where + ": an exact check has no extra budget");
     b.extra = need_string(j, "extra", source, where);
   }
-  if (kind == "exact") {
+  if (kind == CheckKind::kExact) {
     if (b.bound != 0.0) bad(source, where + ".bound must be 0 for an exact check (got " + j.at("bound").dump() + ")");
   } else if (!POSENC_MUTANT("format_manifest_bound_unchecked")) {
     if (b.bound < 0.0) bad(source, where + ".bound must be >= 0 (got " + j.at("bound").dump() + ")");
@@ -134,12 +150,14 @@ TensorSpec tensor_from(const Json& j, bool expected, const std::string& source,
   t.sha256 = need_sha(j, source, where);
   if (!expected) return t;
   const auto& c = need(j, "check", source, where);
-  t.check.kind = need_string(c, "kind", source, where + " check");
-  if (t.check.kind != "exact" && t.check.kind != "ulp" && t.check.kind != "conditioned") {
-    bad(source, where + ": unknown check kind \"" + t.check.kind + "\"");
+  const std::string kind = need_string(c, "kind", source, where + " check");
+  const std::optional<CheckKind> parsed = parse_check_kind(kind);
+  if (!parsed) {
+    bad(source, where + ": unknown check kind \"" + kind + "\"");
   }
-  if (t.check.kind != "exact" && !dtype_is_float(t.dtype)) {
-    bad(source, where + ": a " + t.check.kind + " check needs a float dtype");
+  t.check.kind = *parsed;
+  if (t.check.kind != CheckKind::kExact && !dtype_is_float(t.dtype)) {
+    bad(source, where + ": a " + kind + " check needs a float dtype");
   }
   const auto& pj = need(c, "profiles", source, where + " check");
   if (!pj.is_object()) bad(source, where + ": check.profiles must be an object");
@@ -176,10 +194,10 @@ TensorSpec tensor_from(const Json& j, bool expected, const std::string& source,
   };
   if (const auto* e = companion("exact")) t.exact = e->name;
   if (const auto* e = companion("cond")) t.cond = e->name;
-  if (t.check.kind != "exact" && t.exact.empty()) {
-    bad(source, where + ": a " + t.check.kind + " check needs an \"exact\" companion");
+  if (t.check.kind != CheckKind::kExact && t.exact.empty()) {
+    bad(source, where + ": a " + kind + " check needs an \"exact\" companion");
   }
-  if (t.check.kind == "conditioned" && t.cond.empty()) {
+  if (t.check.kind == CheckKind::kConditioned && t.cond.empty()) {
     bad(source, where + ": a conditioned check needs a \"cond\" companion");
   }
   for (auto& [name, b] : t.check.profiles) {
@@ -200,7 +218,7 @@ TensorSpec tensor_from(const Json& j, bool expected, const std::string& source,
     const auto* e = companion("alt." + alt.name + ".exact");
     if (!e) bad(source, where + ": alternative \"" + alt.name + "\" has no alt." + alt.name + ".exact companion");
     alt.exact = e->name;
-    if (t.check.kind == "conditioned") {
+    if (t.check.kind == CheckKind::kConditioned) {
       const auto* cc = companion("alt." + alt.name + ".cond");
       if (!cc) bad(source, where + ": alternative \"" + alt.name + "\" has no alt." + alt.name + ".cond companion");
       alt.cond = cc->name;
@@ -342,7 +360,7 @@ Json tensor_spec_to_json(const TensorSpec& t, bool expected) {
     }
     prof[name] = jb;
   }
-  j["check"] = {{"kind", t.check.kind}, {"profiles", prof}};
+  j["check"] = {{"kind", to_string(t.check.kind)}, {"profiles", prof}};
   Json comp = Json::object();
   for (const auto& cs : t.companions) {
     comp[cs.role] = {{"name", cs.name}, {"dtype", std::string(dtype_short(cs.dtype))},

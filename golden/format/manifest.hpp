@@ -23,7 +23,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,8 +53,16 @@ struct ProfileBudget {
   std::string note;            // one line on where the budget comes from (optional)
 };
 
+/// An expected tensor's check kind (the manifest's "exact", "ulp", "conditioned"): the strings
+/// appear only where a manifest is read or written and where a report prints the kind.
+enum class CheckKind { kExact, kUlp, kConditioned };
+/// "exact", "ulp" or "conditioned".
+std::string to_string(CheckKind kind);
+/// The kind a manifest names; nullopt for an unknown name.
+std::optional<CheckKind> parse_check_kind(std::string_view name);
+
 struct CheckSpec {
-  std::string kind;                               // "exact", "ulp" or "conditioned"
+  CheckKind kind = CheckKind::kExact;
   std::map<std::string, ProfileBudget> profiles;  // every profile of profiles() present
   /// The budget of a canonical profile name; InvalidArgument for an unknown one.
   const ProfileBudget& profile(const std::string& name) const;

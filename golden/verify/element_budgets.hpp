@@ -21,7 +21,7 @@ struct ElementBudgets {
 inline ElementBudgets element_budgets(const CaseSpec& spec, const TensorMap& golden,
                                       const std::string& name, const std::string& profile) {
   for (const auto& t : spec.expected) {
-    if (t.name != name || t.check.kind == "exact") continue;
+    if (t.name != name || t.check.kind == CheckKind::kExact) continue;
     const ProfileBudget& b = t.check.profile(profile);
     const Tensor& ex = golden.at(t.exact);
     const Tensor* cond = t.cond.empty() ? nullptr : &golden.at(t.cond);
@@ -33,7 +33,7 @@ inline ElementBudgets element_budgets(const CaseSpec& spec, const TensorMap& gol
       double v = 0;
       if (!b.applies) {
         v = 0;
-      } else if (t.check.kind == "ulp") {
+      } else if (t.check.kind == CheckKind::kUlp) {
         v = b.bound * dtype_ulp(t.dtype, x);
       } else {
         const double c = cond ? cond->get_f64(j) : 0.0;

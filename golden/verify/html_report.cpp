@@ -242,7 +242,8 @@ th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 svg{display:block;margin:6px 0}.pair{display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start}
 )";
 
-std::string status_class(const std::string& s) {
+std::string status_class(Verdict v) {
+  const std::string s = to_string(v);
   std::string c;
   for (char ch : s) {
     if (std::isalpha(static_cast<unsigned char>(ch))) c += ch;
@@ -393,9 +394,9 @@ std::string HtmlReport::html() const {
   std::ostringstream o;
   int pass = 0, fail = 0, other = 0;
   for (const auto& c : cases_) {
-    pass += c.status == "PASS";
-    fail += c.status == "FAIL";
-    other += c.status != "PASS" && c.status != "FAIL";
+    pass += c.status == Verdict::kPass;
+    fail += c.status == Verdict::kFail;
+    other += !judged(c.status);
   }
   o << kHtmlReportMark  // how --report recognises its own page (golden/format/output_path.hpp)
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -419,11 +420,11 @@ std::string HtmlReport::html() const {
     o << "<tr class=\"case-row\"><td class=\"mono\"><a href=\"#" << esc(c.id) << "\">" << esc(c.id)
       << "</a>" << (c.result == "invalid" ? " (negative control)" : "") << "</td><td>"
       << esc(c.scheme) << "</td><td>" << esc(c.profile) << "</td><td class=\""
-      << status_class(c.status) << "\">" << esc(c.status) << "</td><td class=\"mono\">";
+      << status_class(c.status) << "\">" << esc(to_string(c.status)) << "</td><td class=\"mono\">";
     bool first = true;
     for (const auto& t : c.tensors) {
       o << (first ? "" : " &middot; ") << esc(t.name) << " <span class=\"" << status_class(t.status)
-        << "\">" << (t.status == "PASS" || t.status == "FAIL" ? ratio_text(t.ratio) : esc(t.status))
+        << "\">" << (judged(t.status) ? ratio_text(t.ratio) : esc(to_string(t.status)))
         << "</span>";
       first = false;
     }
@@ -436,10 +437,10 @@ std::string HtmlReport::html() const {
   const bool all = cases_.size() <= 12;
   int plotted = 0, not_plotted = 0;
   for (const auto& c : cases_) {
-    const bool show = c.status == "FAIL" || (all && c.status == "PASS") || c.diagnosis;
+    const bool show = c.status == Verdict::kFail || (all && c.status == Verdict::kPass) || c.diagnosis;
     if (!show) continue;
     o << "<section class=\"case\" id=\"" << esc(c.id) << "\"><h2><span class=\"mono\">" << esc(c.id)
-      << "</span> <span class=\"" << status_class(c.status) << "\">" << esc(c.status)
+      << "</span> <span class=\"" << status_class(c.status) << "\">" << esc(to_string(c.status))
       << "</span></h2>\n<p class=\"meta\">scheme " << esc(c.scheme) << ", profile "
       << esc(c.profile) << (c.result == "invalid" ? ", a negative control (it passes by "
                                                     "differing from its wrong values)" : "")
@@ -471,20 +472,20 @@ std::string HtmlReport::html() const {
         o << "</tbody></table>";
       }
       o << "</div>\n";
-    } else if (c.status == "FAIL" && c.result != "invalid" && !c.diagnose_command.empty()) {
+    } else if (c.status == Verdict::kFail && c.result != "invalid" && !c.diagnose_command.empty()) {
       o << "<div class=\"diag\">what went wrong: run <code>" << esc(c.diagnose_command)
         << "</code></div>\n";
     }
     for (const auto& t : c.tensors) {
-      if (t.status != "PASS" && t.status != "FAIL") {
+      if (!judged(t.status)) {
         o << "<h3 class=\"mono\">" << esc(t.name) << " <span class=\"" << status_class(t.status)
-          << "\">" << esc(t.status) << "</span></h3>";
+          << "\">" << esc(to_string(t.status)) << "</span></h3>";
         if (!t.message.empty()) o << "<p class=\"note\">" << esc(t.message) << "</p>";
         o << "\n";
         continue;
       }
       o << "<div class=\"tensor\"><h3><span class=\"mono\">" << esc(t.name) << "</span> ("
-        << esc(t.stage) << ") <span class=\"" << t.status << "\">" << t.status
+        << esc(t.stage) << ") <span class=\"" << to_string(t.status) << "\">" << to_string(t.status)
         << "</span></h3>\n<p class=\"stats\">worst " << ratio_text(t.ratio) << " of budget, "
         << t.n_over << "/" << t.n << " elements over";
       if (t.first_fail) o << ", first failing position " << *t.first_fail;
@@ -510,7 +511,7 @@ std::string HtmlReport::html() const {
         for (const auto& w : t.worst) {
           o << "<tr><td>" << esc(w.where) << "</td><td class=\"num mono\">" << num(w.actual, "%.9g")
             << "</td><td class=\"num mono\">" << num(w.exact, "%.9g") << "</td><td class=\"num "
-            << (w.ratio > 1 ? "FAIL" : "PASS") << "\">" << ratio_text(w.ratio) << "</td></tr>";
+            << status_class(w.ratio > 1 ? Verdict::kFail : Verdict::kPass) << "\">" << ratio_text(w.ratio) << "</td></tr>";
         }
         o << "</tbody></table>\n";
       }

@@ -55,7 +55,9 @@ class HtmlReport {
     double actual = 0, exact = 0, ratio = 0;
   };
   struct TensorView {
-    std::string name, stage, status, message;
+    std::string name, stage;
+    Verdict status = Verdict::kError;
+    std::string message;
     double ratio = 0;
     std::int64_t n = 0, n_over = 0;
     std::optional<std::int64_t> first_fail, passes_up_to;
@@ -71,7 +73,9 @@ class HtmlReport {
     std::vector<Worst> worst;
   };
   struct CaseView {
-    std::string id, scheme, result, profile, status, message;
+    std::string id, scheme, result, profile;
+    Verdict status = Verdict::kError;
+    std::string message;
     std::vector<TensorView> tensors;
     std::vector<std::string> notes;
     std::optional<nlohmann::json> diagnosis;

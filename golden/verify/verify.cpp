@@ -38,6 +38,18 @@
 
 namespace posenc::golden {
 
+std::string to_string(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "PASS";
+    case Verdict::kFail: return "FAIL";
+    case Verdict::kMissing: return "MISSING";
+    case Verdict::kError: return "ERROR";
+    case Verdict::kNotApplicable: return "N/A";
+    case Verdict::kNoOutput: return "NO OUTPUT";
+  }
+  return "ERROR";
+}
+
 TensorMap tensor_map(std::vector<Tensor> tensors) {
   TensorMap m;
   for (auto& t : tensors) {
@@ -49,7 +61,7 @@ TensorMap tensor_map(std::vector<Tensor> tensors) {
 
 namespace {
 
-bool checked(const TensorReport& t) { return t.status == "PASS" || t.status == "FAIL"; }
+bool checked(const TensorReport& t) { return judged(t.status); }
 
 }  // namespace
 
@@ -304,7 +316,7 @@ struct ConventionAcc {
 /// What stays fixed while a tensor's chunks are judged.
 struct JudgeSetup {
   DType dtype;
-  std::string kind;
+  CheckKind kind;
   bool is_float;
   double bound, ulps, eps;
   int digits, min_exponent;
@@ -397,7 +409,7 @@ std::int64_t judge_chunk(const JudgeSetup& js, ChunkScratch& s, std::int64_t m, 
   double* ratio = s.ratio.data();
   double* diff = s.diff.data();
   double* budget = s.budget.data();
-  if (js.kind == "exact") {
+  if (js.kind == CheckKind::kExact) {
     for (std::int64_t j = 0; j < m; ++j) {
       double q, d = 0;
       if (js.is_float && std::isnan(a[j])) {
@@ -415,7 +427,7 @@ std::int64_t judge_chunk(const JudgeSetup& js, ChunkScratch& s, std::int64_t m, 
     }
     return n_nan;
   }
-  const bool ulp_kind = js.kind == "ulp";
+  const bool ulp_kind = js.kind == CheckKind::kUlp;
   const double* x = s.x.data();
   const double* c = s.c.data();
   const double* extra = s.extra.data();
@@ -483,41 +495,41 @@ void accumulate(ConventionAcc& acc, const ChunkScratch& s, std::int64_t cb, std:
   }
 }
 
-TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSource& actual,
-                          const std::string& actual_name, const VerifyOptions& opt,
-                          std::vector<double>* keep_ratios = nullptr) {
-  TensorReport r;
+/// Stage 1: the report's fields known before any element is read; N/A (the profile does not
+/// apply) or ERROR (dtype, shape) ends the tensor's judgement here (returns false).
+bool check_header(const TensorSpec& spec, const ProfileBudget& b, const TensorEntry& act,
+                  const VerifyOptions& opt, TensorReport& r) {
   r.name = spec.name;
   r.stage = spec.stage;
   r.kind = spec.check.kind;
   r.integer = !dtype_is_float(spec.dtype);
-  const ProfileBudget& b = spec.check.profile(
-      POSENC_MUTANT("golden_verify_na_uses_strict") && !spec.check.profile(opt.profile).applies
-          ? std::string("strict") : opt.profile);
   r.bound = b.bound;
   r.has_extra = !b.extra.empty();
   if (!b.applies) {
-    r.status = "N/A";
+    r.status = Verdict::kNotApplicable;
     r.message = "profile " + opt.profile + " does not apply: " + b.not_applicable;
-    return r;
+    return false;
   }
-  const TensorEntry& act = *actual.find(actual_name);
   if (act.dtype != spec.dtype) {
-    r.status = "ERROR";
+    r.status = Verdict::kError;
     r.message = "dtype is " + std::string(dtype_short(act.dtype)) + ", the case expects " +
                 std::string(dtype_short(spec.dtype));
-    return r;
+    return false;
   }
   if (act.shape != spec.shape) {
-    r.status = "ERROR";
+    r.status = Verdict::kError;
     r.message = "shape is " + shape_str(act.shape) + ", the case expects " + shape_str(spec.shape);
-    return r;
+    return false;
   }
-  TensorSource& gold = golden.source();
+  return true;
+}
+
+/// Stage 2: the constants of the per-element judgement (the mutants that loosen it included).
+JudgeSetup judge_setup(const TensorSpec& spec, const ProfileBudget& b) {
   JudgeSetup js;
   js.dtype = spec.dtype;
   js.kind = spec.check.kind;
-  js.is_float = dtype_is_float(act.dtype);
+  js.is_float = dtype_is_float(spec.dtype);
   js.bound = b.bound;
   js.lenient = POSENC_MUTANT("golden_verify_lenient");
   if (js.lenient) js.bound = js.bound * 1e12 + 1e12;  // passes anything
@@ -526,38 +538,71 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
   js.digits = dtype_digits(spec.dtype);
   js.min_exponent = dtype_min_exponent(spec.dtype);
   js.nan_passes = POSENC_MUTANT("golden_verify_nan_passes");
-  const std::string* extra = b.extra.empty() ? nullptr : &b.extra;
-  // The default convention, then each declared alternative; the engine is judged by the one
-  // it follows (fewest elements over budget, the default on a tie).
-  std::vector<ConventionAcc> conv(1);
-  conv[0].exact = spec.exact;
-  conv[0].cond = spec.cond;
-  for (const auto& alt : spec.alternatives) {
-    if (POSENC_MUTANT("golden_verify_alternatives_ignored")) break;
-    conv.emplace_back();
-    conv.back().exact = alt.exact;
-    conv.back().cond = alt.cond;
-  }
-  const std::int64_t n = numel_of(act.shape);
+  return js;
+}
+
+/// What the stages of one tensor's judgement share (check_tensor builds it).
+struct TensorJudge {
+  const TensorSpec& spec;
+  SmallTensors& golden;
+  TensorSource& actual;
+  const std::string& actual_name;
+  const TensorEntry& act;
+  JudgeSetup js;
+  const std::string* extra = nullptr;  // the profile's extra-budget companion, if any
+  std::int64_t n = 0;                  // elements
   PositionTables pt;
-  if (n > 0) pt = position_tables(spec, golden);
-  r.has_positions = pt.any;
   // Per position rank: beyond --max-position (skip) and as counted (skip_count: the mutant
   // golden_verify_max_position_ignored counts them as judged).
-  std::vector<std::uint8_t> skip(pt.values.size(), 0), skip_count(pt.values.size(), 0);
+  std::vector<std::uint8_t> skip, skip_count;
+  // The default convention, then each declared alternative; the engine is judged by the one
+  // it follows (fewest elements over budget, the default on a tie).
+  std::vector<ConventionAcc> conv;
+};
+
+/// Stage 3: the conventions' accounts, the position tables and the --max-position skips.
+void start_accounts(TensorJudge& tj, const VerifyOptions& opt, bool keep_ratios) {
+  const TensorSpec& spec = tj.spec;
+  tj.conv.resize(1);
+  tj.conv[0].exact = spec.exact;
+  tj.conv[0].cond = spec.cond;
+  for (const auto& alt : spec.alternatives) {
+    if (POSENC_MUTANT("golden_verify_alternatives_ignored")) break;
+    tj.conv.emplace_back();
+    tj.conv.back().exact = alt.exact;
+    tj.conv.back().cond = alt.cond;
+  }
+  tj.n = numel_of(tj.act.shape);
+  if (tj.n > 0) tj.pt = position_tables(spec, tj.golden);
+  const PositionTables& pt = tj.pt;
+  tj.skip.assign(pt.values.size(), 0);
+  tj.skip_count.assign(pt.values.size(), 0);
   for (std::size_t p = 0; p < pt.values.size(); ++p) {
-    skip[p] = opt.max_position && pt.values[p] > *opt.max_position;
-    skip_count[p] = skip[p] && !POSENC_MUTANT("golden_verify_max_position_ignored");
+    tj.skip[p] = opt.max_position && pt.values[p] > *opt.max_position;
+    tj.skip_count[p] = tj.skip[p] && !POSENC_MUTANT("golden_verify_max_position_ignored");
   }
-  for (auto& acc : conv) {
+  for (auto& acc : tj.conv) {
     acc.by_position.resize(pt.values.size());
-    if (keep_ratios) acc.ratios.resize(static_cast<std::size_t>(n));
+    if (keep_ratios) acc.ratios.resize(static_cast<std::size_t>(tj.n));
   }
+}
+
+/// Stage 4: reads every chunk of the tensor and its companions and judges it against every
+/// convention, block by block (the golden bytes hashed on a second thread meanwhile).
+void judge_chunks(TensorJudge& tj, const VerifyOptions& opt, bool keep_ratios) {
+  const TensorSpec& spec = tj.spec;
+  const TensorEntry& act = tj.act;
+  const JudgeSetup& js = tj.js;
+  const std::string* extra = tj.extra;
+  const PositionTables& pt = tj.pt;
+  std::vector<ConventionAcc>& conv = tj.conv;
+  TensorSource& gold = tj.golden.source();
+  const std::int64_t n = tj.n;
   const std::int64_t chunk = opt.chunk_elements;
   if (chunk < 1) throw_invalid("verify_case", "VerifyOptions::chunk_elements must be >= 1", chunk);
   ChunkScratch s;
   s.resize(static_cast<std::size_t>(std::min({n, chunk, kJudgeBlock})));
-  const bool exact_kind = js.kind == "exact";
+  const bool exact_kind = js.kind == CheckKind::kExact;
   // Only a file source has deferred work (hashing) for a second thread.
   const bool hashes = dynamic_cast<FileSource*>(&gold) != nullptr;
   int threads = 1;
@@ -569,7 +614,7 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
   for (const auto& acc : conv) {
     if (exact_kind) continue;
     x_dtype.push_back(need(gold, acc.exact).dtype);
-    if (js.kind == "conditioned") c_dtype.push_back(need(gold, acc.cond).dtype);
+    if (js.kind == CheckKind::kConditioned) c_dtype.push_back(need(gold, acc.cond).dtype);
   }
   const DType extra_dtype = extra ? need(gold, *extra).dtype : DType::kF64;
   if (exact_kind) need(gold, spec.name);
@@ -580,14 +625,14 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
     const std::int64_t m = ce - cb;
     // Every range this chunk needs, read first; then the golden bytes are hashed (flush) on a
     // second thread while this one judges them.
-    const std::span<const std::uint8_t> abytes = actual.read(actual_name, cb, ce);
+    const std::span<const std::uint8_t> abytes = tj.actual.read(tj.actual_name, cb, ce);
     const std::span<const std::uint8_t> wbytes =
         exact_kind ? gold.read(spec.name, cb, ce) : std::span<const std::uint8_t>();
     const std::span<const std::uint8_t> ebytes =
         extra ? gold.read(*extra, cb, ce) : std::span<const std::uint8_t>();
     for (std::size_t i = 0; i < conv.size() && !exact_kind; ++i) {
       xb[i] = gold.read(conv[i].exact, cb, ce);
-      if (js.kind == "conditioned") cbytes[i] = gold.read(conv[i].cond, cb, ce);
+      if (js.kind == CheckKind::kConditioned) cbytes[i] = gold.read(conv[i].cond, cb, ce);
     }
     // Judged in blocks of kJudgeBlock elements, every pass of a block while it is in cache.
     auto judge_all = [&] {
@@ -609,10 +654,10 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
           ConventionAcc& acc = conv[i];
           if (!exact_kind) {
             to_f64(x_dtype[i], part(xb[i], x_dtype[i]), mb, s.x.data());
-            if (js.kind == "conditioned") to_f64(c_dtype[i], part(cbytes[i], c_dtype[i]), mb, s.c.data());
+            if (js.kind == CheckKind::kConditioned) to_f64(c_dtype[i], part(cbytes[i], c_dtype[i]), mb, s.c.data());
           }
           acc.n_nan += judge_chunk(js, s, mb, extra != nullptr);
-          accumulate(acc, s, cb + sb, mb, pt.any, skip, skip_count, keep_ratios != nullptr);
+          accumulate(acc, s, cb + sb, mb, pt.any, tj.skip, tj.skip_count, keep_ratios);
         }
       }
     };
@@ -633,6 +678,13 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
       judge_all();
     }
   }
+}
+
+/// Stage 5: the convention the engine follows, and the report's counts, status, message and
+/// per-position answer from its account. Returns that account.
+ConventionAcc& report_counts(TensorJudge& tj, const ProfileBudget& b, TensorReport& r) {
+  const TensorSpec& spec = tj.spec;
+  std::vector<ConventionAcc>& conv = tj.conv;
   std::size_t best = 0;
   for (std::size_t i = 1; i < conv.size(); ++i) {
     if (conv[i].n_over_all < conv[best].n_over_all) best = i;
@@ -644,8 +696,7 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
   r.n_skipped = acc.n_skipped;
   r.n_nan = acc.n_nan;
   r.max_ratio = acc.worst_ratio < 0 ? 0 : acc.worst_ratio;
-  r.status = r.n_over == 0 ? "PASS" : "FAIL";
-  if (keep_ratios) *keep_ratios = std::move(acc.ratios);
+  r.status = r.n_over == 0 ? Verdict::kPass : Verdict::kFail;
   if (r.n_nan > 0) {
     r.message = std::to_string(r.n_nan) + " NaN element(s): NaN never passes";
   }
@@ -657,11 +708,11 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
       }
     }
   }
-  for (std::size_t p = 0; p < pt.values.size(); ++p) {
+  for (std::size_t p = 0; p < tj.pt.values.size(); ++p) {
     const PositionAcc& pa = acc.by_position[p];
     if (pa.n == 0) continue;
     PositionStat ps;
-    ps.position = pt.values[p];
+    ps.position = tj.pt.values[p];
     ps.worst_ratio = pa.worst_ratio;
     ps.n = pa.n;
     ps.n_over = pa.n_over;
@@ -679,26 +730,53 @@ TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSo
       r.passes_up_to_position = ps.position;
     }
   }
-  if (acc.worst >= 0) {
-    const std::int64_t w = acc.worst;
-    r.worst.index = w;
-    r.worst.ratio = acc.worst_ratio;
-    r.worst.actual = element_f64(act.dtype, actual.read(actual_name, w, w + 1));
-    r.worst.expected = element_f64(need(gold, spec.name).dtype, gold.read(spec.name, w, w + 1));
-    r.worst.exact = spec.exact.empty()
-                        ? r.worst.expected
-                        : element_f64(need(gold, spec.exact).dtype, gold.read(spec.exact, w, w + 1));
-    r.worst.abs_error = r.integer ? std::fabs(r.worst.actual - r.worst.exact) : acc.worst_diff;
-    r.worst.budget = acc.worst_budget;
-    r.worst.coords = coords_of(spec.shape, w);
-    r.worst.where = describe(spec, golden, r.worst.coords);
-    const auto q = axis_position(spec, golden, r.worst.coords, "query");
-    const auto k = axis_position(spec, golden, r.worst.coords, "key");
-    if (q && k) {
-      r.worst.query_position = q;
-      r.worst.key_position = k;
-    }
+  return acc;
+}
+
+/// Stage 6: the worst element of the account: its values (read back), coordinates, where it
+/// lies and, on a query-key tensor, its query and key positions.
+void report_worst(TensorJudge& tj, const ConventionAcc& acc, TensorReport& r) {
+  if (acc.worst < 0) return;
+  const TensorSpec& spec = tj.spec;
+  TensorSource& gold = tj.golden.source();
+  const std::int64_t w = acc.worst;
+  r.worst.index = w;
+  r.worst.ratio = acc.worst_ratio;
+  r.worst.actual = element_f64(tj.act.dtype, tj.actual.read(tj.actual_name, w, w + 1));
+  r.worst.expected = element_f64(need(gold, spec.name).dtype, gold.read(spec.name, w, w + 1));
+  r.worst.exact = spec.exact.empty()
+                      ? r.worst.expected
+                      : element_f64(need(gold, spec.exact).dtype, gold.read(spec.exact, w, w + 1));
+  r.worst.abs_error = r.integer ? std::fabs(r.worst.actual - r.worst.exact) : acc.worst_diff;
+  r.worst.budget = acc.worst_budget;
+  r.worst.coords = coords_of(spec.shape, w);
+  r.worst.where = describe(spec, tj.golden, r.worst.coords);
+  const auto q = axis_position(spec, tj.golden, r.worst.coords, "query");
+  const auto k = axis_position(spec, tj.golden, r.worst.coords, "key");
+  if (q && k) {
+    r.worst.query_position = q;
+    r.worst.key_position = k;
   }
+}
+
+/// One expected tensor judged against the engine's (stages above, in order).
+TensorReport check_tensor(const TensorSpec& spec, SmallTensors& golden, TensorSource& actual,
+                          const std::string& actual_name, const VerifyOptions& opt,
+                          std::vector<double>* keep_ratios = nullptr) {
+  TensorReport r;
+  const ProfileBudget& b = spec.check.profile(
+      POSENC_MUTANT("golden_verify_na_uses_strict") && !spec.check.profile(opt.profile).applies
+          ? std::string("strict") : opt.profile);
+  const TensorEntry& act = *actual.find(actual_name);
+  if (!check_header(spec, b, act, opt, r)) return r;
+  TensorJudge tj{spec, golden, actual, actual_name, act, judge_setup(spec, b)};
+  tj.extra = b.extra.empty() ? nullptr : &b.extra;
+  start_accounts(tj, opt, keep_ratios != nullptr);
+  r.has_positions = tj.pt.any;
+  judge_chunks(tj, opt, keep_ratios != nullptr);
+  ConventionAcc& acc = report_counts(tj, b, r);
+  if (keep_ratios) *keep_ratios = std::move(acc.ratios);
+  report_worst(tj, acc, r);
   return r;
 }
 
@@ -767,7 +845,7 @@ TraceStepReport trace_step_report(const CaseSpec& spec, SmallTensors& golden, co
       for (const auto& t : rep.tensors) {
         if (t.name != name.get<std::string>()) continue;
         checked_any |= checked(t);
-        const bool bad = t.status == "FAIL" && !POSENC_MUTANT("golden_trace_step_report_blind");
+        const bool bad = t.status == Verdict::kFail && !POSENC_MUTANT("golden_trace_step_report_blind");
         if (bad && (!worst || t.max_ratio > worst->max_ratio)) worst = &t;
       }
     }
@@ -844,7 +922,7 @@ CaseReport verify_case_impl(const CaseSpec& spec, TensorSource& golden, TensorSo
       t.name = spec_t.name;
       t.stage = spec_t.stage;
       t.kind = spec_t.check.kind;
-      t.status = "MISSING";
+      t.status = Verdict::kMissing;
       t.message = "the engine output has no tensor \"" + actual_name + "\"";
       missing.push_back(spec_t.name);
       rep.tensors.push_back(t);
@@ -854,40 +932,40 @@ CaseReport verify_case_impl(const CaseSpec& spec, TensorSource& golden, TensorSo
                                   ratios ? &(*ratios)[spec_t.name] : nullptr);
     golden.release();
     actual.release();
-    any_error |= t.status == "ERROR";
-    any_fail |= t.status == "FAIL";
+    any_error |= t.status == Verdict::kError;
+    any_fail |= t.status == Verdict::kFail;
     any_nan |= t.n_nan > 0;
     rep.tensors.push_back(std::move(t));
   }
   int n_na = 0;
-  for (const auto& t : rep.tensors) n_na += t.status == "N/A";
+  for (const auto& t : rep.tensors) n_na += t.status == Verdict::kNotApplicable;
   if (any_error) {
-    rep.status = "ERROR";
+    rep.status = Verdict::kError;
   } else if (opt.require_all && !missing.empty() && !POSENC_MUTANT("golden_verify_require_all_ignored")) {
-    rep.status = "ERROR";
+    rep.status = Verdict::kError;
     std::string m;
     for (const auto& s : missing) m += (m.empty() ? "" : ", ") + s;
     rep.message = "--require-all: the engine output lacks stage(s) " + m;
   } else if (rep.n_checked() == 0) {
     if (n_na > 0) {
-      rep.status = "N/A";
+      rep.status = Verdict::kNotApplicable;
       rep.message = "profile " + opt.profile + " applies to none of the given stages";
     } else {
-      rep.status = "ERROR";
+      rep.status = Verdict::kError;
       rep.message = "the engine output contains none of the expected tensors";
     }
   } else {
-    rep.status = any_fail ? "FAIL" : "PASS";
+    rep.status = any_fail ? Verdict::kFail : Verdict::kPass;
   }
   // A negative control passes verification when the engine does NOT reproduce it; NaN output
   // never passes, not even a negative control.
-  if (spec.result == "invalid" && (rep.status == "PASS" || rep.status == "FAIL")) {
+  if (spec.result == "invalid" && judged(rep.status)) {
     if (any_nan) {
-      rep.status = "FAIL";
+      rep.status = Verdict::kFail;
       rep.message = "NaN in the output: NaN never passes";
     } else {
-      rep.status = rep.status == "PASS" ? "FAIL" : "PASS";
-      rep.message = rep.status == "FAIL"
+      rep.status = rep.status == Verdict::kPass ? Verdict::kFail : Verdict::kPass;
+      rep.message = rep.status == Verdict::kFail
                         ? "the output reproduces a known-wrong convention"
                         : "negative control: the output differs from the known-wrong convention";
     }
@@ -946,13 +1024,13 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
   std::string missing;  // the stages not written, one line after the others
   std::size_t n_missing = 0;
   for (const auto& t : r.tensors) {
-    if (t.status == "MISSING") {
+    if (t.status == Verdict::kMissing) {
       missing += (missing.empty() ? "" : ", ") + t.name;
       ++n_missing;
       continue;
     }
-    if (t.status == "ERROR" || t.status == "N/A") {
-      os << r.id << "  " << t.name << "  " << t.status << ": " << t.message << '\n';
+    if (t.status == Verdict::kError || t.status == Verdict::kNotApplicable) {
+      os << r.id << "  " << t.name << "  " << to_string(t.status) << ": " << t.message << '\n';
       continue;
     }
     if (t.integer) {  // no budget: integers match exactly or not
@@ -971,7 +1049,7 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
       os << " first_fail_position=" << pos_text(t.first_fail_position)
          << " passes_up_to_position=" << pos_text(t.passes_up_to_position);
     }
-    if ((t.status == "FAIL" && !negative) || verbose) {
+    if ((t.status == Verdict::kFail && !negative) || verbose) {
       os << " worst=[" << t.worst.where << ']';
       if (t.worst.query_position && t.worst.key_position) {
         os << " query_position=" << *t.worst.query_position << " key_position="
@@ -989,9 +1067,9 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
       os << buf;
     }
     if (negative && !POSENC_MUTANT("golden_verify_negative_lines_as_fail")) {
-      os << "  " << (t.status == "FAIL" ? "DIFFERS from the known-wrong output" : "REPRODUCES the known-wrong output");
+      os << "  " << (t.status == Verdict::kFail ? "DIFFERS from the known-wrong output" : "REPRODUCES the known-wrong output");
     } else {
-      os << "  " << t.status;
+      os << "  " << to_string(t.status);
     }
     if (!t.message.empty()) os << " (" << t.message << ")";
     os << '\n';
@@ -1020,7 +1098,7 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
   }
   for (const auto& n : r.notes) os << r.id << "  note: " << n << '\n';
   if (r.trace) os << r.id << "  trace: " << trace_text(*r.trace, negative) << '\n';
-  os << r.id << "  profile=" << r.profile << "  " << r.status;
+  os << r.id << "  profile=" << r.profile << "  " << to_string(r.status);
   if (!r.message.empty()) os << " (" << r.message << ")";
   os << '\n';
   return os.str();
@@ -1028,7 +1106,7 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
 
 nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
   nlohmann::json j = {{"id", r.id},         {"scheme", r.scheme},   {"result", r.result},
-                      {"profile", r.profile}, {"status", r.status}, {"message", r.message},
+                      {"profile", r.profile}, {"status", to_string(r.status)}, {"message", r.message},
                       {"notes", r.notes}};
   nlohmann::json ts = nlohmann::json::array();
   // A number; a non-finite one is null with KEY_nonfinite "inf", "-inf" or "nan" beside it.
@@ -1044,8 +1122,8 @@ nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
     return p ? nlohmann::json(*p) : nlohmann::json(nullptr);
   };
   for (const auto& t : r.tensors) {
-    nlohmann::json jt = {{"name", t.name},       {"stage", t.stage},     {"kind", t.kind},
-                         {"status", t.status},   {"message", t.message}, {"bound", t.bound},
+    nlohmann::json jt = {{"name", t.name},       {"stage", t.stage},     {"kind", to_string(t.kind)},
+                         {"status", to_string(t.status)},   {"message", t.message}, {"bound", t.bound},
                          {"has_extra", t.has_extra},
                          {"n", t.n},             {"n_over", t.n_over},   {"n_skipped", t.n_skipped},
                          {"n_nan", t.n_nan},     {"convention", t.convention}};

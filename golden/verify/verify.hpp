@@ -3,7 +3,7 @@
 // formula, golden/format/profiles.hpp the profiles). A mismatch is data: verify_case never
 // throws for it; it returns, per tensor, the worst element with its index, position and pair,
 // and the per-position answer (first failing position, "passes up to position P"). Bad input
-// (wrong dtype or shape) is reported as status "ERROR" (exit code 2 in the CLI).
+// (wrong dtype or shape) is reported as Verdict::kError (exit code 2 in the CLI).
 //
 // Streaming: one implementation judges each tensor in chunks read from a TensorSource
 // (golden/verify/tensor_source.hpp); the TensorMap overloads run it on in-memory views,
@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,23 @@ struct VerifyOptions {
   std::int64_t chunk_elements = kVerifyChunkElements;
 };
 
+/// A tensor's or a case's verdict. Its text ("PASS", "FAIL", ...: to_string) appears only where
+/// a report is printed or written (text, JSON, HTML).
+enum class Verdict {
+  kPass,
+  kFail,
+  kMissing,        // the engine output has no such tensor (tensors only)
+  kError,          // bad input: wrong dtype or shape, nothing to judge, --require-all
+  kNotApplicable,  // the profile does not apply
+  kNoOutput,       // no engine output for the case (cases only)
+};
+/// "PASS", "FAIL", "MISSING", "ERROR", "N/A", "NO OUTPUT".
+std::string to_string(Verdict v);
+/// Judged: PASS or FAIL.
+inline bool judged(Verdict v) { return v == Verdict::kPass || v == Verdict::kFail; }
+/// gtest prints a Verdict by its text.
+inline void PrintTo(Verdict v, std::ostream* os) { *os << to_string(v); }
+
 struct WorstElement {
   std::int64_t index = -1;
   std::vector<std::int64_t> coords;
@@ -67,9 +85,9 @@ struct PositionStat {
 };
 
 struct TensorReport {
-  std::string name, stage, kind;
-  /// "PASS", "FAIL", "MISSING", "ERROR", "N/A" (profile does not apply)
-  std::string status;
+  std::string name, stage;
+  CheckKind kind = CheckKind::kExact;
+  Verdict status = Verdict::kError;  // any but kNoOutput
   std::string message;
   double bound = 0;
   bool has_extra = false;
@@ -98,8 +116,8 @@ struct TraceStepReport {
 struct CaseReport {
   std::string id, scheme, result, profile;
   std::optional<TraceStepReport> trace;  // trace cases only
-  /// "PASS", "FAIL", "ERROR", "N/A" (profile applies to no stage), "NO OUTPUT"
-  std::string status;
+  /// kPass, kFail, kError, kNotApplicable (profile applies to no stage), kNoOutput
+  Verdict status = Verdict::kError;
   std::string message;
   std::vector<TensorReport> tensors;
   std::vector<std::string> notes;  // blind spots, alternatives followed
