@@ -21,7 +21,7 @@
 #include "reference/common/errors.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -60,7 +60,7 @@
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/deberta.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -34,7 +34,7 @@
 #include "optimized/rope_scaling.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/kv_cache.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

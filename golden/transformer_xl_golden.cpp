@@ -55,7 +55,7 @@
 #include "reference/common/errors.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/transformer_xl.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

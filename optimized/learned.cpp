@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

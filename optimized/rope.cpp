@@ -16,7 +16,7 @@
 
 #include "optimized/fast_math.hpp"
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

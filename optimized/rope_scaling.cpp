@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

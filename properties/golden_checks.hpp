@@ -31,7 +31,7 @@
 #include "golden/format/format.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/verify/verify.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::properties {
 

@@ -2,7 +2,7 @@
 
 #include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 

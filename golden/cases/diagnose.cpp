@@ -10,7 +10,7 @@
 #include "golden/cases/rope_fit.hpp"
 #include "golden/format/profiles.hpp"
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

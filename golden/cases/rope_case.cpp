@@ -28,7 +28,7 @@
 #include "reference/common/scalar.hpp"
 #include "reference/rope.hpp"
 #include "reference/rope_scaling.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 

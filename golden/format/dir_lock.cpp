@@ -11,7 +11,7 @@
 #include <system_error>
 
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 

@@ -13,7 +13,7 @@
 
 #include "golden/format/format.hpp"
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

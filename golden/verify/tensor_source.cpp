@@ -4,7 +4,7 @@
 #include <set>
 
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 

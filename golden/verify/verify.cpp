@@ -34,7 +34,7 @@
 #include <sstream>
 
 #include "reference/common/errors.hpp"
-#include "tools/mutants/mutant.hpp"
+#include "optimized/common/mutant.hpp"
 
 namespace posenc::golden {
 

@@ -6,6 +6,8 @@
 // mutant, e.g. POSENC_MUTANT=ref_sin_sign_flipped. docs/mutants.md lists them.
 // The switches of the reference (ref_*) are not in reference/: tools/mutants/reference.patch adds
 // them to the copy of reference/ that the mutant build compiles (tools/mutant_patch.sh).
+// It lives in optimized/common/ because the lowest code that has mutant sites is optimized/:
+// golden/ and the patched reference copy include it downward, tools/ and properties/ from above.
 #pragma once
 
 namespace posenc {
