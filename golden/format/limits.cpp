@@ -70,12 +70,7 @@ std::string human_bytes(std::uint64_t v) {
 
 const char* kind_of_mode(mode_t mode) {
   if (S_ISREG(mode) || POSENC_MUTANT("golden_special_file_accepted")) return "";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
+  return file_type_name(mode);
 }
 
 }  // namespace
@@ -123,6 +118,16 @@ void check_limit(const std::string& source, const std::string& what, std::uint64
   fail(source, what + " of " + std::to_string(size) + " bytes exceeds the limit of " +
                    std::to_string(limit) + " bytes (" + human_bytes(limit) + "; " + variable +
                    " raises it)");
+}
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
 }
 
 std::string special_file_kind(const std::filesystem::path& path) {

@@ -20,6 +20,7 @@
 //                                      (a safetensors header included)
 // The largest committed manifest is 0.25 MB and nests 7 deep; the catalog is 60 kB.
 #pragma once
+#include <sys/types.h>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -55,6 +56,9 @@ void check_limit(const std::string& source, const std::string& what, std::uint64
 /// "" for a regular file (after symbolic links) or a path that does not exist; otherwise what
 /// it is: "a directory", "a FIFO", "a character device", "a block device", "a socket".
 std::string special_file_kind(const std::filesystem::path& path);
+/// "a regular file", "a directory", "a FIFO", "a character device", "a block device", "a socket"
+/// (or "not a regular file") for a stat mode: the words of every message about a path's type.
+const char* file_type_name(mode_t mode);
 
 /// GoldenFileError "<path>: is a FIFO, not a regular file" (and the like) for anything but a
 /// regular file; "<path>: cannot open: <reason>" when it cannot be found.

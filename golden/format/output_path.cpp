@@ -25,16 +25,6 @@ namespace {
   throw GoldenFileError(where + ": " + what);
 }
 
-std::string mode_kind(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 /// A path under a parent that is not a directory (lstat said ENOTDIR): names that parent.
 [[noreturn]] void fail_parent_not_directory(const fs::path& path) {
   fs::path p = path.parent_path();
@@ -42,7 +32,7 @@ std::string mode_kind(mode_t mode) {
     struct stat st {};
     if (::stat(p.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
       fail(path.string(), "cannot create directory " + path.parent_path().string() + ": " +
-                              p.string() + " is " + mode_kind(st.st_mode) + ", not a directory");
+                              p.string() + " is " + std::string(file_type_name(st.st_mode)) + ", not a directory");
     }
     if (p == p.parent_path()) break;
     p = p.parent_path();
@@ -126,13 +116,13 @@ fs::path output_target(const fs::path& path) {
                       "); refused: posenc does not create files through a link");
     }
     if (!S_ISREG(st.st_mode)) {
-      fail(where, "is a symbolic link to " + mode_kind(st.st_mode) + " (" + to.string() +
+      fail(where, "is a symbolic link to " + std::string(file_type_name(st.st_mode)) + " (" + to.string() +
                       "), not a regular file; posenc writes regular files only");
     }
     return fs::canonical(path);
   }
   if (!S_ISREG(lst.st_mode)) {
-    fail(where, "is " + mode_kind(lst.st_mode) +
+    fail(where, "is " + std::string(file_type_name(lst.st_mode)) +
                     ", not a regular file; posenc writes regular "
                     "files only");
   }
@@ -181,7 +171,7 @@ void OutputRule::check_dir(const fs::path& dir) const {
     return;  // created when the first file is written
   }
   if (!S_ISDIR(st.st_mode)) {
-    fail(dir.string(), "is " + mode_kind(st.st_mode) +
+    fail(dir.string(), "is " + std::string(file_type_name(st.st_mode)) +
                            ", not a directory (this output is a "
                            "folder of files); refused");
   }
@@ -266,7 +256,7 @@ void AtomicFile::commit() {
   struct stat st {};
   if (::lstat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     ::unlink(temp_.c_str());
-    fail(where_, "became " + mode_kind(st.st_mode) + " while being written; refused");
+    fail(where_, "became " + std::string(file_type_name(st.st_mode)) + " while being written; refused");
   }
   if (::rename(temp_.c_str(), target_.c_str()) != 0) {
     const std::string err = std::strerror(errno);
