@@ -1,14 +1,30 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages posenc needs (only those missing), then configures and builds
 # into ./build (Release, Ninja). Safe to run again: it does only what is left to do.
+#   tools/setup.sh           the build packages, then the `posenc` program only (the main job:
+#                            build/posenc check)
+#   tools/setup.sh --tests   also what the tests need (pytest, jsonschema, chromium for the HTML
+#                            report test, clang and its sanitizer runtime for tools/fuzz.sh,
+#                            patch for the mutant build), then every target: test binaries and
+#                            their mutant twins
 # Environment: POSENC_BUILD_DIR (default build), POSENC_CMAKE_ARGS (extra -D options).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tests=0
+case "${1:-}" in
+  "") ;;
+  --tests) tests=1 ;;
+  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "setup.sh: unknown argument '$1' (want nothing or --tests)" >&2; exit 2 ;;
+esac
 build_dir="${POSENC_BUILD_DIR:-build}"
+# CMake's configure step finds GoogleTest and RapidCheck (small header packages) either way.
 packages=(g++ cmake ninja-build pkg-config libboost-dev libmpfr-dev libgmp-dev libeigen3-dev
-          librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev python3-numpy python3-pytest
-          python3-jsonschema chromium clang libclang-rt-14-dev
-          libssl-dev patch)  # patch: the instrumented reference of the mutant build
+          librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev libssl-dev)
+if [ "$tests" = 1 ]; then
+  packages+=(python3-numpy python3-pytest python3-jsonschema chromium clang libclang-rt-14-dev
+             patch)  # patch: the instrumented reference of the mutant build
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,4 +39,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 # shellcheck disable=SC2086
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${POSENC_CMAKE_ARGS:-} >/dev/null
-cmake --build "$build_dir" -j "$(nproc)"
+if [ "$tests" = 1 ]; then
+  cmake --build "$build_dir" -j "$(nproc)"
+else
+  cmake --build "$build_dir" -j "$(nproc)" --target posenc
+fi
