@@ -605,6 +605,20 @@ TEST(DebertaGolden, VerifyFailsTheNegativeControlOnlyForALiteralP2cEngine) {
   expect_negative_controls_fail_only_for("deberta", "p2c-literal-index");
 }
 
+/// The DeBERTa weights a committed case stores (relative embeddings, shared key/query
+/// projections), read through `get(name)`; the separate position projections stay to the caller.
+template <class Real, class Get>
+reference::DebertaWeights<Real> weights_of(const nlohmann::json& m, const Get& get) {
+  reference::DebertaWeights<Real> w;
+  w.hidden = m.at("hidden").get<std::int64_t>();
+  w.rel_embeddings = get("rel_embeddings");
+  w.key_w = get("key_proj_weight");
+  w.key_b = get("key_proj_bias");
+  w.query_w = get("query_proj_weight");
+  w.query_b = get("query_proj_bias");
+  return w;
+}
+
 TEST(DebertaGolden, ProbsConditionCountsTheRelativeTerm) {
   // The probs condition scale of the v3 f32 case, recomputed here from its inputs: cond_ij =
   // p_ij (1 + S_ij + sum_k p_ik S_ik), S_ij = scale sum |q k| + 1.5 S^rel_ij (the generator's
@@ -623,13 +637,7 @@ TEST(DebertaGolden, ProbsConditionCountsTheRelativeTerm) {
       const auto f = golden::tensor_to_f32(lc.golden.at(name));
       return std::vector<double>(f.begin(), f.end());
     };
-    reference::DebertaWeights<double> w;
-    w.hidden = m.at("hidden").get<std::int64_t>();
-    w.rel_embeddings = get("rel_embeddings");
-    w.key_w = get("key_proj_weight");
-    w.key_b = get("key_proj_bias");
-    w.query_w = get("query_proj_weight");
-    w.query_b = get("query_proj_bias");
+    const auto w = weights_of<double>(m, get);
     const auto absl = reference::deberta_abs_layers(p, w);
     auto qa = get("q"), ka = get("k");
     const auto q = qa, k = ka;
@@ -687,13 +695,7 @@ TEST(DebertaGolden, ProbsAndOutCompanionsAreCorrectlyRounded) {
       for (std::int64_t x = 0; x < t.numel(); ++x) v.emplace_back(t.get_f64(x));
       return v;
     };
-    reference::DebertaWeights<mp100> w;
-    w.hidden = m.at("hidden").get<std::int64_t>();
-    w.rel_embeddings = get("rel_embeddings");
-    w.key_w = get("key_proj_weight");
-    w.key_b = get("key_proj_bias");
-    w.query_w = get("query_proj_weight");
-    w.query_b = get("query_proj_bias");
+    auto w = weights_of<mp100>(m, get);
     w.pos_key_w = get("pos_key_proj_weight");
     w.pos_key_b = get("pos_key_proj_bias");
     w.pos_query_w = get("pos_query_proj_weight");
