@@ -1,0 +1,168 @@
+// M-RoPE float kernel. Formula: see reference/mrope.hpp; contract: optimized/mrope.hpp.
+//
+// Numerics: the RoPE kernel's (optimized/rope.cpp), per pair: theta_i in long double rounded
+// once to double, phi = p * theta_i in double, sincos_f64, times the factor, one rounding to
+// float; then two products and a sum per element: the 2 eps_f32 bound.
+#include "optimized/mrope.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "optimized/fast_math.hpp"
+#include "reference/common/errors.hpp"
+
+namespace posenc::optimized {
+namespace {
+
+/// Shape, size and aliasing of one tensor and its output.
+void check_tensor(const char* fn, const char* name, const RopeParams& p, std::int64_t n_tokens,
+                  RopeShape s, span<const float> x, span<float> y) {
+  if (s.n_tokens != n_tokens) {
+    throw_invalid(fn, std::string(name) + ".n_tokens must equal q's " + std::to_string(n_tokens) +
+                          " tokens", s.n_tokens);
+  }
+  if (s.n_heads <= 0) throw_invalid(fn, std::string(name) + ".n_heads must be positive", s.n_heads);
+  const std::size_t n = static_cast<std::size_t>(s.n_tokens) * s.n_heads * p.head_dim;
+  if (x.size() != n) {
+    throw_invalid(fn, std::string(name) + " must have tokens*heads*head_dim = " +
+                          std::to_string(n) + " elements", x.size());
+  }
+  if (y.size() != n) {
+    throw_invalid(fn, std::string(name) + "_out must have " + std::to_string(n) + " elements",
+                  y.size());
+  }
+  const float* xb = x.data();
+  const float* yb = y.data();
+  if (xb != yb && xb < yb + n && yb < xb + n) {
+    throw_invalid(fn, std::string(name) + " and its output overlap without being identical",
+                  "partial overlap");
+  }
+}
+
+/// One head row; x may equal y (each iteration reads its pair before writing it).
+void rotate_row(int head_dim, int d, bool interleaved, const float* c, const float* s,
+                const float* x, float* y) {
+  const int half = d / 2;
+  if (interleaved) {
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      const float xa = x[2 * i];
+      const float xb = x[2 * i + 1];
+      y[2 * i] = xa * c[i] - xb * s[i];
+      y[2 * i + 1] = xa * s[i] + xb * c[i];
+    }
+  } else {
+#pragma omp simd
+    for (int i = 0; i < half; ++i) {
+      const float xa = x[i];
+      const float xb = x[i + half];
+      y[i] = xa * c[i] - xb * s[i];
+      y[i + half] = xa * s[i] + xb * c[i];
+    }
+  }
+  if (x != y && head_dim > d) {
+    std::memcpy(y + d, x + d, sizeof(float) * static_cast<std::size_t>(head_dim - d));
+  }
+}
+
+/// cos and sin (times factor, rounded to float) of tokens [t0, t0 + nt) into c, s as [nt, np];
+/// pair i of token t reads positions[stream[i] * n_tok + t].
+void block_table(const std::int64_t* positions, std::int64_t n_tok, std::int64_t t0, int nt,
+                 int np, const int* stream, const double* inv_freq, double factor, double* m,
+                 float* c, float* s) {
+  for (int t = 0; t < nt; ++t) {
+    for (int i = 0; i < np; ++i) {
+      m[i] = static_cast<double>(positions[stream[i] * n_tok + t0 + t]);
+    }
+    float* ct = c + static_cast<std::size_t>(t) * np;
+    float* st = s + static_cast<std::size_t>(t) * np;
+#pragma omp simd
+    for (int i = 0; i < np; ++i) {
+      double sv, cv;
+      sincos_f64(m[i] * inv_freq[i], &sv, &cv);
+      ct[i] = static_cast<float>(factor * cv);
+      st[i] = static_cast<float>(factor * sv);
+    }
+  }
+}
+
+}  // namespace
+
+void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
+                              span<const std::int64_t> positions, double attention_factor,
+                              RopeShape qs, span<const float> q, span<float> q_out,
+                              RopeShape ks, span<const float> k, span<float> k_out) {
+  constexpr const char* fn = "mrope_apply_qk_positions";
+  reference::mrope_check(p, map, fn);
+  const int np = p.rotary_dim / 2;
+  const std::int64_t n_tok = qs.n_tokens;
+  if (n_tok < 0) throw_invalid(fn, "q.n_tokens must be >= 0", n_tok);
+  check_tensor(fn, "q", p, n_tok, qs, q, q_out);
+  const bool has_k = ks.n_heads != 0 || !k.empty();
+  if (has_k) check_tensor(fn, "k", p, n_tok, ks, k, k_out);
+  const std::size_t n_pos = static_cast<std::size_t>(map.n_streams) * static_cast<std::size_t>(n_tok);
+  if (positions.size() != n_pos) {
+    throw_invalid(fn, "positions must have n_streams * tokens = " + std::to_string(n_pos) +
+                          " entries ([streams, tokens])", positions.size());
+  }
+  for (std::size_t j = 0; j < positions.size(); ++j) {
+    if (positions[j] > kMropeMaxPosition || positions[j] < -kMropeMaxPosition) {
+      throw_invalid(fn, "positions[stream " + std::to_string(j / std::max<std::int64_t>(n_tok, 1)) +
+                            ", token " + std::to_string(j % std::max<std::int64_t>(n_tok, 1)) +
+                            "] must satisfy |p| <= 2^28", positions[j]);
+    }
+  }
+  // theta_i in long double, one rounding to double (rope_cache_init's expression for k = i).
+  std::vector<double> freq(static_cast<std::size_t>(np));
+  std::vector<int> stream(static_cast<std::size_t>(np));
+  const long double base = p.base;
+  for (int i = 0; i < np; ++i) {
+    const auto& pr = map.pairs[static_cast<std::size_t>(i)];
+    freq[i] = static_cast<double>(
+        std::pow(base, -static_cast<long double>(2 * pr.freq_index) / pr.freq_dim));
+    if (!(freq[i] <= 2.0)) {
+      throw_invalid(fn, "theta of pair " + std::to_string(i) + " must be <= 2 (base < 1?)", freq[i]);
+    }
+    stream[i] = pr.stream;
+  }
+  if (attention_factor <= 0.0) attention_factor = p.attention_factor;
+  if (!std::isfinite(attention_factor)) {
+    throw_invalid(fn, "attention_factor must be finite", attention_factor);
+  }
+  const int block = kMropeTokenBlock;
+  const std::int64_t n_blocks = (n_tok + block - 1) / block;
+  const int h = p.head_dim;
+  const int d = p.rotary_dim;
+  const bool interleaved = p.layout == reference::RopeLayout::kInterleaved;
+#pragma omp parallel
+  {
+    std::vector<float> ct(static_cast<std::size_t>(block) * np);
+    std::vector<float> st(ct.size());
+    std::vector<double> mt(static_cast<std::size_t>(np));
+#pragma omp for schedule(static)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      const std::int64_t t0 = b * block;
+      const int nt = static_cast<int>(std::min<std::int64_t>(block, n_tok - t0));
+      block_table(positions.data(), n_tok, t0, nt, np, stream.data(), freq.data(),
+                  attention_factor, mt.data(), ct.data(), st.data());
+      for (int which = 0; which < (has_k ? 2 : 1); ++which) {
+        const RopeShape& s = which == 0 ? qs : ks;
+        const float* x = which == 0 ? q.data() : k.data();
+        float* y = which == 0 ? q_out.data() : k_out.data();
+        const bool thd = s.layout == RopeTensorLayout::kTokensHeadsDim;
+        for (int t = 0; t < nt; ++t) {
+          for (int hh = 0; hh < s.n_heads; ++hh) {
+            const std::int64_t row = thd ? (t0 + t) * s.n_heads + hh : hh * n_tok + t0 + t;
+            rotate_row(h, d, interleaved, ct.data() + static_cast<std::size_t>(t) * np,
+                       st.data() + static_cast<std::size_t>(t) * np, x + row * h, y + row * h);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace posenc::optimized
