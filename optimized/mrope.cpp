@@ -21,14 +21,17 @@ namespace {
 void check_tensor(const char* fn, const char* name, const RopeParams& p, std::int64_t n_tokens,
                   RopeShape s, span<const float> x, span<float> y) {
   if (s.n_tokens != n_tokens) {
-    throw_invalid(fn, std::string(name) + ".n_tokens must equal q's " + std::to_string(n_tokens) +
-                          " tokens", s.n_tokens);
+    throw_invalid(
+        fn, std::string(name) + ".n_tokens must equal q's " + std::to_string(n_tokens) + " tokens",
+        s.n_tokens);
   }
   if (s.n_heads <= 0) throw_invalid(fn, std::string(name) + ".n_heads must be positive", s.n_heads);
   const std::size_t n = static_cast<std::size_t>(s.n_tokens) * s.n_heads * p.head_dim;
   if (x.size() != n) {
-    throw_invalid(fn, std::string(name) + " must have tokens*heads*head_dim = " +
-                          std::to_string(n) + " elements", x.size());
+    throw_invalid(
+        fn,
+        std::string(name) + " must have tokens*heads*head_dim = " + std::to_string(n) + " elements",
+        x.size());
   }
   if (y.size() != n) {
     throw_invalid(fn, std::string(name) + "_out must have " + std::to_string(n) + " elements",
@@ -70,9 +73,9 @@ void rotate_row(int head_dim, int d, bool interleaved, const float* c, const flo
 
 /// cos and sin (times factor, rounded to float) of tokens [t0, t0 + nt) into c, s as [nt, np];
 /// pair i of token t reads positions[stream[i] * n_tok + t].
-void block_table(const std::int64_t* positions, std::int64_t n_tok, std::int64_t t0, int nt,
-                 int np, const int* stream, const double* inv_freq, double factor, double* m,
-                 float* c, float* s) {
+void block_table(const std::int64_t* positions, std::int64_t n_tok, std::int64_t t0, int nt, int np,
+                 const int* stream, const double* inv_freq, double factor, double* m, float* c,
+                 float* s) {
   for (int t = 0; t < nt; ++t) {
     for (int i = 0; i < np; ++i) {
       m[i] = static_cast<double>(positions[stream[i] * n_tok + t0 + t]);
@@ -93,8 +96,8 @@ void block_table(const std::int64_t* positions, std::int64_t n_tok, std::int64_t
 
 void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
                               span<const std::int64_t> positions, double attention_factor,
-                              RopeShape qs, span<const float> q, span<float> q_out,
-                              RopeShape ks, span<const float> k, span<float> k_out) {
+                              RopeShape qs, span<const float> q, span<float> q_out, RopeShape ks,
+                              span<const float> k, span<float> k_out) {
   constexpr const char* fn = "mrope_apply_qk_positions";
   reference::mrope_check(p, map, fn);
   const int np = p.rotary_dim / 2;
@@ -103,16 +106,21 @@ void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
   check_tensor(fn, "q", p, n_tok, qs, q, q_out);
   const bool has_k = ks.n_heads != 0 || !k.empty();
   if (has_k) check_tensor(fn, "k", p, n_tok, ks, k, k_out);
-  const std::size_t n_pos = static_cast<std::size_t>(map.n_streams) * static_cast<std::size_t>(n_tok);
+  const std::size_t n_pos =
+      static_cast<std::size_t>(map.n_streams) * static_cast<std::size_t>(n_tok);
   if (positions.size() != n_pos) {
-    throw_invalid(fn, "positions must have n_streams * tokens = " + std::to_string(n_pos) +
-                          " entries ([streams, tokens])", positions.size());
+    throw_invalid(fn,
+                  "positions must have n_streams * tokens = " + std::to_string(n_pos) +
+                      " entries ([streams, tokens])",
+                  positions.size());
   }
   for (std::size_t j = 0; j < positions.size(); ++j) {
     if (positions[j] > kMropeMaxPosition || positions[j] < -kMropeMaxPosition) {
-      throw_invalid(fn, "positions[stream " + std::to_string(j / std::max<std::int64_t>(n_tok, 1)) +
-                            ", token " + std::to_string(j % std::max<std::int64_t>(n_tok, 1)) +
-                            "] must satisfy |p| <= 2^28", positions[j]);
+      throw_invalid(fn,
+                    "positions[stream " + std::to_string(j / std::max<std::int64_t>(n_tok, 1)) +
+                        ", token " + std::to_string(j % std::max<std::int64_t>(n_tok, 1)) +
+                        "] must satisfy |p| <= 2^28",
+                    positions[j]);
     }
   }
   // theta_i in long double, one rounding to double (rope_cache_init's expression for k = i).
@@ -124,7 +132,8 @@ void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
     freq[i] = static_cast<double>(
         std::pow(base, -static_cast<long double>(2 * pr.freq_index) / pr.freq_dim));
     if (!(freq[i] <= 2.0)) {
-      throw_invalid(fn, "theta of pair " + std::to_string(i) + " must be <= 2 (base < 1?)", freq[i]);
+      throw_invalid(fn, "theta of pair " + std::to_string(i) + " must be <= 2 (base < 1?)",
+                    freq[i]);
     }
     stream[i] = pr.stream;
   }
@@ -146,8 +155,8 @@ void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
     for (std::int64_t b = 0; b < n_blocks; ++b) {
       const std::int64_t t0 = b * block;
       const int nt = static_cast<int>(std::min<std::int64_t>(block, n_tok - t0));
-      block_table(positions.data(), n_tok, t0, nt, np, stream.data(), freq.data(),
-                  attention_factor, mt.data(), ct.data(), st.data());
+      block_table(positions.data(), n_tok, t0, nt, np, stream.data(), freq.data(), attention_factor,
+                  mt.data(), ct.data(), st.data());
       for (int which = 0; which < (has_k ? 2 : 1); ++which) {
         const RopeShape& s = which == 0 ? qs : ks;
         const float* x = which == 0 ? q.data() : k.data();

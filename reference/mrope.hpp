@@ -36,8 +36,9 @@
 //     (st + tau(f), st + y, st + x)
 //   tau(f) = f (Qwen2-VL; Qwen3-VL lists each video frame as its own span between timestamp
 //   text), or for Qwen2.5-VL videos tau(f) = floor(f * second_per_grid * tokens_per_second)
-//   (images: second_per_grid = 0; HF evaluates the product in float32 and truncates). Decode: rope_delta = max + 1 - sequence length (left
-//   padding included); a token at cache position c takes c + rope_delta on every stream.
+//   (images: second_per_grid = 0; HF evaluates the product in float32 and truncates). Decode:
+//   rope_delta = max + 1 - sequence length (left padding included); a token at cache position c
+//   takes c + rope_delta on every stream.
 //
 // Sources: P. Wang et al., "Qwen2-VL", arXiv:2409.12191v2, Sec. 2.1 (M-RoPE); S. Bai et al.,
 //   "Qwen2.5-VL Technical Report", arXiv:2502.13923v1, Sec. 2.1.2 (absolute time alignment);
@@ -72,11 +73,16 @@ enum class MropeMapRule { kSectioned, kInterleaved, kGgmlImrope, kAxial, kAxialS
 
 constexpr const char* mrope_map_rule_name(MropeMapRule r) {
   switch (r) {
-    case MropeMapRule::kSectioned: return "sectioned";
-    case MropeMapRule::kInterleaved: return "interleaved";
-    case MropeMapRule::kGgmlImrope: return "ggml_imrope";
-    case MropeMapRule::kAxial: return "axial";
-    case MropeMapRule::kAxialStrided: return "axial_strided";
+    case MropeMapRule::kSectioned:
+      return "sectioned";
+    case MropeMapRule::kInterleaved:
+      return "interleaved";
+    case MropeMapRule::kGgmlImrope:
+      return "ggml_imrope";
+    case MropeMapRule::kAxial:
+      return "axial";
+    case MropeMapRule::kAxialStrided:
+      return "axial_strided";
   }
   return "?";
 }
@@ -114,8 +120,8 @@ inline void mrope_check_sections(const char* fn, const std::vector<int>& section
     sum += sections[j];
   }
   if (sum != n_pairs) {
-    throw_invalid(fn, "mrope_section must sum to rotary_dim/2 = " + std::to_string(n_pairs) +
-                          " pairs", sum);
+    throw_invalid(
+        fn, "mrope_section must sum to rotary_dim/2 = " + std::to_string(n_pairs) + " pairs", sum);
   }
 }
 }  // namespace detail
@@ -137,21 +143,30 @@ inline MropeMap mrope_map_sectioned(const std::vector<int>& sections, int n_pair
 /// i = 2 mod 3 below 3 s_w, t elsewhere. Each stream then gets exactly its section's count.
 inline MropeMap mrope_map_interleaved(const std::vector<int>& sections, int n_pairs) {
   constexpr const char* fn = "mrope_map_interleaved";
-  if (sections.size() != 3) throw_invalid(fn, "mrope_section must have 3 entries (t, h, w)", sections.size());
+  if (sections.size() != 3) {
+    throw_invalid(fn, "mrope_section must have 3 entries (t, h, w)", sections.size());
+  }
   detail::mrope_check_sections(fn, sections, n_pairs, 3);
   if (3 * sections[1] - 2 >= n_pairs && sections[1] > 0) {
-    throw_invalid(fn, "mrope_section[1] too large for " + std::to_string(n_pairs) +
-                          " interleaved pairs (3 s_h - 2 must be < pairs)", sections[1]);
+    throw_invalid(fn,
+                  "mrope_section[1] too large for " + std::to_string(n_pairs) +
+                      " interleaved pairs (3 s_h - 2 must be < pairs)",
+                  sections[1]);
   }
   if (3 * sections[2] - 1 >= n_pairs && sections[2] > 0) {
-    throw_invalid(fn, "mrope_section[2] too large for " + std::to_string(n_pairs) +
-                          " interleaved pairs (3 s_w - 1 must be < pairs)", sections[2]);
+    throw_invalid(fn,
+                  "mrope_section[2] too large for " + std::to_string(n_pairs) +
+                      " interleaved pairs (3 s_w - 1 must be < pairs)",
+                  sections[2]);
   }
   MropeMap m{MropeMapRule::kInterleaved, 3, {}};
   for (int i = 0; i < n_pairs; ++i) {
     int s = 0;
-    if (i % 3 == 1 && i < 3 * sections[1]) s = 1;
-    else if (i % 3 == 2 && i < 3 * sections[2]) s = 2;
+    if (i % 3 == 1 && i < 3 * sections[1]) {
+      s = 1;
+    } else if (i % 3 == 2 && i < 3 * sections[2]) {
+      s = 2;
+    }
     m.pairs.push_back({s, i, 2 * n_pairs});
   }
   return m;
@@ -167,19 +182,26 @@ inline MropeMap mrope_map_ggml_imrope(std::vector<int> sections, int n_pairs) {
   sections.resize(4, 0);
   long long sum = 0;
   for (int j = 0; j < 4; ++j) {
-    if (sections[j] < 0) throw_invalid(fn, "sections[" + std::to_string(j) + "] must be >= 0", sections[j]);
+    if (sections[j] < 0) {
+      throw_invalid(fn, "sections[" + std::to_string(j) + "] must be >= 0", sections[j]);
+    }
     sum += sections[j];
   }
   if (sum <= 0 || sum > n_pairs) {
-    throw_invalid(fn, "the sections must sum to 1 .. rotary_dim/2 = " + std::to_string(n_pairs), sum);
+    throw_invalid(fn, "the sections must sum to 1 .. rotary_dim/2 = " + std::to_string(n_pairs),
+                  sum);
   }
   MropeMap m{MropeMapRule::kGgmlImrope, 4, {}};
   for (int i = 0; i < n_pairs; ++i) {
     const int c = i % static_cast<int>(sum);
     int s = 3;
-    if (c % 3 == 1 && c < 3 * sections[1]) s = 1;
-    else if (c % 3 == 2 && c < 3 * sections[2]) s = 2;
-    else if (c % 3 == 0 && c < 3 * sections[0]) s = 0;
+    if (c % 3 == 1 && c < 3 * sections[1]) {
+      s = 1;
+    } else if (c % 3 == 2 && c < 3 * sections[2]) {
+      s = 2;
+    } else if (c % 3 == 0 && c < 3 * sections[0]) {
+      s = 0;
+    }
     m.pairs.push_back({s, i, 2 * n_pairs});
   }
   return m;
@@ -191,7 +213,9 @@ inline MropeMap mrope_map_axial(const std::vector<int>& axis_pairs, int n_pairs)
   detail::mrope_check_sections(fn, axis_pairs, n_pairs, kMropeMaxStreams);
   MropeMap m{MropeMapRule::kAxial, static_cast<int>(axis_pairs.size()), {}};
   for (int a = 0; a < static_cast<int>(axis_pairs.size()); ++a) {
-    if (axis_pairs[a] == 0) throw_invalid(fn, "axis " + std::to_string(a) + " must have >= 1 pair", 0);
+    if (axis_pairs[a] == 0) {
+      throw_invalid(fn, "axis " + std::to_string(a) + " must have >= 1 pair", 0);
+    }
     for (int j = 0; j < axis_pairs[a]; ++j) m.pairs.push_back({a, j, 2 * axis_pairs[a]});
   }
   return m;
@@ -201,9 +225,12 @@ inline MropeMap mrope_map_axial(const std::vector<int>& axis_pairs, int n_pairs)
 /// plain table (Pixtral's 2D RoPE: n_axes = 2).
 inline MropeMap mrope_map_axial_strided(int n_axes, int n_pairs) {
   constexpr const char* fn = "mrope_map_axial_strided";
-  if (n_axes < 1 || n_axes > kMropeMaxStreams) throw_invalid(fn, "n_axes must be in [1, 8]", n_axes);
+  if (n_axes < 1 || n_axes > kMropeMaxStreams) {
+    throw_invalid(fn, "n_axes must be in [1, 8]", n_axes);
+  }
   if (n_pairs <= 0 || n_pairs % n_axes != 0) {
-    throw_invalid(fn, "rotary_dim/2 must be a positive multiple of n_axes " + std::to_string(n_axes),
+    throw_invalid(fn,
+                  "rotary_dim/2 must be a positive multiple of n_axes " + std::to_string(n_axes),
                   n_pairs);
   }
   MropeMap m{MropeMapRule::kAxialStrided, n_axes, {}};
@@ -214,23 +241,27 @@ inline MropeMap mrope_map_axial_strided(int n_axes, int n_pairs) {
 }
 
 /// Throws InvalidArgument naming `function` unless p is valid and the map fits it.
-inline void mrope_check(const RopeParams& p, const MropeMap& m, const char* function = "mrope_check") {
+inline void mrope_check(const RopeParams& p, const MropeMap& m,
+                        const char* function = "mrope_check") {
   rope_check(p, function);
   if (m.n_streams < 1 || m.n_streams > kMropeMaxStreams) {
     throw_invalid(function, "map.n_streams must be in [1, 8]", m.n_streams);
   }
   if (m.pairs.size() != static_cast<std::size_t>(p.rotary_dim / 2)) {
-    throw_invalid(function, "the map must have rotary_dim/2 = " + std::to_string(p.rotary_dim / 2) +
-                                " pairs", m.pairs.size());
+    throw_invalid(function,
+                  "the map must have rotary_dim/2 = " + std::to_string(p.rotary_dim / 2) + " pairs",
+                  m.pairs.size());
   }
   for (std::size_t i = 0; i < m.pairs.size(); ++i) {
     const MropePair& q = m.pairs[i];
     if (q.stream < 0 || q.stream >= m.n_streams) {
-      throw_invalid(function, "map.pairs[" + std::to_string(i) + "].stream must be < n_streams", q.stream);
+      throw_invalid(function, "map.pairs[" + std::to_string(i) + "].stream must be < n_streams",
+                    q.stream);
     }
     if (q.freq_dim <= 0 || q.freq_index < 0 || 2 * q.freq_index >= q.freq_dim) {
-      throw_invalid(function, "map.pairs[" + std::to_string(i) +
-                                  "] needs 0 <= 2 freq_index < freq_dim", q.freq_index);
+      throw_invalid(function,
+                    "map.pairs[" + std::to_string(i) + "] needs 0 <= 2 freq_index < freq_dim",
+                    q.freq_index);
     }
   }
 }
@@ -289,12 +320,13 @@ std::vector<Real> mrope_apply(const RopeParams& p, const MropeMap& m, const Rope
                               span<const std::int64_t> pos, const std::vector<Real>& x) {
   mrope_check(p, m, "mrope_apply");
   if (pos.size() != static_cast<std::size_t>(m.n_streams)) {
-    throw_invalid("mrope_apply", "pos must have n_streams = " + std::to_string(m.n_streams) +
-                                     " entries", pos.size());
+    throw_invalid("mrope_apply",
+                  "pos must have n_streams = " + std::to_string(m.n_streams) + " entries",
+                  pos.size());
   }
   if (x.size() != static_cast<std::size_t>(p.head_dim)) {
-    throw_invalid("mrope_apply", "x must have head_dim = " + std::to_string(p.head_dim) +
-                                     " entries", x.size());
+    throw_invalid("mrope_apply",
+                  "x must have head_dim = " + std::to_string(p.head_dim) + " entries", x.size());
   }
   std::vector<Real> y(x.size());
   detail::mrope_rotate<Real>(p, m, t, pos.data(), 1, t.attention_factor, x, y);
@@ -316,8 +348,10 @@ std::vector<Real> mrope_apply_inverse(const RopeParams& p, const MropeMap& m,
   std::vector<std::int64_t> neg(pos.begin(), pos.end());
   for (std::int64_t& v : neg) v = -v;
   mrope_check(p, m, "mrope_apply_inverse");
-  if (neg.size() != static_cast<std::size_t>(m.n_streams) || x.size() != static_cast<std::size_t>(p.head_dim)) {
-    throw_invalid("mrope_apply_inverse", "pos must have n_streams and x head_dim entries", x.size());
+  if (neg.size() != static_cast<std::size_t>(m.n_streams) ||
+      x.size() != static_cast<std::size_t>(p.head_dim)) {
+    throw_invalid("mrope_apply_inverse", "pos must have n_streams and x head_dim entries",
+                  x.size());
   }
   std::vector<Real> y(x.size());
   detail::mrope_rotate<Real>(p, m, t, neg.data(), 1, Real(1) / t.attention_factor, x, y);
@@ -336,8 +370,10 @@ void mrope_apply_rows(const RopeParams& p, const MropeMap& m, const RopeTables<R
   if (x.size() != rows * h) throw_invalid(fn, "x must have rows * head_dim entries", x.size());
   if (y.size() != x.size()) throw_invalid(fn, "y must have as many entries as x", y.size());
   if (positions.size() != rows * static_cast<std::size_t>(m.n_streams)) {
-    throw_invalid(fn, "positions must have n_streams * rows = " +
-                          std::to_string(rows * m.n_streams) + " entries", positions.size());
+    throw_invalid(
+        fn,
+        "positions must have n_streams * rows = " + std::to_string(rows * m.n_streams) + " entries",
+        positions.size());
   }
   for (std::size_t r = 0; r < rows; ++r) {
     detail::mrope_rotate<Real>(p, m, t, positions.data() + r, rows, t.attention_factor,
@@ -352,25 +388,27 @@ enum class MropeSpanKind { kText, kImage, kVideo };
 /// One span of the token sequence. Visual grids count patches before merging (HF grid_thw).
 struct MropeSpan {
   MropeSpanKind kind = MropeSpanKind::kText;
-  std::int64_t n_text = 0;                        // text: its token count (>= 1)
+  std::int64_t n_text = 0;                          // text: its token count (>= 1)
   std::int64_t grid_t = 1, grid_h = 0, grid_w = 0;  // image / video
-  double second_per_grid = 1.0;                   // video: seconds per temporal grid step
+  double second_per_grid = 1.0;                     // video: seconds per temporal grid step
 };
 
 inline MropeSpan mrope_text(std::int64_t n) { return {MropeSpanKind::kText, n, 1, 0, 0, 0.0}; }
 inline MropeSpan mrope_image(std::int64_t t, std::int64_t h, std::int64_t w) {
   return {MropeSpanKind::kImage, 0, t, h, w, 0.0};
 }
-inline MropeSpan mrope_video(std::int64_t t, std::int64_t h, std::int64_t w, double second_per_grid = 1.0) {
+inline MropeSpan mrope_video(std::int64_t t, std::int64_t h, std::int64_t w,
+                             double second_per_grid = 1.0) {
   return {MropeSpanKind::kVideo, 0, t, h, w, second_per_grid};
 }
 
 /// How a video's temporal index tau(f) of frame step f is computed.
 enum class MropeTemporal {
-  kFrameIndex,       // tau = f                       default: Qwen2-VL, Qwen3-VL (frames as spans)
-  kScaledFloat32,    // tau = trunc(fl(fl(f s) tps))  default: Qwen2.5-VL in HF (float32 tensors)
-  kScaledFloat64,    // tau = trunc(fl64(fl64(f s) tps)) acceptable: float64 engines (numpy)
-  kScaledIntSeconds, // tau = trunc(f trunc(s) tps)   invalid: s cast to int64 first (an HF version)
+  kFrameIndex,        // tau = f                       default: Qwen2-VL, Qwen3-VL (frames as spans)
+  kScaledFloat32,     // tau = trunc(fl(fl(f s) tps))  default: Qwen2.5-VL in HF (float32 tensors)
+  kScaledFloat64,     // tau = trunc(fl64(fl64(f s) tps)) acceptable: float64 engines (numpy)
+  kScaledIntSeconds,  // tau = trunc(f trunc(s) tps)   invalid: s cast to int64 first (an HF
+                      // version)
 };
 /// Where text resumes after a visual span.
 enum class MropeTextResume {
@@ -385,10 +423,14 @@ enum class MropeDecode {
 
 constexpr const char* mrope_temporal_name(MropeTemporal t) {
   switch (t) {
-    case MropeTemporal::kFrameIndex: return "frame_index";
-    case MropeTemporal::kScaledFloat32: return "scaled_float32";
-    case MropeTemporal::kScaledFloat64: return "scaled_float64";
-    case MropeTemporal::kScaledIntSeconds: return "scaled_int_seconds";
+    case MropeTemporal::kFrameIndex:
+      return "frame_index";
+    case MropeTemporal::kScaledFloat32:
+      return "scaled_float32";
+    case MropeTemporal::kScaledFloat64:
+      return "scaled_float64";
+    case MropeTemporal::kScaledIntSeconds:
+      return "scaled_int_seconds";
   }
   return "?";
 }
@@ -410,7 +452,8 @@ struct MropeConvention {
 inline const std::vector<MropeConvention>& mrope_conventions() {
   static const std::vector<MropeConvention> c = {
       {"sectioned", "default", "Qwen2-VL, Qwen2.5-VL, GLM-4.1V: contiguous mrope_section blocks"},
-      {"interleaved", "default", "Qwen3-VL: pair i reads h at i = 1 mod 3 < 3 s_h, w at 2 mod 3 < 3 s_w"},
+      {"interleaved", "default",
+       "Qwen3-VL: pair i reads h at i = 1 mod 3 < 3 s_h, w at 2 mod 3 < 3 s_w"},
       {"ggml_imrope", "invalid",
        "llama.cpp IMROPE: pairs outside the three ranges read a fourth stream (0 for text); "
        "Qwen3-VL [24, 20, 20, 0]: pairs 61 and 62"},
@@ -429,12 +472,12 @@ inline const std::vector<MropeConvention>& mrope_conventions() {
 
 /// The rule of get_rope_index (model config values and the engine's conventions).
 struct MropeIndexRule {
-  int spatial_merge_size = 2;          // vision_config.spatial_merge_size
+  int spatial_merge_size = 2;  // vision_config.spatial_merge_size
   MropeTemporal temporal = MropeTemporal::kFrameIndex;
-  double tokens_per_second = 2.0;      // vision_config.tokens_per_second (scaled rules)
+  double tokens_per_second = 2.0;  // vision_config.tokens_per_second (scaled rules)
   MropeTextResume text_resume = MropeTextResume::kMaxPlusOne;
-  std::int64_t left_padding = 0;       // pad tokens before the sequence (attention mask 0)
-  std::int64_t pad_position = 1;       // what HF writes at pad tokens (position_ids start as ones)
+  std::int64_t left_padding = 0;  // pad tokens before the sequence (attention mask 0)
+  std::int64_t pad_position = 1;  // what HF writes at pad tokens (position_ids start as ones)
 };
 
 /// get_rope_index's answer: 3 streams (t, h, w) x n_tokens (padding included), row-major.
@@ -442,7 +485,9 @@ struct MropePositions {
   std::int64_t n_tokens = 0;
   std::vector<std::int64_t> pos;  // pos[s * n_tokens + j]
   std::int64_t rope_delta = 0;    // max + 1 - n_tokens
-  std::int64_t at(int stream, std::int64_t j) const { return pos[static_cast<std::size_t>(stream * n_tokens + j)]; }
+  std::int64_t at(int stream, std::int64_t j) const {
+    return pos[static_cast<std::size_t>(stream * n_tokens + j)];
+  }
 };
 
 /// Limits that keep every position far inside int64 and the kernels' range.
@@ -467,8 +512,10 @@ inline std::int64_t mrope_tau(const MropeIndexRule& r, const MropeSpan& s, std::
     case MropeTemporal::kScaledFloat64:
       return static_cast<std::int64_t>(static_cast<double>(f) * sec * r.tokens_per_second);
     case MropeTemporal::kScaledIntSeconds:  // f * trunc(s) is an exact integer
-      return static_cast<std::int64_t>(static_cast<double>(f) * std::trunc(sec) * r.tokens_per_second);
-    case MropeTemporal::kFrameIndex: break;
+      return static_cast<std::int64_t>(static_cast<double>(f) * std::trunc(sec) *
+                                       r.tokens_per_second);
+    case MropeTemporal::kFrameIndex:
+      break;
   }
   return f;
 }
@@ -490,15 +537,21 @@ inline void mrope_check_layout(const std::vector<MropeSpan>& layout, const Mrope
     const MropeSpan& s = layout[k];
     const std::string at = "spans[" + std::to_string(k) + "]";
     if (s.kind == MropeSpanKind::kText) {
-      if (s.n_text < 1 || s.n_text > kMropeMaxTokens) throw_invalid(fn, at + ".n_text must be in [1, 2^26]", s.n_text);
+      if (s.n_text < 1 || s.n_text > kMropeMaxTokens) {
+        throw_invalid(fn, at + ".n_text must be in [1, 2^26]", s.n_text);
+      }
     } else {
       for (const auto& [name, v] : {std::pair{"grid_t", s.grid_t}, std::pair{"grid_h", s.grid_h},
                                     std::pair{"grid_w", s.grid_w}}) {
-        if (v < 1 || v > kMropeMaxGrid) throw_invalid(fn, at + "." + name + " must be in [1, 2^16]", v);
+        if (v < 1 || v > kMropeMaxGrid) {
+          throw_invalid(fn, at + "." + name + " must be in [1, 2^16]", v);
+        }
       }
       if (s.grid_h % m != 0 || s.grid_w % m != 0) {
-        throw_invalid(fn, at + ": grid_h and grid_w must be divisible by spatial_merge_size " +
-                              std::to_string(m), s.grid_h % m != 0 ? s.grid_h : s.grid_w);
+        throw_invalid(
+            fn,
+            at + ": grid_h and grid_w must be divisible by spatial_merge_size " + std::to_string(m),
+            s.grid_h % m != 0 ? s.grid_h : s.grid_w);
       }
       if (s.kind == MropeSpanKind::kVideo && r.temporal != MropeTemporal::kFrameIndex &&
           !(s.second_per_grid >= 0.0 && s.second_per_grid <= 1e6)) {
@@ -526,7 +579,8 @@ inline MropePositions mrope_get_rope_index(const std::vector<MropeSpan>& layout,
   std::int64_t next = 0;            // max(every position so far) + 1
   for (const MropeSpan& s : layout) {
     if (s.kind == MropeSpanKind::kText) {
-      const std::int64_t st = r.text_resume == MropeTextResume::kTokenIndex ? j - r.left_padding : next;
+      const std::int64_t st =
+          r.text_resume == MropeTextResume::kTokenIndex ? j - r.left_padding : next;
       for (std::int64_t q = 0; q < s.n_text; ++q, ++j) {
         for (int c = 0; c < 3; ++c) out.pos[static_cast<std::size_t>(c * n + j)] = st + q;
       }
@@ -552,19 +606,25 @@ inline MropePositions mrope_get_rope_index(const std::vector<MropeSpan>& layout,
 
 /// Positions [n_streams, n_new] of n_new decode tokens at cache positions
 /// cache_position .. cache_position + n_new - 1 (padding included, as HF's cache_position).
-inline std::vector<std::int64_t> mrope_decode_positions(std::int64_t rope_delta,
-                                                        std::int64_t cache_position,
-                                                        std::int64_t n_new, int n_streams = 3,
-                                                        MropeDecode rule = MropeDecode::kRopeDeltas) {
+inline std::vector<std::int64_t> mrope_decode_positions(
+    std::int64_t rope_delta, std::int64_t cache_position, std::int64_t n_new, int n_streams = 3,
+    MropeDecode rule = MropeDecode::kRopeDeltas) {
   constexpr const char* fn = "mrope_decode_positions";
-  if (cache_position < 0 || cache_position > kMropeMaxTokens) throw_invalid(fn, "cache_position must be in [0, 2^26]", cache_position);
+  if (cache_position < 0 || cache_position > kMropeMaxTokens) {
+    throw_invalid(fn, "cache_position must be in [0, 2^26]", cache_position);
+  }
   if (n_new < 1 || n_new > kMropeMaxTokens) throw_invalid(fn, "n_new must be in [1, 2^26]", n_new);
-  if (n_streams < 1 || n_streams > kMropeMaxStreams) throw_invalid(fn, "n_streams must be in [1, 8]", n_streams);
-  if (rope_delta < -kMropeMaxTokens || rope_delta > kMropeMaxTokens) throw_invalid(fn, "|rope_delta| must be <= 2^26", rope_delta);
+  if (n_streams < 1 || n_streams > kMropeMaxStreams) {
+    throw_invalid(fn, "n_streams must be in [1, 8]", n_streams);
+  }
+  if (rope_delta < -kMropeMaxTokens || rope_delta > kMropeMaxTokens) {
+    throw_invalid(fn, "|rope_delta| must be <= 2^26", rope_delta);
+  }
   const std::int64_t delta = rule == MropeDecode::kRopeDeltas ? rope_delta : 0;
   std::vector<std::int64_t> pos(static_cast<std::size_t>(n_streams * n_new));
   for (int c = 0; c < n_streams; ++c) {
-    for (std::int64_t q = 0; q < n_new; ++q) pos[static_cast<std::size_t>(c * n_new + q)] = cache_position + q + delta;
+    for (std::int64_t q = 0; q < n_new; ++q)
+      pos[static_cast<std::size_t>(c * n_new + q)] = cache_position + q + delta;
   }
   return pos;
 }
