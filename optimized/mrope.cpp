@@ -5,12 +5,15 @@
 // float; then two products and a sum per element: the 2 eps_f32 bound.
 #include "optimized/mrope.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "optimized/common/mutant.hpp"
 #include "optimized/fast_math.hpp"
 #include "reference/common/errors.hpp"
 
@@ -46,7 +49,7 @@ void check_tensor(const char* fn, const char* name, const RopeParams& p, std::in
 }
 
 /// One head row; x may equal y (each iteration reads its pair before writing it).
-void rotate_row(int head_dim, int d, bool interleaved, const float* c, const float* s,
+void rotate_row(int head_dim, int d, bool interleaved, bool alias, const float* c, const float* s,
                 const float* x, float* y) {
   const int half = d / 2;
   if (interleaved) {
@@ -63,7 +66,7 @@ void rotate_row(int head_dim, int d, bool interleaved, const float* c, const flo
       const float xa = x[i];
       const float xb = x[i + half];
       y[i] = xa * c[i] - xb * s[i];
-      y[i + half] = xa * s[i] + xb * c[i];
+      y[i + half] = (alias ? x[i] : xa) * s[i] + xb * c[i];  // mutant: re-reads an in-place x
     }
   }
   if (x != y && head_dim > d) {
@@ -76,9 +79,10 @@ void rotate_row(int head_dim, int d, bool interleaved, const float* c, const flo
 void block_table(const std::int64_t* positions, std::int64_t n_tok, std::int64_t t0, int nt, int np,
                  const int* stream, const double* inv_freq, double factor, double* m, float* c,
                  float* s) {
+  const bool t_only = POSENC_MUTANT("opt_mrope_stream_t_only");
   for (int t = 0; t < nt; ++t) {
     for (int i = 0; i < np; ++i) {
-      m[i] = static_cast<double>(positions[stream[i] * n_tok + t0 + t]);
+      m[i] = static_cast<double>(positions[(t_only ? 0 : stream[i]) * n_tok + t0 + t]);
     }
     float* ct = c + static_cast<std::size_t>(t) * np;
     float* st = s + static_cast<std::size_t>(t) * np;
@@ -115,7 +119,8 @@ void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
                   positions.size());
   }
   for (std::size_t j = 0; j < positions.size(); ++j) {
-    if (positions[j] > kMropeMaxPosition || positions[j] < -kMropeMaxPosition) {
+    if ((positions[j] > kMropeMaxPosition || positions[j] < -kMropeMaxPosition) &&
+        !POSENC_MUTANT("opt_mrope_position_unchecked")) {
       throw_invalid(fn,
                     "positions[stream " + std::to_string(j / std::max<std::int64_t>(n_tok, 1)) +
                         ", token " + std::to_string(j % std::max<std::int64_t>(n_tok, 1)) +
@@ -131,6 +136,9 @@ void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
     const auto& pr = map.pairs[static_cast<std::size_t>(i)];
     freq[i] = static_cast<double>(
         std::pow(base, -static_cast<long double>(2 * pr.freq_index) / pr.freq_dim));
+    if (POSENC_MUTANT("opt_mrope_theta_double_exponent")) {  // the exponent rounded to double
+      freq[i] = std::pow(p.base, -static_cast<double>(2 * pr.freq_index) / pr.freq_dim);
+    }
     if (!(freq[i] <= 2.0)) {
       throw_invalid(fn, "theta of pair " + std::to_string(i) + " must be <= 2 (base < 1?)",
                     freq[i]);
@@ -146,6 +154,8 @@ void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
   const int h = p.head_dim;
   const int d = p.rotary_dim;
   const bool interleaved = p.layout == reference::RopeLayout::kInterleaved;
+  const bool alias = POSENC_MUTANT("opt_mrope_inplace_alias");
+  const bool thread_dependent = POSENC_MUTANT("opt_mrope_thread_dependent");
 #pragma omp parallel
   {
     std::vector<float> ct(static_cast<std::size_t>(block) * np);
@@ -165,8 +175,9 @@ void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
         for (int t = 0; t < nt; ++t) {
           for (int hh = 0; hh < s.n_heads; ++hh) {
             const std::int64_t row = thd ? (t0 + t) * s.n_heads + hh : hh * n_tok + t0 + t;
-            rotate_row(h, d, interleaved, ct.data() + static_cast<std::size_t>(t) * np,
+            rotate_row(h, d, interleaved, alias, ct.data() + static_cast<std::size_t>(t) * np,
                        st.data() + static_cast<std::size_t>(t) * np, x + row * h, y + row * h);
+            if (thread_dependent) mutant_nudge(y + row * h, d, omp_get_thread_num());
           }
         }
       }
