@@ -338,6 +338,45 @@ POSENC_TYPED_PROP(MropeReference, InverseUndoesRotation) {
   }
 }
 
+RC_GTEST_PROP(MropeReferenceRows, RowsEqualOneTokenAtATime, ()) {
+  const RopeParams p = gen_params();
+  const MropeMap m = gen_map(p.rotary_dim / 2);
+  const std::size_t rows = *rc::gen::inRange<std::size_t>(1, 6);
+  std::vector<std::int64_t> pos;  // [streams, rows]
+  for (int s = 0; s < m.n_streams; ++s) {
+    for (std::size_t r = 0; r < rows; ++r) pos.push_back(*gen_position(kMaxTestPosition));
+  }
+  const auto x = *gen_dyadic_vector(static_cast<int>(rows) * p.head_dim);
+  const auto t = reference::mrope_tables<double>(p, m);
+  std::vector<double> y(x.size());
+  reference::mrope_apply_rows<double>(p, m, t, pos, x, y);
+  const std::size_t h = static_cast<std::size_t>(p.head_dim);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::vector<std::int64_t> tp;
+    for (int s = 0; s < m.n_streams; ++s) tp.push_back(pos[s * rows + r]);
+    const auto one = reference::mrope_apply(
+        p, m, t, tp, std::vector<double>(x.begin() + r * h, x.begin() + (r + 1) * h));
+    for (std::size_t c = 0; c < h; ++c) RC_ASSERT(y[r * h + c] == one[c]);
+  }
+}
+
+TEST(MropeReferenceRows, RejectsForeignTables) {
+  const RopeParams p{128, 128, 1e6, RopeLayout::kHalfSplit, 1.0};
+  const MropeMap m = reference::mrope_map_sectioned({16, 24, 24}, 64);
+  const reference::RopeTables<double> long_tables{std::vector<double>(96, 1.0),
+                                                  1.0};  // no read past its end
+  const std::vector<std::int64_t> pos = {1, 2, 3};
+  try {
+    reference::mrope_apply(p, m, long_tables, pos, std::vector<double>(128));
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "mrope_apply: tables.inv_freq must have one entry per pair (64) (got 96)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // ---- get_rope_index ---------------------------------------------------------------------------
 
 struct IndexCase {

@@ -290,6 +290,16 @@ RopeTables<Real> mrope_tables(const RopeParams& p, const MropeMap& m) {
 }
 
 namespace detail {
+/// Tables from outside (a scaling rule's) must have one frequency per pair of the map.
+template <class Real>
+void mrope_check_tables(const char* fn, const MropeMap& m, const RopeTables<Real>& t) {
+  if (t.inv_freq.size() != m.pairs.size()) {
+    throw_invalid(
+        fn, "tables.inv_freq must have one entry per pair (" + std::to_string(m.pairs.size()) + ")",
+        t.inv_freq.size());
+  }
+}
+
 /// rope_rotate with the angle of pair i taken from stream s(i): the same operations.
 template <class Real>
 void mrope_rotate(const RopeParams& p, const MropeMap& m, const RopeTables<Real>& t,
@@ -319,6 +329,7 @@ template <class Real>
 std::vector<Real> mrope_apply(const RopeParams& p, const MropeMap& m, const RopeTables<Real>& t,
                               span<const std::int64_t> pos, const std::vector<Real>& x) {
   mrope_check(p, m, "mrope_apply");
+  detail::mrope_check_tables("mrope_apply", m, t);
   if (pos.size() != static_cast<std::size_t>(m.n_streams)) {
     throw_invalid("mrope_apply",
                   "pos must have n_streams = " + std::to_string(m.n_streams) + " entries",
@@ -348,6 +359,7 @@ std::vector<Real> mrope_apply_inverse(const RopeParams& p, const MropeMap& m,
   std::vector<std::int64_t> neg(pos.begin(), pos.end());
   for (std::int64_t& v : neg) v = -v;
   mrope_check(p, m, "mrope_apply_inverse");
+  detail::mrope_check_tables("mrope_apply_inverse", m, t);
   if (neg.size() != static_cast<std::size_t>(m.n_streams) ||
       x.size() != static_cast<std::size_t>(p.head_dim)) {
     throw_invalid("mrope_apply_inverse", "pos must have n_streams and x head_dim entries",
@@ -365,6 +377,7 @@ void mrope_apply_rows(const RopeParams& p, const MropeMap& m, const RopeTables<R
                       span<const std::int64_t> positions, span<const Real> x, span<Real> y) {
   constexpr const char* fn = "mrope_apply_rows";
   mrope_check(p, m, fn);
+  detail::mrope_check_tables(fn, m, t);
   const std::size_t h = static_cast<std::size_t>(p.head_dim);
   const std::size_t rows = x.size() / h;
   if (x.size() != rows * h) throw_invalid(fn, "x must have rows * head_dim entries", x.size());
