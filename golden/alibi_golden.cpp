@@ -4,9 +4,13 @@
 //   negative controls (result "invalid"): the naive 2^(-8k/n) rule and a sorted (monotone) order
 //     for 12 heads; verify passes an engine only if it does NOT reproduce them;
 //   attention: BLOOM-560m-shaped (16 heads) and 12-head causal attention with the paper, BLOOM
-//     and MPT forms (equal probabilities), a decode step, and the symmetric bidirectional form.
+//     and MPT forms (equal probabilities), a decode step, and the symmetric bidirectional form;
+//     one decode query over 4200 keys (f16: an f16 KQ mask rounds its distances; f32, keys
+//     below 4000 padded: BLOOM's form m j rounds at |m j| up to 1050, which the fp32 budget's
+//     form term covers).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -102,14 +106,26 @@ Json base_manifest(const std::string& id, const std::string& description, const 
 //            up to 32 ulp, which a 0.5-ulp check would call a bug
 //   fp32-recurrence  ggml (m0 = powf(2, -8/c), powf(m0, h + 1)): the same enumeration
 //   bf16, f16  as fp32
+// A negative control's stored values follow its wrong rule, so its extras are that rule's own
+// float32 errors: the naive rule 2^(-8k/n) computed by the same pipelines with c = n (BLOOM and
+// ggml: a float32 base fl32(2^(-8/n)) or powf(2, fl32(-8/n)) raised to k; MPT: 1/powf(2,
+// fl32(fl32(k) fl32(8/n))), the exponent rounded twice), the sorted rule the error of the
+// correct slope each entry came from; and every profile also allows strict's rounding (0.5 ulp
+// + 2^-28), so an engine that computes the wrong rule correctly rounded, or with any faithful
+// float32 pipeline, reproduces the control under every profile.
 // In attention, a relative slope error rho moves the bias m d by rho |m d| (the extras of
 // golden/cases/attention_case.cpp); an f16 KQ mask (llama.cpp with a 16-bit cache) rounds the
 // distance itself, a further relative error |fl16(d) - d| / |d| that fp32-recurrence accepts
 // for 16-bit targets.
 
-ProfileBudget slope_budget(const std::string& profile) {
+ProfileBudget slope_budget(const std::string& profile, SlopeRule rule) {
   if (POSENC_MUTANT("gold_alibi_budgets_inflated")) return profile == "strict" ? bound_of(4.0) : bound_of(4.0);
   if (profile == "strict") return bound_of(0.5 + 0x1p-28);
+  // A negative control: a correctly rounded engine of the wrong rule reproduces it too.
+  // (Redundant with the enumerated extras today, which hold the correctly rounded value too.)
+  if (rule != SlopeRule::kCorrect) {
+    return bound_of(0.5 + 0x1p-28);
+  }
   return bound_of(0.0);
 }
 
@@ -120,6 +136,34 @@ std::map<std::string, double> slope_rel_errors(int n, int h) {
   if (POSENC_MUTANT("gold_alibi_slope_powers_term_dropped")) powers = mpt;
   const double fp32 = std::max(powers, mpt);
   return {{"fp32", fp32}, {"fp32-recurrence", powers}, {"bf16", fp32}, {"f16", fp32}};
+}
+
+/// The same for entry h of a rule's table (negative controls: the wrong rule's own errors).
+std::map<std::string, double> rule_slope_rel_errors(int n, int h, SlopeRule rule) {
+  if (POSENC_MUTANT("gold_alibi_control_extra_of_correct_rule")) rule = SlopeRule::kCorrect;
+  if (rule == SlopeRule::kSorted) {  // entry h holds the correct slope of head perm[h]
+    const auto m = reference::alibi_slopes<double>(AlibiParams{n, AlibiForm::kPaper});
+    std::vector<int> perm(static_cast<std::size_t>(n));
+    for (int x = 0; x < n; ++x) perm[x] = x;
+    std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) { return m[a] > m[b]; });
+    return slope_rel_errors(n, perm[static_cast<std::size_t>(h)]);
+  }
+  if (rule == SlopeRule::kNaive) {
+    const double powers = budgets::alibi_naive_slope_rel_error_powers(n, h);
+    const double fp32 = std::max(powers, budgets::alibi_naive_slope_rel_error_mpt(n, h));
+    return {{"fp32", fp32}, {"fp32-recurrence", powers}, {"bf16", fp32}, {"f16", fp32}};
+  }
+  return slope_rel_errors(n, h);
+}
+
+/// The fp32 profile's score error from the bias form (HF BLOOM m j, MPT m (j - (Tk-1)) or the
+/// paper's -m (i - j): the same softmax, each a float32 product and a float32 add at its own
+/// magnitude): fl32(m x) is within u |m x| and the add fl32(s + b) within u (|s| + |b|); the
+/// case's condition scale holds |s| and its own |b|, so the budget adds 2u (1 + u) |m| times
+/// the largest |x| of the three forms for query position i and key j.
+double form_rounding_error(double m, std::int64_t i, std::int64_t j, std::int64_t tk) {
+  const double x = static_cast<double>(std::max({std::llabs(j), std::llabs(i - j), std::llabs(tk - 1 - j)}));
+  return 2 * budgets::kU32 * (1 + budgets::kU32) * std::fabs(m) * x;
 }
 
 /// |fl16(d) - d| / |d|: the distance rounding of an f16 KQ mask.
@@ -153,10 +197,10 @@ GoldenCase slope_generate(const SlopeCase& c) {
   ExpectedTensor sl = expected_tensor("slopes", "table", DType::kF32, {ne}, CheckKind::kUlp);
   sl.spec.axes = {{"entry", "", {}, {"n_heads", "head"}}};
   sl.values = s50;
-  for (const auto& prof : profiles()) sl.spec.check.profiles[prof.name] = slope_budget(prof.name);
+  for (const auto& prof : profiles()) sl.spec.check.profiles[prof.name] = slope_budget(prof.name, c.rule);
   std::map<std::string, std::vector<double>> extra;
   for (std::int64_t e = 0; e < ne; ++e) {
-    const auto rho = slope_rel_errors(static_cast<int>(entry_n[e]), static_cast<int>(entry_h[e]));
+    const auto rho = rule_slope_rel_errors(static_cast<int>(entry_n[e]), static_cast<int>(entry_h[e]), c.rule);
     const double inflate = POSENC_MUTANT("gold_alibi_budgets_inflated") ? 8.0 : 1.0001;
     for (const auto& [prof, r] : rho) extra[prof].push_back(r * std::fabs(static_cast<double>(s50[e])) * inflate);
   }
@@ -174,6 +218,12 @@ GoldenCase slope_generate(const SlopeCase& c) {
   if (c.rule == SlopeRule::kNaive) m["wrong_convention"] = "m_h = 2^(-8(h+1)/n) for every n";
   if (c.rule == SlopeRule::kSorted) m["wrong_convention"] = "the correct slopes sorted descending";
   if (!c.model.empty()) m["preset"] = {{"hf_model", c.model}};
+  if (c.rule != SlopeRule::kCorrect) {
+    m["control_budget"] = "every profile: strict's 0.5 ulp + 2^-28 and, but for strict, the extra "
+                          "of the wrong rule computed by that profile's float32 pipelines (posenc "
+                          "engine --mistake " + std::string(c.rule == SlopeRule::kNaive ? "naive" : "sorted") +
+                          "-slopes --pipeline PL reproduces it under each profile)";
+  }
   Json sj = Json::array();
   if (c.head_counts.size() == 1) {
     for (std::size_t h = 0; h < s50.size(); ++h) {
@@ -207,6 +257,7 @@ std::vector<AlibiAttentionCase> attention_cases() {
     bool causal;
     std::int64_t tq, tk, offset;
     std::vector<DType> dtypes;
+    std::int64_t padded_below = 0;  // keys j < padded_below are hidden by key_padding
   };
   const std::vector<Shape> shapes = {
       {"paper_causal_h16_d64_t16", "BLOOM-560m shape, paper form -m(i-j), causal", 16, 16, 64,
@@ -224,6 +275,12 @@ std::vector<AlibiAttentionCase> attention_cases() {
        "position 4199 over 4200 keys: distances up to 4199, beyond f16's exact integers (an f16 "
        "KQ mask stores them with spacing 2 above 2048 and 4 above 4096)",
        4, 1, 16, AlibiForm::kPaper, true, 1, 4200, 4199, {DType::kF16}},
+      {"paper_decode_h4_kv1_d16_q1_k4200_pad4000",
+       "4 heads sharing one kv head, paper form, one decode query at position 4199 over 4200 "
+       "keys of which 0..3999 are padding: BLOOM's equivalent form m j rounds at |m j| up to "
+       "1050 in float32 (the fp32 budget's form term; the visible keys' probabilities stay "
+       "normal float32 numbers)",
+       4, 1, 16, AlibiForm::kPaper, true, 1, 4200, 4199, {DType::kF32}, 4000},
   };
   std::vector<AlibiAttentionCase> v;
   std::uint64_t seed = 0xa11b0000;
@@ -243,6 +300,10 @@ std::vector<AlibiAttentionCase> attention_cases() {
       d.dtype = t;
       d.seed = seed++;
       d.value_range = 2.0;
+      if (s.padded_below > 0) {
+        d.key_padding.assign(static_cast<std::size_t>(s.tk), 0);
+        std::fill(d.key_padding.begin(), d.key_padding.begin() + s.padded_below, std::uint8_t{1});
+      }
       const AlibiParams ap{s.heads, s.form};
       const auto m50 = reference::alibi_slopes<mp50>(ap);
       const auto m100 = reference::alibi_slopes<mp100>(ap);
@@ -269,6 +330,14 @@ std::vector<AlibiAttentionCase> attention_cases() {
         }
         return rho;
       };
+      if (form != AlibiForm::kSymmetric) {
+        std::vector<double> m64;
+        for (int h = 0; h < s.heads; ++h) m64.push_back(static_cast<double>(m50[h]));
+        d.bias_abs_error = [m64, off, tk](const std::string& prof, int h, std::int64_t i, std::int64_t j) {
+          if (prof != "fp32" || POSENC_MUTANT("gold_alibi_bloom_form_term_dropped")) return 0.0;
+          return form_rounding_error(m64[static_cast<std::size_t>(h)], off + i, j, tk);
+        };
+      }
       Json slopes = Json::array();
       for (int h = 0; h < s.heads; ++h) {
         slopes.push_back({{"head", h}, {"f32_hex", hex_bits_f32(round_to_f32(m50[h]))},
@@ -319,7 +388,19 @@ GoldenCase alibi_generate(const std::string& id) {
 }
 
 std::vector<std::string> alibi_mistakes() {
-  return {"naive-slopes", "slopes-reversed", "sign-flipped", "no-bias-in-decode"};
+  return {"naive-slopes", "sorted-slopes", "slopes-reversed", "sign-flipped", "no-bias-in-decode"};
+}
+
+/// The mistakes of the slope rule, which a float pipeline can also make (its own float32
+/// powers of the wrong rule).
+bool is_slope_mistake(const std::string& m) {
+  return m == "naive-slopes" || m == "sorted-slopes" || m == "slopes-reversed";
+}
+
+/// A slope table reordered as a mistake says (sorted-slopes: descending, slopes-reversed).
+void reorder_slopes(std::vector<float>& m, const std::string& mistake) {
+  if (mistake == "sorted-slopes") std::stable_sort(m.begin(), m.end(), [](float a, float b) { return a > b; });
+  if (mistake == "slopes-reversed") std::reverse(m.begin(), m.end());
 }
 
 AlibiForm form_from(const std::string& s) {
@@ -335,7 +416,7 @@ std::vector<float> engine_slopes(int n, const std::string& mistake) {
   if (mistake == "naive-slopes") {
     for (int k = 1; k <= n; ++k) m[k - 1] = static_cast<float>(std::exp2(-8.0L * k / n));
   }
-  if (mistake == "slopes-reversed") std::reverse(m.begin(), m.end());
+  reorder_slopes(m, mistake);
   return m;
 }
 
@@ -370,21 +451,28 @@ class EngineBias : public optimized::AttentionBias {
 };
 
 /// A pipeline's float32 slopes: BLOOM's for fp32 and the eager pipelines, ggml's for
-/// fp32-recurrence.
-std::vector<float> pipeline_slopes(const std::string& pipeline, int n) {
+/// fp32-recurrence; with a slope mistake, that pipeline's code following the wrong rule
+/// (naive-slopes: the power-of-two rule with c = n).
+std::vector<float> pipeline_slopes(const std::string& pipeline, int n, const std::string& mistake = "") {
   if (POSENC_MUTANT("engine_alibi_pipeline_exact_slopes")) return optimized::alibi_slopes(AlibiParams{n, AlibiForm::kPaper});
-  return pipeline == "fp32-recurrence" ? pipelines::ggml_slopes(n) : pipelines::bloom_slopes(n);
+  const int c = mistake == "naive-slopes" ? n : 0;
+  std::vector<float> m = pipeline == "fp32-recurrence" ? pipelines::ggml_slopes(n, c) : pipelines::bloom_slopes(n, c);
+  reorder_slopes(m, mistake);
+  return m;
 }
 
 TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
   const auto mk = alibi_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("alibi_run_engine",
-                  "unknown mistake (known: naive-slopes, slopes-reversed, sign-flipped, no-bias-in-decode)",
+                  "unknown mistake (known: naive-slopes, sorted-slopes, slopes-reversed, sign-flipped, "
+                  "no-bias-in-decode)",
                   o.mistake);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty()) {
-    throw_invalid("alibi_run_engine", "mistakes run on the exact pipeline only", o.mistake);
+  if (o.pipeline != "exact" && !o.mistake.empty() && !is_slope_mistake(o.mistake)) {
+    throw_invalid("alibi_run_engine",
+                  "this mistake runs on the exact pipeline only (a float pipeline runs the slope "
+                  "mistakes: naive-slopes, sorted-slopes, slopes-reversed)", o.mistake);
   }
   const std::string kind = spec.manifest.value("alibi_case", std::string());
   if (kind == "slopes" && o.pipeline != "exact") {
@@ -392,7 +480,7 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
     std::vector<float> out;
     for (std::int64_t i = 0; i < tn.numel();) {
       const int n = static_cast<int>(tn.get_i64(i));
-      const auto m = pipeline_slopes(o.pipeline, n);
+      const auto m = pipeline_slopes(o.pipeline, n, o.mistake);
       out.insert(out.end(), m.begin(), m.end());
       i += n;
     }
@@ -420,13 +508,19 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
   const AlibiForm form = form_from(aj.at("form").get<std::string>());
   const std::int64_t tk = spec.manifest.at("params").at("tk").get<std::int64_t>();
   if (o.pipeline != "exact") {
-    // BLOOM: bias = fl32(m * d); ggml: fl32(m * d) with the distance as the KQ mask holds it
-    // (f16 when the case's tensors are 16-bit).
-    const auto m = pipeline_slopes(o.pipeline, p.n_heads);
+    // fp32 (HF BLOOM): bias = fl32(m * j), the key index, whatever the case's form (paper and
+    // MPT differ from it by a constant per query row, the same softmax); the symmetric form
+    // has no such equivalent. ggml: fl32(m * d) with the distance as the KQ mask holds it (f16
+    // when the case's tensors are 16-bit). Eager bf16 / f16: the case's form.
+    const auto m = pipeline_slopes(o.pipeline, p.n_heads, o.mistake);
     const bool f16_mask = o.pipeline == "fp32-recurrence" && golden.at("q").dtype != DType::kF32;
+    const AlibiForm pform = o.pipeline == "fp32" && form != AlibiForm::kSymmetric &&
+                                    !POSENC_MUTANT("engine_alibi_fp32_case_form")
+                                ? AlibiForm::kBloom
+                                : form;
     const std::int64_t off = p.query_offset;
-    const PipelineBias bias = [m, f16_mask, off, tk, form](int h, std::int64_t i, std::int64_t j) {
-      float dist = static_cast<float>(reference::alibi_bias<double>(form, 1.0, off, i, j, tk));
+    const PipelineBias bias = [m, f16_mask, off, tk, pform](int h, std::int64_t i, std::int64_t j) {
+      float dist = static_cast<float>(reference::alibi_bias<double>(pform, 1.0, off, i, j, tk));
       if (f16_mask) dist = pipelines::fl(dist, DType::kF16);
       return m[static_cast<std::size_t>(h)] * dist;
     };

@@ -213,11 +213,20 @@ const char* inv_freq_text(SinusoidalVariant v) {
                "the last is exactly 1/base";
 }
 
-/// Worst relative error of the float32 pipeline's frequency i (exact enumeration).
+/// Worst relative error of the float32 pipelines' frequency i (exact enumeration), over the
+/// forms engines write: the paper variant 1/powf(base, fl(2i)/fl(d)) (a float32 port, HF
+/// style) or powf(base, -fl(2i)/fl(d)) (numpy / PyTorch `base ** (-arange / d)`); the concat
+/// variant tensor2tensor / fairseq's expf or powf(base, -fl(i)/fl(n-1)).
 double fp32_freq_rel_error(const SinusoidalParams& p, int i) {
   if (POSENC_MUTANT("gold_sinusoidal_freq_term_dropped")) return 0.0;
-  if (p.variant == SinusoidalVariant::kPaper) return budgets::hf_inv_freq_rel_error(p.base, p.d_model, i);
-  return budgets::t2t_inv_freq_rel_error(p.base, reference::sinusoidal_n_freq(p), i);
+  const bool powf_form = !POSENC_MUTANT("gold_sinusoidal_powf_form_dropped");
+  if (p.variant == SinusoidalVariant::kPaper) {
+    const double recip = budgets::hf_inv_freq_rel_error(p.base, p.d_model, i);
+    return powf_form ? std::max(recip, budgets::powf_inv_freq_rel_error(p.base, 2 * i, p.d_model)) : recip;
+  }
+  const int n = reference::sinusoidal_n_freq(p);
+  const double t2t = budgets::t2t_inv_freq_rel_error(p.base, n, i);
+  return powf_form ? std::max(t2t, budgets::powf_inv_freq_rel_error(p.base, i, std::max(n - 1, 1))) : t2t;
 }
 
 GoldenCase sinusoidal_generate_def(const SinusoidalCaseDef& def) {

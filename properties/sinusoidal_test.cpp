@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -14,7 +15,9 @@
 #include <omp.h>
 #include <rapidcheck/gtest.h>
 
+#include "golden/cases/budgets.hpp"
 #include "golden/cases/catalog.hpp"
+#include "golden/cases/oracle_tensors.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/prng.hpp"
 #include "golden/cases/registry.hpp"
@@ -549,6 +552,82 @@ TEST(SinusoidalGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their
 
 TEST(SinusoidalGolden, FloatPipelinesFailStrict) {
   expect_float_pipelines_fail_strict("sinusoidal", [](const std::string&, const std::string&) { return true; });
+}
+
+/// A float32 sinusoid table with the frequencies computed directly, as numpy / PyTorch write
+/// `base ** (-arange(0, d, 2) / d)`: inv_freq_i = powf(fl(base), -(fl(2i) / fl(d))) (concat
+/// variant: -(fl(i) / fl(n - 1))), by this libm's powf or (worst_powf) by a faithful powf that
+/// always returns the float32 neighbour farther from the exact power; the rest as the fp32
+/// pipeline: phi = fl(fl(m) inv_freq), sinf / cosf, h = e + pe in float32; pe and h cast once
+/// to the target.
+golden::TensorMap powf_form_engine(const golden::LoadedCase& lc, bool worst_powf) {
+  const auto& pj = lc.spec.manifest.at("params");
+  SinusoidalParams p;
+  p.d_model = pj.at("d_model").get<int>();
+  p.base = pj.at("base").get<double>();
+  p.variant = pj.at("variant").get<std::string>() == "paper" ? SinusoidalVariant::kPaper : SinusoidalVariant::kConcat;
+  const int d = p.d_model, n = reference::sinusoidal_n_freq(p);
+  const bool paper = p.variant == SinusoidalVariant::kPaper;
+  std::vector<float> w(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const float e = paper ? static_cast<float>(2 * i) / static_cast<float>(d)
+                          : static_cast<float>(i) / static_cast<float>(std::max(n - 1, 1));
+    w[i] = std::pow(static_cast<float>(p.base), -e);
+    if (worst_powf) {
+      const mp50 exact = pow(mp50(static_cast<float>(p.base)), -mp50(e));
+      for (float r : golden::budgets::faithful_f32(exact)) {
+        if (abs(mp50(r) - exact) > abs(mp50(w[i]) - exact)) w[i] = r;
+      }
+    }
+  }
+  const golden::Tensor& tpos = lc.golden.at("positions");
+  const DType t = lc.golden.at("e").dtype;
+  const std::vector<float> e = golden::tensor_to_f32(lc.golden.at("e"));
+  const std::int64_t tn = tpos.numel();
+  std::vector<float> pe(e.size(), 0.0f), h(e.size());
+  for (std::int64_t r = 0; r < tn; ++r) {
+    const float m = static_cast<float>(tpos.get_i64(r));
+    for (int i = 0; i < n; ++i) {
+      const float phi = m * w[i];
+      pe[r * d + reference::sinusoidal_sin_channel(p, i)] = std::sin(phi);
+      const int cc = reference::sinusoidal_cos_channel(p, i);
+      if (cc >= 0) pe[r * d + cc] = std::cos(phi);
+    }
+  }
+  for (std::size_t j = 0; j < e.size(); ++j) h[j] = e[j] + pe[j];  // float32, cast once below
+  golden::TensorMap out;
+  out.emplace("inv_freq", golden::tensor_from_f32("inv_freq", {n}, w));
+  out.emplace("pe", golden::engine_tensor("pe", t, {tn, d}, pe));
+  out.emplace("h", golden::engine_tensor("h", t, {tn, d}, h));
+  return out;
+}
+
+TEST(SinusoidalGolden, PowfFormPassesFp32) {
+  // The fp32 budget enumerates both float32 frequency forms (1/powf or expf, and the direct
+  // powf): a direct-powf table passes on every case, with this libm's powf and with the worst
+  // faithful one, and the worst element per stage uses at least a quarter of the budget.
+  for (const bool worst_powf : {false, true}) {
+    std::map<std::string, double> worst;
+    for_each_golden_case("sinusoidal", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
+      golden::VerifyOptions vo;
+      vo.profile = "fp32";
+      vo.require_all = true;
+      const auto r = golden::verify_case(lc.spec, lc.golden, powf_form_engine(lc, worst_powf), vo);
+      EXPECT_EQ(r.status, golden::Verdict::kPass) << (worst_powf ? "worst faithful powf\n" : "libm powf\n")
+                                                  << golden::format_case_text(r, true);
+      const std::string target(dtype_short(lc.golden.at("e").dtype));
+      for (const auto& tr : r.tensors) {
+        double& w = worst[tr.name + " (" + target + " cases)"];
+        w = std::max(w, tr.max_ratio);
+      }
+    });
+    for (const auto& [name, w] : worst) {
+      std::printf("[ tight    ] sinusoidal direct powf (%s), fp32: %-20s worst element at %.3f of its budget\n",
+                  worst_powf ? "worst faithful" : "libm", name.c_str(), w);
+      EXPECT_GE(w, 0.25) << name;
+    }
+    EXPECT_EQ(worst.size(), 6u);
+  }
 }
 
 }  // namespace

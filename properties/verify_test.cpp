@@ -23,6 +23,7 @@
 #include "golden/cases/registry.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/manifest.hpp"
+#include "golden/format/profiles.hpp"
 #include "golden/verify/html_report.hpp"
 #include "golden/verify/manifest_check.hpp"
 #include "golden/verify/verify.hpp"
@@ -500,6 +501,28 @@ TEST(VerifyVerdicts, NanNeverPassesNotEvenANegativeControl) {
   const auto rn = verify_case(nc.spec, nc.golden, nan_out, {});
   EXPECT_EQ(rn.status, Verdict::kFail) << format_case_text(rn, false);
   EXPECT_NE(rn.message.find("NaN"), std::string::npos);
+}
+
+TEST(VerifyVerdicts, EveryNegativeControlsStoredValuesReproduceUnderEveryProfile) {
+  // A known-wrong output must be recognised whatever pipeline the engine claims: each negative
+  // control of the catalog, given its own stored values, reproduces the wrong convention under
+  // every profile that applies to it (the budgets are those of an engine following that
+  // convention, not of the correct one).
+  int n = 0;
+  for (const auto& e : catalog_read(default_data_dir())) {
+    const auto lc = load_case(default_data_dir() / e.manifest);
+    if (lc.spec.result != "invalid") continue;
+    for (const auto& prof : profiles()) {
+      VerifyOptions o;
+      o.profile = prof.name;
+      o.require_all = true;
+      const auto r = verify_case(lc.spec, lc.golden, perfect_output(lc), o);
+      if (r.status == Verdict::kNotApplicable || r.status == Verdict::kError) continue;
+      EXPECT_EQ(r.status, Verdict::kFail) << e.id << " under " << prof.name << "\n" << format_case_text(r, true);
+      ++n;
+    }
+  }
+  EXPECT_GE(n, 16);
 }
 
 TEST(VerifyVerdicts, MissingStagesAreShownAndRequireAllNamesThem) {

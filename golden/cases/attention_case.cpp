@@ -83,9 +83,11 @@ Oracle<Real> oracle(const AttentionCaseDef& c, const std::vector<double>& q,
 //   strict, fp32, fp32-recurrence: float32 attention, outputs cast once to t: bound K r, ulps
 //     the cast (0.5 for a 16-bit target). fp32 and fp32-recurrence differ from strict only in
 //     the bias their pipelines compute (ALiBi slopes from a rounded base, an f16 KQ mask): a
-//     relative bias error rho_ij moves score ij by rho_ij |b_ij|, hence the extras (first order)
-//       probs  p_ij (rho_ij |b_ij| + sum_k p_ik rho_ik |b_ik|)
-//       out    sum_j p_ij rho_ij |b_ij| |v_jc - o_ic|
+//     relative bias error rho_ij moves score ij by rho_ij |b_ij| (plus a pipeline's absolute
+//     bias error a_ij, AttentionCaseDef::bias_abs_error), db_ij = rho_ij |b_ij| + a_ij, hence
+//     the extras (first order)
+//       probs  p_ij (db_ij + sum_k p_ik db_ik)
+//       out    sum_j p_ij db_ij |v_jc - o_ic|
 //   bf16, f16 (PyTorch eager in t): each score is rounded four times in t (q@k^T, * scale, the
 //     cast bias, + bias), each within u_t S_ij = eps_t S_ij / 2, so |ds_ij| <= 2 eps_t S_ij and
 //     |dp_ij| <= p_ij (|ds_ij| + sum_k p_ik |ds_ik|) <= 2 eps_t cond_ij; the float32 softmax adds
@@ -213,6 +215,7 @@ void bias_extras_of_row(const CaseView& cv, int h, std::int64_t i, const ScoreRo
     double mean_db = 0;
     for (std::int64_t j = 0; j < c.tk; ++j) {
       db[j] = c.bias_rel_error(prof, h, i, j) * std::fabs(bias[j]);
+      if (c.bias_abs_error) db[j] += c.bias_abs_error(prof, h, i, j);
       mean_db += static_cast<double>(o50.probs[row + j]) * db[j];
     }
     for (std::int64_t j = 0; j < c.tk; ++j) {

@@ -38,6 +38,11 @@ struct AttentionCaseDef {
   /// f16 KQ mask's distance), by profile; empty = the bias is exact in every pipeline.
   std::function<double(const std::string& profile, int h, std::int64_t i, std::int64_t j)>
       bias_rel_error;
+  /// Absolute score error of a pipeline's bias beyond bias_rel_error's rho |b| (ALiBi under fp32:
+  /// BLOOM's form m j, rounded at |m j| where the case's bias is m (j - i)), by profile; empty =
+  /// none. Only read where bias_rel_error is set.
+  std::function<double(const std::string& profile, int h, std::int64_t i, std::int64_t j)>
+      bias_abs_error;
   double value_range = 1.0;  // inputs are dyadic in [-value_range, value_range]
   /// > 0: the oracle's score scale is 1/sqrt(scale_radicand) exactly (in mp50 / mp100), where
   /// params.scale (kGiven) holds only its double, the value engines multiply by (DeBERTa:

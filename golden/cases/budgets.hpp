@@ -109,6 +109,22 @@ inline double t2t_inv_freq_rel_error(double base, int n, int i) {
   return worst;
 }
 
+/// Worst relative error, over every faithful powf, of a float32 frequency computed directly
+///   powf(fl(base), -(fl(num) / fl(den)))   (numpy / PyTorch `base ** (-arange(0, d, 2) / d)`)
+/// against the exact base^(-num/den): one faithful rounding of the power itself (up to 1 ulp,
+/// 2u relative), where 1/powf(base, num/den) rounds a faithful power and its reciprocal.
+inline double powf_inv_freq_rel_error(double base, int num, int den) {
+  using std::pow;
+  const float b = static_cast<float>(base);
+  const float e = static_cast<float>(num) / static_cast<float>(den);
+  const mp50 exact = pow(mp50(base), -mp50(num) / mp50(den));
+  double worst = 0;
+  for (float r : faithful_f32(pow(mp50(b), -mp50(e)))) {
+    worst = std::max(worst, static_cast<double>(abs(mp50(r) / exact - 1)));
+  }
+  return worst;
+}
+
 /// Largest power of two <= n (n >= 1).
 inline int power_of_two_floor(int n) {
   int c = 1;
@@ -116,21 +132,51 @@ inline int power_of_two_floor(int n) {
   return c;
 }
 
+/// Worst relative error of an ALiBi slope computed as a float32 base raised to the integer
+/// power k, against the exact 2^(-x k / c): the base is fl32(2^(-x/c)) from double (BLOOM) or a
+/// faithful powf(2, fl32(-x / c)) (ggml), so every faithful float32 value of 2^(-x/c) and of
+/// 2^fl32(-x/c) is tried, then every faithful powf(base, k).
+inline double alibi_power_rel_error(int x, int c, int k) {
+  using std::pow;
+  const mp50 base = pow(mp50(2), mp50(-x) / mp50(c));
+  const mp50 exact = pow(base, k);
+  std::vector<float> bases = faithful_f32(base);
+  for (float b : faithful_f32(pow(mp50(2), mp50(-static_cast<float>(x) / static_cast<float>(c))))) {
+    if (std::find(bases.begin(), bases.end(), b) == bases.end()) bases.push_back(b);
+  }
+  double worst = 0;
+  for (float b : bases) {
+    for (float r : faithful_f32(pow(mp50(b), k))) {
+      worst = std::max(worst, static_cast<double>(abs(mp50(r) / exact - 1)));
+    }
+  }
+  return worst;
+}
+
 /// Worst relative error of an ALiBi slope computed as a float32 base raised to an integer
 /// power: BLOOM (base = fl32(2^(-8/c)) from double, torch.pow(base, k)) and ggml (m0 =
 /// powf(2, -8/c), powf(m0, h + 1); m1 = powf(2, -4/c) for the extra heads), over every
 /// faithful powf and either float32 neighbour of the base. c = 2^floor(log2 n).
 inline double alibi_slope_rel_error_powers(int n, int h) {
-  using std::pow;
   const int c = power_of_two_floor(n);
-  const int k = h < c ? h + 1 : 2 * (h - c) + 1;
-  const mp50 base = pow(mp50(2), mp50(h < c ? -8 : -4) / mp50(c));
-  const mp50 exact = pow(base, k);
+  return h < c ? alibi_power_rel_error(8, c, h + 1) : alibi_power_rel_error(4, c, 2 * (h - c) + 1);
+}
+
+/// The same pipelines following the naive rule 2^(-8 (h+1) / n) for every n (the negative
+/// control of mlx #343): the power rule with c = n, k = h + 1.
+inline double alibi_naive_slope_rel_error_powers(int n, int h) { return alibi_power_rel_error(8, n, h + 1); }
+
+/// MPT's pipeline following the naive rule: 1 / powf(2, fl32(fl32(h + 1) * fl32(8 / n))) (the
+/// float32 arange times the Python double 8/n), over every faithful powf, against the exact
+/// 2^(-8 (h+1) / n): the exponent's two roundings count when n is not a power of two.
+inline double alibi_naive_slope_rel_error_mpt(int n, int h) {
+  using std::pow;
+  const float e = static_cast<float>(h + 1) * static_cast<float>(8.0 / n);
+  const mp50 exact = pow(mp50(2), -mp50(8 * (h + 1)) / mp50(n));
   double worst = 0;
-  for (float b : faithful_f32(base)) {
-    for (float r : faithful_f32(pow(mp50(b), k))) {
-      worst = std::max(worst, static_cast<double>(abs(mp50(r) / exact - 1)));
-    }
+  for (float r : faithful_f32(pow(mp50(2), mp50(e)))) {
+    const float y = 1.0f / r;
+    worst = std::max(worst, static_cast<double>(abs(mp50(y) / exact - 1)));
   }
   return worst;
 }

@@ -81,10 +81,12 @@ inline std::vector<float> ggml_thetas(std::int64_t p, float ts, int n) {
 
 /// BLOOM's float32 ALiBi slopes (HF build_alibi_tensor): base = fl32(2^(-8/c)) computed in
 /// double, slopes base^1..base^c by torch.pow in float32; the extra heads use fl32(2^(-4/c))
-/// and the odd powers 1, 3, 5, ...; c = 2^floor(log2 n).
-inline std::vector<float> bloom_slopes(int n) {
+/// and the odd powers 1, 3, 5, ...; c = 2^floor(log2 n), or c_rule when > 0 (the naive rule
+/// 2^(-8k/n) of a negative control is this code with c = n).
+inline std::vector<float> bloom_slopes(int n, int c_rule = 0) {
   int c = 1;
   while (2 * c <= n) c *= 2;
+  if (c_rule > 0) c = c_rule;
   const float base = static_cast<float>(std::pow(2.0, -std::pow(2.0, -(std::log2(c) - 3))));
   const float extra = static_cast<float>(std::pow(2.0, -std::pow(2.0, -(std::log2(2 * c) - 3))));
   std::vector<float> m;
@@ -98,10 +100,12 @@ inline std::vector<float> bloom_slopes(int n) {
 }
 
 /// ggml's float32 ALiBi slopes (ggml_soft_max_ext, max_bias 8): m0 = powf(2, -8/c),
-/// m1 = powf(2, -4/c), slope_h = powf(m0, h + 1) for h < c, else powf(m1, 2 (h - c) + 1).
-inline std::vector<float> ggml_slopes(int n) {
+/// m1 = powf(2, -4/c), slope_h = powf(m0, h + 1) for h < c, else powf(m1, 2 (h - c) + 1);
+/// c = 2^floor(log2 n), or c_rule when > 0 (as bloom_slopes).
+inline std::vector<float> ggml_slopes(int n, int c_rule = 0) {
   int c = 1;
   while (2 * c <= n) c *= 2;
+  if (c_rule > 0) c = c_rule;
   const float max_bias = 8.0f;
   const float m0 = std::pow(2.0f, -max_bias / static_cast<float>(c));
   const float m1 = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(c));
