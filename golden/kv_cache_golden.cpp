@@ -56,11 +56,33 @@ struct TraceStep {
   std::string note;
 };
 
-/// The engine mistakes (a scheduler's numbering, or a shift that renumbers without rotating).
+/// The engine mistakes (a scheduler's numbering, a shift that renumbers without rotating, a
+/// cache that writes the wrong slot, a window one key too wide), each with its words: the bug in
+/// engine terms, as diagnose names it.
+const std::vector<std::pair<std::string, std::string>>& kv_mistake_table() {
+  static const std::vector<std::pair<std::string, std::string>> v = {
+      {"restart-at-0", "positions restarted at 0 at every step after the first"},
+      {"cache-length-position", "the next position taken from the cache length (wrong once a ring buffer wraps)"},
+      {"padding-position", "left-padding columns counted as positions"},
+      {"shift-not-rerotated", "context shift without re-rotating the cached keys (positions renumbered only)"},
+      {"verify-window-start", "every row of a multi-token step rotated at the window's start"},
+      {"slot-reused", "cache slot reused before eviction: each step's first token overwrites the newest "
+                      "cached token (write index one slot early)"},
+      {"slot-restart-at-0", "cache restarted at slot 0: each step writes its keys from slot 0, over the "
+                            "oldest cached tokens, while positions continue"},
+      {"window-off-by-one", "sliding window one key too wide: p - w <= k instead of p - w < k"},
+      {"shift-n-past-kept", "context shift without reducing n_past: the cache is renumbered but the next "
+                            "token keeps the old numbering (a gap of n_discard)"},
+      {"shift-restart-at-0", "positions restarted at 0 after a context shift"}};
+  return v;
+}
+
 const std::vector<std::string>& kv_mistakes() {
-  static const std::vector<std::string> v = {"restart-at-0", "cache-length-position",
-                                             "padding-position", "shift-not-rerotated",
-                                             "verify-window-start"};
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> names;
+    for (const auto& m : kv_mistake_table()) names.push_back(m.first);
+    return names;
+  }();
   return v;
 }
 
@@ -1098,6 +1120,13 @@ GoldenCase kv_cache_generate(const std::string& id) { return kv_cache_generate_t
 
 std::vector<std::string> kv_cache_mistakes() { return kv_mistakes(); }
 
+std::string kv_cache_mistake_words(const std::string& mistake) {
+  for (const auto& m : kv_mistake_table()) {
+    if (m.first == mistake) return m.second;
+  }
+  return "";
+}
+
 // ---- the built-in engine ---------------------------------------------------------------------
 
 /// The pipeline's rotation: HF's float32 tables (fp32) or ggml's recurrence (fp32-recurrence),
@@ -1136,8 +1165,9 @@ struct EngineTrace {
 EngineTrace read_engine_trace(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
   const auto& mk = kv_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
-    throw_invalid("kv_cache_run_engine", "unknown mistake (known: restart-at-0, cache-length-position, "
-                  "padding-position, shift-not-rerotated, verify-window-start)", o.mistake);
+    std::string known;
+    for (const auto& m : mk) known += (known.empty() ? "" : ", ") + m;
+    throw_invalid("kv_cache_run_engine", "unknown mistake (known: " + known + ")", o.mistake);
   }
   if (o.pipeline != "exact" && !o.mistake.empty()) {
     throw_invalid("kv_cache_run_engine", "mistakes run on the exact pipeline only", o.mistake);
@@ -1177,6 +1207,10 @@ optimized::KvCacheConfig engine_config(const CaseSpec& spec, const TensorMap& go
   c.n_sink = pj.at("n_sink").get<std::int64_t>();
   c.batch = tr.B;
   c.rerotate = o.mistake != "shift-not-rerotated";
+  using SlotRule = optimized::KvCacheConfig::SlotRule;
+  if (o.mistake == "slot-reused") c.slot_rule = SlotRule::kReuseNewest;
+  if (o.mistake == "slot-restart-at-0") c.slot_rule = SlotRule::kFromSlot0;
+  c.window_inclusive = o.mistake == "window-off-by-one";
   const bool exact = o.pipeline == "exact";
   if (enc.kind == KvEncodingKind::kRope) {
     c.rope = true;
@@ -1233,13 +1267,16 @@ void engine_cache_out(const optimized::KvCache& cache, const EngineTrace& tr, co
 }
 
 /// A shift step: every sequence drops [n_keep, n_keep + n_discard) and moves later keys down.
-void engine_shift(optimized::KvCache& cache, const EngineTrace& tr, const Json& js, const EngineOptions& o) {
+/// `shifted` [B] adds each sequence's n_discard (the scheduler's shift mistakes read it).
+void engine_shift(optimized::KvCache& cache, const EngineTrace& tr, const Json& js, const EngineOptions& o,
+                  std::vector<std::int64_t>& shifted) {
   const std::int64_t n_keep = js.at("n_keep").get<std::int64_t>(), n_discard = js.at("n_discard").get<std::int64_t>();
   for (int b = 0; b < tr.B; ++b) {
     // A mistaken scheduler may have numbered fewer positions than the shift names; like
     // llama.cpp's seq_rm / seq_add on cells that do not exist, the shift then does nothing.
     if (!o.mistake.empty() && cache.next_position(b) < n_keep + n_discard) continue;
     cache.shift(b, n_keep, n_discard);
+    shifted[static_cast<std::size_t>(b)] += n_discard;
   }
 }
 
@@ -1266,9 +1303,10 @@ EngineStep read_engine_step(const TensorMap& golden, const std::string& sn, std:
   return st;
 }
 
-/// The scheduler: each sequence's positions (or the mistake's).
+/// The scheduler: each sequence's positions (or the mistake's). `shifted` [B]: positions the
+/// shifts since the sequence's last step discarded (read by the shift mistakes, then cleared).
 void engine_scheduler(const optimized::KvCache& cache, const EngineTrace& tr, const EngineOptions& o, bool first,
-                      EngineStep& st) {
+                      std::vector<std::int64_t>& shifted, EngineStep& st) {
   const int B = tr.B;
   const std::int64_t T = st.T, rows = tr.rows;
   st.given.assign(static_cast<std::size_t>(B * T), 0);
@@ -1279,7 +1317,16 @@ void engine_scheduler(const optimized::KvCache& cache, const EngineTrace& tr, co
     }
     std::int64_t n_cached = 0;
     for (std::int64_t s = 0; s < rows; ++s) n_cached += cache.slot_position(b, s) >= 0;
-    const auto g = mistaken_positions(o.mistake, first, cache.next_position(b), n_cached, cols);
+    auto g = mistaken_positions(o.mistake, first, cache.next_position(b), n_cached, cols);
+    std::int64_t& gap = shifted[static_cast<std::size_t>(b)];
+    if (gap > 0 && !cols.empty()) {  // the first step after a shift
+      const std::int64_t from = o.mistake == "shift-n-past-kept" ? cache.next_position(b) + gap : 0;
+      if (o.mistake == "shift-n-past-kept" || o.mistake == "shift-restart-at-0") {
+        g.clear();
+        for (std::size_t i = 0; i < cols.size(); ++i) g.push_back(from + static_cast<std::int64_t>(i));
+      }
+      gap = 0;
+    }
     for (std::size_t i = 0; i < cols.size(); ++i) {  // a sequence without the mistake: its own numbering
       st.given[b * T + cols[i]] = g.empty() ? cache.next_position(b) + static_cast<std::int64_t>(i) : g[i];
     }
@@ -1339,15 +1386,16 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
 
   TensorMap res;
   bool first = true;
+  std::vector<std::int64_t> shifted(static_cast<std::size_t>(tr.B), 0);
   for (const auto& js : spec.manifest.at("trace").at("steps")) {
     const std::string sn = js.at("name").get<std::string>();
     if (js.at("kind").get<std::string>() == "shift") {
-      engine_shift(cache, tr, js, o);
+      engine_shift(cache, tr, js, o, shifted);
       engine_cache_out(cache, tr, sn, res);
       continue;
     }
     EngineStep st = read_engine_step(golden, sn, js.at("columns").get<std::int64_t>(), tr.B);
-    engine_scheduler(cache, tr, o, first, st);
+    engine_scheduler(cache, tr, o, first, shifted, st);
     if (tr.enc.kind == KvEncodingKind::kLearned) add_learned_rows(cache, tr, learned, st);
     if (!engine_append(cache, tr, o, st, sn, res)) break;
     engine_cache_out(cache, tr, sn, res);
@@ -1360,7 +1408,8 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
 
 SchemeEntry kv_cache_scheme() {
   return SchemeEntry{"kv_cache", "KV-cache position traces: continuation, sliding window, padding, context shift, sinks",
-                     &kv_cache_cases, &kv_cache_generate, &kv_cache_run_engine, &kv_cache_mistakes};
+                     &kv_cache_cases, &kv_cache_generate, &kv_cache_run_engine, &kv_cache_mistakes,
+                     &kv_cache_mistake_words};
 }
 
 LoadedCase kv_call_case(const KvCallDef& def) {

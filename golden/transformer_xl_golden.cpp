@@ -19,7 +19,10 @@
 //     verify passes an engine only if it does NOT reproduce them.
 // Engine mistakes: ascending-positions (R rows in the wrong order), rel-shift-off-by-one
 // (`[:-1]` instead of `[1:]`: the wrong row of the padded buffer is dropped), no-u (r_w_bias
-// missing), no-v (r_r_bias missing), clamp-ignored (clamp_len not applied).
+// missing), no-v (r_r_bias missing), clamp-ignored (clamp_len not applied),
+// rel-shift-one-column (the zero column padded on the right: every distance one short, the
+// query's own key reads the pad), no-rel-shift (BD used unshifted: key j reads row j whatever
+// the query), memory-dropped (the segment memory restarted: memory keys not attended).
 //
 // Budgets (contract)
 //   rel_position: exact in every profile (integers).
@@ -505,8 +508,32 @@ GoldenCase transformer_xl_generate(const std::string& id) {
 
 // ---- the built-in engine: posenc's optimized kernels, fed and read through files ----------------
 
+/// The engine mistakes and their words: the bug in engine terms, as diagnose names it.
+const std::vector<std::pair<std::string, std::string>>& txl_mistake_table() {
+  static const std::vector<std::pair<std::string, std::string>> v = {
+      {"ascending-positions", "the position table R in ascending order (row r holds position r)"},
+      {"rel-shift-off-by-one", "rel-shift dropping the wrong row of the padded buffer ([:-1] for [1:])"},
+      {"no-u", "the content bias u (r_w_bias) missing"},
+      {"no-v", "the position bias v (r_r_bias) missing"},
+      {"clamp-ignored", "clamp_len not applied to the distances"},
+      {"rel-shift-one-column", "rel-shift by one column: the zero column padded on the right, every "
+                               "distance one short and the query's own key reading the pad"},
+      {"no-rel-shift", "rel-shift missing: key j reads row j of R whatever the query"},
+      {"memory-dropped", "segment memory restarted: the memory keys are not attended"}};
+  return v;
+}
+
 std::vector<std::string> transformer_xl_mistakes() {
-  return {"ascending-positions", "rel-shift-off-by-one", "no-u", "no-v", "clamp-ignored"};
+  std::vector<std::string> names;
+  for (const auto& m : txl_mistake_table()) names.push_back(m.first);
+  return names;
+}
+
+std::string transformer_xl_mistake_words(const std::string& mistake) {
+  for (const auto& m : txl_mistake_table()) {
+    if (m.first == mistake) return m.second;
+  }
+  return "";
 }
 
 /// A bias materialised as [H, qlen, klen] (the mistaken engines and the float pipelines).
@@ -558,6 +585,8 @@ MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, st
   const bool ascending =
       mistake == "ascending-positions" && !POSENC_MUTANT("engine_txl_ascending_noop");
   const bool off_by_one = mistake == "rel-shift-off-by-one";
+  const bool pad_right = mistake == "rel-shift-one-column", unshifted = mistake == "no-rel-shift";
+  const bool no_memory = mistake == "memory-dropped";
   const int H = p.n_heads, d = p.d_head, hd = H * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const std::vector<double> r = optimized::txl_r_table(p, klen, x.w_r);  // positions 0..klen-1
@@ -565,8 +594,10 @@ MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, st
   for (std::int64_t row = 0; row < klen; ++row)
     row_pos[row] = row_position(p, klen, row, ascending);
   // Padded [qlen, klen + 1] buffer of raw indices: -1 = the zero column, else the table row.
-  // The shift reads flat element skip + i * klen + j, skip = qlen (`[1:]`) or 0 (`[:-1]`).
+  // The shift reads flat element skip + i * klen + j, skip = qlen (`[1:]`) or 0 (`[:-1]`). The
+  // zero column is column 0 (column klen when padded on the right); unshifted: row j directly.
   const std::int64_t skip = off_by_one ? 0 : qlen;
+  const std::int64_t mlen = klen - qlen;
   MistakeResult res;
   res.pos_emb = emb_rows(p.d_model, row_pos);
   res.bias.assign(static_cast<std::size_t>(H * qlen * klen), 0.0f);
@@ -574,9 +605,18 @@ MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, st
   for (std::int64_t i = 0; i < qlen; ++i) {
     for (std::int64_t j = 0; j < klen; ++j) {
       if (j > klen - qlen + i) continue;  // a future key: masked
+      if (no_memory && j < mlen) {  // not attended: a bias far below every other score
+        for (int h = 0; h < H; ++h) res.bias[(h * qlen + i) * klen + j] = -1e30f;
+        continue;
+      }
       const std::int64_t f = skip + i * klen + j;
-      const std::int64_t src_i = f / (klen + 1), col = f % (klen + 1);
-      const std::int64_t pos = col == 0 ? -1 : row_pos[col - 1];
+      std::int64_t src_i = f / (klen + 1), col = f % (klen + 1);
+      if (unshifted) {
+        src_i = i;
+        col = j + 1;
+      }
+      const std::int64_t row = pad_right ? col : col - 1;  // the table row, or the pad
+      const std::int64_t pos = row < 0 || row >= klen ? -1 : row_pos[row];
       res.positions[i * klen + j] = static_cast<std::int32_t>(pos);
       for (int h = 0; h < H; ++h) {
         double uk = 0, bd = 0;
@@ -657,10 +697,9 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
                                     const EngineOptions& o) {
   const auto& mk = transformer_xl_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
-    throw_invalid("transformer_xl_run_engine",
-                  "unknown mistake (known: ascending-positions, rel-shift-off-by-one, no-u, "
-                  "no-v, clamp-ignored)",
-                  o.mistake);
+    std::string known;
+    for (const auto& m : mk) known += (known.empty() ? "" : ", ") + m;
+    throw_invalid("transformer_xl_run_engine", "unknown mistake (known: " + known + ")", o.mistake);
   }
   if (o.pipeline != "exact" && !o.mistake.empty()) {
     throw_invalid("transformer_xl_run_engine", "mistakes run on the exact pipeline only",
@@ -738,7 +777,8 @@ SchemeEntry transformer_xl_scheme() {
                      &transformer_xl_cases,
                      &transformer_xl_generate,
                      &transformer_xl_run_engine,
-                     &transformer_xl_mistakes};
+                     &transformer_xl_mistakes,
+                     &transformer_xl_mistake_words};
 }
 
 }  // namespace posenc::golden

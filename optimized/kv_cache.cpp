@@ -185,6 +185,19 @@ std::int64_t KvCache::free_slot(const Seq& s) const {
   return oldest;
 }
 
+std::int64_t KvCache::write_slot(const Seq& s, std::int64_t i) const {
+  using Rule = KvCacheConfig::SlotRule;
+  if (c_.slot_rule == Rule::kFromSlot0 && i < c_.capacity) return i;
+  if (c_.slot_rule == Rule::kReuseNewest && i == 0) {
+    std::int64_t newest = -1;
+    for (std::int64_t k = 0; k < c_.capacity; ++k) {
+      if (s.pos[k] >= 0 && (newest < 0 || s.age[k] > s.age[newest])) newest = k;
+    }
+    if (newest >= 0) return newest;
+  }
+  return free_slot(s);
+}
+
 void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const float> q,
                    span<const float> k, span<const float> v, span<float> out,
                    span<std::int64_t> positions, span<const std::int64_t> given,
@@ -313,7 +326,7 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
       float mx = -std::numeric_limits<float>::infinity();
       for (std::size_t j = 0; j < nk; ++j) {
         const std::int64_t kp = w.kpos[j];
-        if (kp > qp || (window > 0 && !(qp - window < kp))) {
+        if (kp > qp || (window > 0 && !(qp - window < kp || (c_.window_inclusive && qp - window == kp)))) {
           sc[j] = -std::numeric_limits<float>::infinity();
           continue;
         }
@@ -351,7 +364,7 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
       const std::size_t row = static_cast<std::size_t>(b * T + w.cols[i]);
       positions[row] = w.qpos[i];
       std::copy(w.out.begin() + i * H * dv, w.out.begin() + (i + 1) * H * dv, out.begin() + row * H * dv);
-      const std::int64_t slot = free_slot(s);
+      const std::int64_t slot = write_slot(s, i);
       if (!slots.empty()) slots[row] = slot;
       s.pos[slot] = w.qpos[i];
       s.age[slot] = s.age_counter++;

@@ -64,6 +64,15 @@ struct KvCacheConfig {
   /// Re-rotate keys whose positions a shift or a sink eviction moves. false only models the
   /// engine mistake of renumbering the position records alone (golden negative controls).
   bool rerotate = true;
+  /// The slot a written token takes. kFreeOrOldest is the rule above; the others only model
+  /// engine mistakes (the golden engine's `slot-reused`, `slot-restart-at-0`): kReuseNewest, a
+  /// step's first token overwrites the newest cached token (a write index one slot early);
+  /// kFromSlot0, a step's tokens are written from slot 0 on, over the oldest cached ones.
+  enum class SlotRule { kFreeOrOldest, kReuseNewest, kFromSlot0 };
+  SlotRule slot_rule = SlotRule::kFreeOrOldest;
+  /// true only models the engine mistake `window-off-by-one`: a window of w sees
+  /// p - w <= k <= p (one key more than p - w < k <= p).
+  bool window_inclusive = false;
 };
 
 class KvCache {
@@ -105,6 +114,7 @@ class KvCache {
   void rerotate(Seq& s, const std::vector<std::int64_t>& slots, std::int64_t delta);
   void rotate(float* x, int heads, std::int64_t m, double factor) const;
   std::int64_t free_slot(const Seq& s) const;
+  std::int64_t write_slot(const Seq& s, std::int64_t i) const;  // config().slot_rule's choice
 
   KvCacheConfig c_;
   std::vector<Seq> seqs_;

@@ -216,6 +216,55 @@ TEST(DiagnoseGolden, EveryMistakeIsTheTopHypothesisWhereACaseSeesIt) {
   EXPECT_GE(diagnosed, 40);
 }
 
+// The Transformer-XL and KV-cache bug classes (docs/bug-classes.md K-N, Q), each planted on a
+// case that shows it: diagnose names the mistake, in engine terms, and the correct engine of the
+// same case is still correct.
+TEST(DiagnoseGolden, TransformerXlAndKvCacheBugClassesAreNamedInEngineTerms) {
+  struct Planted {
+    std::string scheme, id, mistake, words;
+  };
+  const std::string txl = "transformer_xl_wt103s_h4_d16_dm64_mem150_m150_q16_clamp1000_f32";
+  const std::vector<Planted> planted = {
+      {"transformer_xl", txl, "rel-shift-one-column", "rel-shift by one column"},
+      {"transformer_xl", txl, "no-rel-shift", "rel-shift missing"},
+      {"transformer_xl", txl, "memory-dropped", "segment memory restarted"},
+      {"kv_cache", "kv_cache_alibi_decode_h4_f32", "slot-reused", "cache slot reused before eviction"},
+      {"kv_cache", "kv_cache_alibi_decode_h4_f32", "slot-restart-at-0", "cache restarted at slot 0"},
+      {"kv_cache", "kv_cache_rope_window8_ring_wrap_f32", "window-off-by-one", "window one key too wide"},
+      {"kv_cache", "kv_cache_rope_context_shift_f32", "shift-n-past-kept", "without reducing n_past"},
+      {"kv_cache", "kv_cache_rope_context_shift_f32", "shift-restart-at-0",
+       "positions restarted at 0 after a context shift"},
+      {"kv_cache", "kv_cache_rope_context_shift_f32", "shift-not-rerotated",
+       "context shift without re-rotating the cached keys"}};
+  std::vector<std::string> checked_correct;
+  for (const auto& p : planted) {
+    const auto lc = golden::load_case(golden::default_data_dir() / p.scheme / (p.id + ".json"));
+    const auto& s = golden::scheme_by_slug(p.scheme);
+    const auto d = golden::diagnose_case(lc, s.run_engine(lc.spec, lc.golden, {p.mistake}), "strict");
+    const std::string text = golden::diagnosis_text(d, true);
+    EXPECT_EQ(d.verdict, "explained") << p.mistake << "\n" << text;
+    ASSERT_FALSE(d.ranked.empty()) << text;
+    EXPECT_EQ(d.ranked.front().mistake, p.mistake) << text;
+    EXPECT_TRUE(d.ranked.front().confirmed()) << text;
+    EXPECT_NE(d.summary.find("`" + p.mistake + "`"), std::string::npos) << d.summary;
+    EXPECT_NE(d.summary.find(p.words), std::string::npos) << d.summary;
+    if (std::find(checked_correct.begin(), checked_correct.end(), p.id) != checked_correct.end()) continue;
+    checked_correct.push_back(p.id);
+    const auto ok = golden::diagnose_case(lc, s.run_engine(lc.spec, lc.golden, {}), "strict");
+    EXPECT_EQ(ok.verdict, "correct") << golden::diagnosis_text(ok, true);
+  }
+  // Where every step after the first follows a shift, positions restarted after each shift are
+  // positions restarted at every step: a tie, reported as one.
+  const auto lc = golden::load_case(golden::default_data_dir() / "kv_cache" /
+                                    "kv_cache_rope_repeated_shift24_f32.json");
+  const auto& kv = golden::scheme_by_slug("kv_cache");
+  const auto d = golden::diagnose_case(lc, kv.run_engine(lc.spec, lc.golden, {"shift-restart-at-0"}), "strict");
+  EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
+  EXPECT_NE(d.summary.find("cannot tell it from"), std::string::npos) << d.summary;
+  EXPECT_NE(d.summary.find("`shift-restart-at-0`"), std::string::npos) << d.summary;
+  EXPECT_NE(d.summary.find("`restart-at-0`"), std::string::npos) << d.summary;
+}
+
 TEST(DiagnoseGolden, ACorrectEngineGetsNoDiagnosis) {
   for (const auto& s : golden::schemes()) {
     const auto lc = golden::load_case(valid_cases_smallest_first(s.slug).front());

@@ -706,6 +706,10 @@ bool visible(const std::string& id, const std::string& mistake) {
     return id == "kv_cache_rope_context_shift_f32" || id == "kv_cache_rope_sinks2_cache8_f32" ||
            id == "kv_cache_rope_repeated_shift24_f32";
   }
+  if (mistake == "window-off-by-one") return id == "kv_cache_rope_window8_ring_wrap_f32";
+  if (mistake == "shift-n-past-kept" || mistake == "shift-restart-at-0") {
+    return id == "kv_cache_rope_context_shift_f32" || id == "kv_cache_rope_repeated_shift24_f32";
+  }
   if (mistake == "verify-window-start") {
     return id == "kv_cache_rope_llama3_1_8b_prefill_decode_f32" || id == "kv_cache_rope_window8_ring_wrap_f32" ||
            id == "kv_cache_alibi_decode_h4_f32";

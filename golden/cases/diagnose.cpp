@@ -62,11 +62,15 @@ std::string hypothesis_words(const Hypothesis& h, const std::string& scheme) {
     pipe += " (" + s.substr(0, s.find(':')) + ")";
   }
   if (h.mistake.empty()) return "computes with " + pipe;
+  // The mistake's name, and the bug in engine terms where the scheme says it.
+  const auto words = scheme_by_slug(scheme).mistake_words;
+  const std::string bug = words ? words(h.mistake) : "";
+  const std::string named = "has the " + scheme + " mistake `" + h.mistake + "`" +
+                            (bug.empty() ? "" : " (" + bug + ")");
   if (h.pipeline == "exact" && h.profile != "strict") {
-    return "has the " + scheme + " mistake `" + h.mistake + "` (within the " + h.profile +
-           " pipeline's error)";
+    return named + " (within the " + h.profile + " pipeline's error)";
   }
-  return "has the " + scheme + " mistake `" + h.mistake + "`, computed with " + pipe;
+  return named + ", computed with " + pipe;
 }
 
 Hypothesis make_hypothesis(std::string pipeline, std::string profile, std::string mistake) {

@@ -52,6 +52,9 @@ struct SchemeEntry {
   GoldenCase (*generate)(const std::string& id);
   TensorMap (*run_engine)(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o);
   std::vector<std::string> (*mistakes)();  // names accepted by EngineOptions::mistake
+  /// The bug a mistake plants, in engine terms ("cache restarted at slot 0"); "" or no function:
+  /// the name alone (diagnose's words).
+  std::string (*mistake_words)(const std::string& mistake) = nullptr;
 };
 
 const std::vector<SchemeEntry>& schemes();
