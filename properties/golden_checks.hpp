@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include "golden/cases/catalog.hpp"
+#include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/format/format.hpp"
 #include "golden/cases/registry.hpp"
@@ -162,16 +163,22 @@ inline void expect_negative_controls_fail_only_for(const std::string& slug,
   EXPECT_GE(n, 1) << slug << " has no negative control";
 }
 
+inline bool profile_applies(const golden::CaseSpec& spec, const std::string& profile);
+
 /// Every mistake must fail every case, unless `allowed_pass(case, mistake)` says the mistake is
-/// invisible for that case (e.g. a position offset cannot change relative scores).
+/// invisible for that case (e.g. a position offset cannot change relative scores). Judged by
+/// `profile` (strict unless given) on every case that profile applies to.
 template <class AllowedPass>
-void expect_engine_mistakes_caught(const std::string& slug, AllowedPass allowed_pass) {
+void expect_engine_mistakes_caught(const std::string& slug, AllowedPass allowed_pass,
+                                   const std::string& profile = "strict") {
   for_each_golden_case(slug, [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    if (!profile_applies(lc.spec, profile)) return;
     for (const auto& mistake : s.mistakes()) {
       const auto out = s.run_engine(lc.spec, lc.golden, {mistake});
-      const auto r = golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, true});
+      const auto r = golden::verify_case(lc.spec, lc.golden, out, {profile, {}, true});
       if (allowed_pass(lc.spec.id, mistake)) continue;
-      EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id << " with mistake " << mistake;
+      EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id << " with mistake " << mistake << " under "
+                                                  << profile;
     }
   });
 }
@@ -263,6 +270,58 @@ void expect_float_pipelines_fail_strict(const std::string& slug, Select select) 
     }
   });
   EXPECT_GT(n, 0) << "no case selected";
+}
+
+/// llama.cpp's scores on a 16-bit KV cache: q_rot and k_rot as the fp32-recurrence pipeline
+/// stores them (in the target dtype), their products (exact in float32) summed in float32 in
+/// the order `order` (0: channel order, 1: reversed, 2: ggml's CPU scalar path, a double sum
+/// rounded to float32 once), the score written in the target dtype.
+inline std::vector<float> llama_cpp_kv_scores(const golden::TensorMap& out, int order) {
+  const golden::Tensor& qt = out.at("q_rot");
+  const golden::Tensor& kt = out.at("k_rot");
+  const std::vector<float> q = golden::tensor_to_f32(qt), k = golden::tensor_to_f32(kt);
+  const std::int64_t tn = qt.shape[0], hq = qt.shape[1], hk = kt.shape[1], h = qt.shape[2];
+  std::vector<float> s;
+  for (std::int64_t hh = 0; hh < hq; ++hh) {
+    for (std::int64_t i = 0; i < tn; ++i) {
+      for (std::int64_t j = 0; j < tn; ++j) {
+        const float* x = &q[(i * hq + hh) * h];
+        const float* y = &k[(j * hk + hh / (hq / hk)) * h];
+        float f = 0;
+        double d = 0;
+        for (std::int64_t c = 0; c < h; ++c) {
+          const std::int64_t cc = order == 1 ? h - 1 - c : c;
+          f += x[cc] * y[cc];
+          d += static_cast<double>(x[cc]) * y[cc];
+        }
+        s.push_back(order == 2 ? static_cast<float>(d) : f);
+      }
+    }
+  }
+  return s;
+}
+
+/// Every 16-bit case of the scheme: llama.cpp's KV-cache scores (llama_cpp_kv_scores, every
+/// summation order) from the fp32-recurrence pipeline's stored q_rot and k_rot pass
+/// fp32-recurrence. Returns the number of cases.
+inline int expect_llama_cpp_kv_cache_scores_pass(const std::string& slug) {
+  int n = 0;
+  for_each_golden_case(slug, [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    const DType t = lc.golden.at("q").dtype;
+    if (t != DType::kBF16 && t != DType::kF16) return;
+    golden::EngineOptions eo;
+    eo.pipeline = "fp32-recurrence";
+    golden::TensorMap out = s.run_engine(lc.spec, lc.golden, eo);
+    const std::vector<std::int64_t> shape = out.at("scores").shape;
+    for (int order = 0; order < 3; ++order) {
+      out.insert_or_assign("scores", golden::engine_tensor("scores", t, shape, llama_cpp_kv_scores(out, order)));
+      const auto r = golden::verify_case(lc.spec, lc.golden, out, {"fp32-recurrence", {}, true});
+      EXPECT_EQ(r.status, golden::Verdict::kPass) << "summation order " << order << "\n"
+                                                  << golden::format_case_text(r, true);
+    }
+    ++n;
+  });
+  return n;
 }
 
 }  // namespace posenc::properties

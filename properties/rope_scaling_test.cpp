@@ -1040,22 +1040,81 @@ bool is_invalid_case(const std::string& id) {
 TEST(RopeScalingGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("rope_scaling", 29); }
 TEST(RopeScalingGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("rope_scaling"); }
 
-TEST(RopeScalingGolden, EngineMistakesAreCaught) {
-  expect_engine_mistakes_caught("rope_scaling", [](const std::string& id, const std::string& mistake) {
-    if (is_invalid_case(id)) {
-      // A negative control passes when the output differs from the wrong convention; the two
-      // mistakes that reproduce one must fail it.
-      const bool reproduces = (mistake == "factor-inverted" && id.find("_factor_inverted_") != std::string::npos) ||
-                              (mistake == "unscaled" && id.find("_hf_prefix_factor_override_") != std::string::npos);
-      return !reproduces;
+/// Whether a mistake may pass a rope_scaling case (EngineMistakesAreCaught).
+bool scaling_mistake_may_pass(const std::string& id, const std::string& mistake) {
+  if (is_invalid_case(id)) {
+    // A negative control passes when the output differs from the wrong convention; the two
+    // mistakes that reproduce one must fail it.
+    const bool reproduces = (mistake == "factor-inverted" && id.find("_factor_inverted_") != std::string::npos) ||
+                            (mistake == "unscaled" && id.find("_hf_prefix_factor_override_") != std::string::npos);
+    return !reproduces;
+  }
+  const bool within = id.find("_within_") != std::string::npos;  // dynamic NTK up to L: plain
+  if (within && (mistake == "unscaled" || mistake == "factor-inverted")) return true;
+  // These rules have no magnitude scaling (a = 1, no softmax multiplier): nothing to leave out.
+  const bool a_is_one = id.find("dynamic") != std::string::npos || id.find("linear") != std::string::npos ||
+                        id.find("ntk") != std::string::npos || id.find("llama_3") != std::string::npos;
+  return mistake == "no-mscale" && a_is_one;
+}
+
+TEST(RopeScalingGolden, EngineMistakesAreCaught) { expect_engine_mistakes_caught("rope_scaling", scaling_mistake_may_pass); }
+
+TEST(RopeScalingGolden, EngineMistakesFailTheRecurrenceProfile) {
+  // Every rule (dynamic NTK too, whose fp32-recurrence budget is its host base' per call) and
+  // the 16-bit scores' KV-cache term: every mistake still leaves the budget.
+  expect_engine_mistakes_caught("rope_scaling", scaling_mistake_may_pass, "fp32-recurrence");
+}
+
+TEST(RopeScalingGolden, LlamaCppSixteenBitKvCachePassesTheRecurrenceProfile) {
+  // As RopeGolden's: before the KV-cache term Llama-3.1 bf16 failed at 3.9x, DeepSeek-V2-Lite
+  // bf16 at 13.1x.
+  EXPECT_EQ(expect_llama_cpp_kv_cache_scores_pass("rope_scaling"), 3);
+}
+
+TEST(RopeScalingGolden, DynamicNtkHostBaseEnginePassesTheRecurrenceProfile) {
+  // llama.cpp serves dynamic NTK as a host that computes the call's base' in double and passes
+  // it to ggml as freq_base (within L, base' = base): plain ggml RoPE at that base. The
+  // recurrence profile applies to every stage of every dynamic case and that engine passes it.
+  int n = 0;
+  for_each_golden_case("rope_scaling", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    const Json& sc = lc.spec.manifest.at("params").at("scaling");
+    if (sc.at("type") != "dynamic") return;
+    const Json& pj = lc.spec.manifest.at("params");
+    const double base = pj.at("base").get<double>(), factor = sc.at("factor").get<double>();
+    const double l0 = sc.at("max_position_embeddings").get<double>();
+    const int d = pj.at("rotary_dim").get<int>();
+    std::int64_t last = 0;
+    const golden::Tensor& pos = lc.golden.at("positions");
+    for (std::int64_t i = 0; i < pos.numel(); ++i) last = std::max(last, pos.get_i64(i));
+    const double l = std::max(static_cast<double>(last + 1), l0);
+    golden::CaseSpec host = lc.spec;
+    host.manifest["params"]["base"] = base * std::pow(factor * l / l0 - (factor - 1), static_cast<double>(d) / (d - 2));
+    host.manifest["params"].erase("scaling");
+    golden::EngineOptions eo;
+    eo.pipeline = "fp32-recurrence";
+    const auto out = s.run_engine(host, lc.golden, eo);
+    for (const auto& t : lc.spec.expected) {
+      EXPECT_TRUE(t.check.profile("fp32-recurrence").applies) << lc.spec.id << " " << t.name;
     }
-    const bool within = id.find("_within_") != std::string::npos;  // dynamic NTK up to L: plain
-    if (within && (mistake == "unscaled" || mistake == "factor-inverted")) return true;
-    // These rules have no magnitude scaling (a = 1, no softmax multiplier): nothing to leave out.
-    const bool a_is_one = id.find("dynamic") != std::string::npos || id.find("linear") != std::string::npos ||
-                          id.find("ntk") != std::string::npos || id.find("llama_3") != std::string::npos;
-    return mistake == "no-mscale" && a_is_one;
+    const auto r = golden::verify_case(lc.spec, lc.golden, out, {"fp32-recurrence", {}, true});
+    EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, true);
+    ++n;
   });
+  EXPECT_EQ(n, 3);
+}
+
+TEST(RopeScalingGolden, NegativeControlsFailTheRecurrenceProfile) {
+  // The known-wrong convention's own values leave the fp32-recurrence budget too.
+  int n = 0;
+  for_each_golden_case("rope_scaling", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
+    if (lc.spec.result != "invalid" || !profile_applies(lc.spec, "fp32-recurrence")) return;
+    golden::TensorMap out;
+    for (const auto& t : lc.spec.expected) out.emplace(t.name, lc.golden.at(t.name));
+    const auto r = golden::verify_case(lc.spec, lc.golden, out, {"fp32-recurrence", {}, true});
+    EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id;
+    ++n;
+  });
+  EXPECT_EQ(n, 6);
 }
 
 TEST(RopeScalingGolden, PipelinesPassTheirProfiles) {

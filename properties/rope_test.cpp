@@ -548,6 +548,21 @@ TEST(RopeGolden, EngineMistakesAreCaught) {
 
 TEST(RopeGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("rope", 0.25, {"scores"}); }
 
+TEST(RopeGolden, EngineMistakesFailTheRecurrenceProfile) {
+  // The recurrence budget grows with the pair index and, on 16-bit targets, the scores allow the
+  // KV-cache rounding of q and k: every mistake must still leave it.
+  expect_engine_mistakes_caught("rope", [](const std::string&, const std::string&) { return false; },
+                                "fp32-recurrence");
+}
+
+TEST(RopeGolden, LlamaCppSixteenBitKvCachePassesTheRecurrenceProfile) {
+  // llama.cpp rotates in float32 with ggml's recurrence, keeps k (and converts q) in the
+  // KV-cache dtype, and takes a float32-accumulated dot product: on every 16-bit case its
+  // scores, in any summation order, pass fp32-recurrence (before the KV-cache term the bf16
+  // cases failed at 2.4-15.9x and 5 of 7 f16 cases at 1.2-2.1x).
+  EXPECT_EQ(expect_llama_cpp_kv_cache_scores_pass("rope"), 14);
+}
+
 TEST(RopeGolden, FloatPipelinesFailStrict) {
   // Every case: the float32 angle of HF and ggml is not correctly rounded at any dtype.
   expect_float_pipelines_fail_strict("rope", [](const std::string&, const std::string&) { return true; });
@@ -579,6 +594,46 @@ TEST(RopeGolden, ScoresAloneCatchOneTokenOffByOneAtLargePositions) {
     ++n;
   });
   EXPECT_GE(n, 7);
+}
+
+
+TEST(RopeGolden, ScoresAloneStillCatchOneTokenOffByOneOnSixteenBitKvCaches) {
+  // The KV-cache term makes the fp32-recurrence scores budget of a 16-bit case about eps_t c:
+  // one token rotated to p + 1 instead of p still leaves it, located at p, for p = 4095 and
+  // 2^16 - 1 (at 2^20 - 1 only some cases: printed).
+  int n = 0;
+  for (const std::int64_t p : {std::int64_t{4095}, std::int64_t{65535}, std::int64_t{1048575}}) {
+    int caught = 0, cases = 0;
+    for_each_golden_case("rope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+      const DType t = lc.golden.at("q").dtype;
+      if (t != DType::kBF16 && t != DType::kF16) return;
+      golden::TensorMap moved = lc.golden;
+      golden::Tensor& pos = moved.at("positions");
+      for (std::int64_t i = 0; i < pos.numel(); ++i) {
+        if (pos.get_i64(i) != p) continue;
+        const std::int64_t next = p + 1;
+        std::memcpy(pos.data.data() + 8 * i, &next, 8);
+      }
+      golden::EngineOptions eo;
+      eo.pipeline = "fp32-recurrence";
+      auto out = s.run_engine(lc.spec, moved, eo);
+      for (const std::string name : {"inv_freq", "cos", "sin", "q_rot", "k_rot"}) out.erase(name);
+      golden::VerifyOptions o;
+      o.profile = "fp32-recurrence";
+      const auto r = golden::verify_case(lc.spec, lc.golden, out, o);
+      ASSERT_EQ(r.tensors.back().name, "scores");
+      ++cases;
+      if (r.status == golden::Verdict::kFail) ++caught;
+      if (p == 1048575) return;
+      EXPECT_EQ(r.status, golden::Verdict::kFail) << golden::format_case_text(r, false);
+      ASSERT_TRUE(r.tensors.back().first_fail_position.has_value()) << lc.spec.id;
+      EXPECT_EQ(*r.tensors.back().first_fail_position, p) << lc.spec.id;
+      ++n;
+    });
+    std::printf("[ resolve  ] one token off by one at %lld: scores alone catch it in %d of %d 16-bit cases\n",
+                static_cast<long long>(p), caught, cases);
+  }
+  EXPECT_EQ(n, 28);
 }
 
 }  // namespace

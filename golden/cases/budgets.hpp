@@ -93,6 +93,27 @@ inline double product_rel_error(double rho_p, double delta) {
 }
 
 
+/// Relative error of the product of two values each rounded once to dtype t before it is taken
+/// (llama.cpp's 16-bit KV cache: k stored in t, q converted to t for the dot product):
+///   |fl_t(x) fl_t(y) - x y| = |x y| |(1 + d1)(1 + d2) - 1| <= (2 u_t + u_t^2) |x y|,
+/// u_t = eps_t / 2 (round to nearest); in units of eps_t that is 1 + eps_t / 4. The product of
+/// two 16-bit values is exact in float32 (at most 22 significant bits), so the float32
+/// accumulation adds only its own gamma_h term. 0 for float32 and wider (nothing is rounded).
+inline double stored_product_rel_error(DType t) {
+  if (t == DType::kF32 || t == DType::kF64) return 0.0;
+  const double ut = dtype_eps(t) / 2;
+  return 2 * ut + ut * ut;
+}
+
+/// The absolute part of that rounding: below the smallest normal of t the rounding error is
+/// up to half the subnormal spacing eta_t, not u_t |x|, so |fl_t(x) - x| <= u_t |x| + eta_t / 2
+/// for every x, and a product moves by at most eta_t / 2 (|x| + |y|) more (first order):
+/// 2^-25 for f16, 2^-134 for bf16, 0 for float32 and wider.
+inline double stored_rounding_abs_floor(DType t) {
+  if (t == DType::kF32 || t == DType::kF64) return 0.0;
+  return dtype_ulp(t, 0.0) / 2;
+}
+
 /// Worst relative error, over every faithful expf, of the tensor2tensor / fairseq float32
 /// frequency exp(fl(fl(i) * -fl(ln(base) / (n - 1)))) (the increment computed in double, cast to
 /// float32) against the exact base^(-i/(n-1)).

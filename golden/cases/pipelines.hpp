@@ -45,6 +45,16 @@ inline DType compute_dtype(const std::string& pipeline) {
   return DType::kF32;
 }
 
+/// The dtype q_rot and k_rot are held in when a pipeline takes their dot product (the scores)
+/// on a case whose target dtype is t: the eager pipelines' compute dtype; llama.cpp's
+/// (fp32-recurrence) KV-cache dtype, which the case's target stands for (k is stored in it and,
+/// on CPU, q is converted to it for the float32-accumulated dot product); float32 for HF's
+/// float32 pipeline (its attention runs on the float32 rotations).
+inline DType score_operand_dtype(const std::string& pipeline, DType t) {
+  if (pipeline == "fp32-recurrence") return t;
+  return compute_dtype(pipeline);
+}
+
 /// x rounded to dtype t (nearest even) and returned as a float: one operation in t.
 inline float fl(float x, DType t) {
   if (t == DType::kBF16) return bf16_to_float(float_to_bf16(x));
@@ -142,6 +152,23 @@ inline int hf_t5_bucket_f32(std::int64_t r, bool bidirectional, int num_buckets,
 
 // ---- scaled RoPE tables (reference/rope_scaling.hpp), templated over float / F32Interval ------
 
+/// The base a host passes for a rule that changes it, computed as HF and a llama.cpp host do, in
+/// Python / C double: NTK-aware base * s^(d/(d-2)); dynamic NTK base * (s l / L - (s - 1))^(d/(d-2))
+/// with l = max(seq_len, L) (within L the bracket is s - (s - 1): base itself, up to the double
+/// rounding of s L / L); every other rule: base. The engine then takes it as a float32 (ggml's
+/// freq_base, HF's float32 tensor).
+inline double host_rope_base(const reference::RopeParams& p, const reference::RopeScaling& s) {
+  using reference::RopeScalingType;
+  if (s.type != RopeScalingType::kNtk && s.type != RopeScalingType::kDynamic) return p.base;
+  const int d = p.rotary_dim;
+  double scale = s.factor;
+  if (s.type == RopeScalingType::kDynamic) {
+    const double l = static_cast<double>(std::max(s.seq_len, s.max_position));
+    scale = s.factor * l / static_cast<double>(s.max_position) - (s.factor - 1.0);
+  }
+  return p.base * std::pow(scale, static_cast<double>(d) / (d - 2));
+}
+
 /// HF's float32 scaled inverse frequencies (modeling_rope_utils _compute_*_parameters), as
 /// written there: the default frequencies 1 / powf(fl(base), fl(2i)/fl(d)), then the rule in
 /// float32 with Python doubles (factor, low, high, 2 pi, wavelength edges) converted to float32
@@ -166,14 +193,8 @@ std::vector<T> hf_scaled_inv_freq(const reference::RopeParams& p, const referenc
       return v;
     }
     case RopeScalingType::kNtk:
-    case RopeScalingType::kDynamic: {
-      double scale = s.factor;  // Python double arithmetic
-      if (s.type == RopeScalingType::kDynamic) {
-        const double l = static_cast<double>(std::max(s.seq_len, s.max_position));
-        scale = s.factor * l / static_cast<double>(s.max_position) - (s.factor - 1.0);
-      }
-      return plain(p.base * std::pow(scale, static_cast<double>(d) / (d - 2)));
-    }
+    case RopeScalingType::kDynamic:
+      return plain(host_rope_base(p, s));  // Python double arithmetic
     case RopeScalingType::kYarn: {
       const double lc = s.yarn_form == YarnForm::kHfEarly ? static_cast<double>(s.max_position)
                                                           : static_cast<double>(s.original_max_position);
@@ -225,23 +246,18 @@ std::vector<T> hf_scaled_inv_freq(const reference::RopeParams& p, const referenc
   return {};
 }
 
-/// Whether ggml / llama.cpp has the rule (it has no dynamic NTK: a fixed freq_base instead).
-inline bool ggml_has_rule(reference::RopeScalingType t) {
-  return t != reference::RopeScalingType::kDynamic;
-}
-
 /// ggml's float32 angle of pair i at position p under a rule (ggml_rope_ext, rope_yarn): the
 /// recurrence theta_base = fl(p) * ts^i with ts = powf(freq_base, -2.0f/n_dims); then the
-/// rule: freq_scale = fl(1/s) (linear), a larger freq_base (ntk), the YaRN mix with float32
-/// correction dims and ramp (yarn), or a float32 frequency factor (llama3: the converter's
-/// rope_freqs; longrope: the chosen list) that divides theta_base.
+/// rule: freq_scale = fl(1/s) (linear), a larger freq_base (ntk; dynamic NTK: the host's base'
+/// for this call, host_rope_base, as llama.cpp passes freq_base per graph), the YaRN mix with
+/// float32 correction dims and ramp (yarn), or a float32 frequency factor (llama3: the
+/// converter's rope_freqs; longrope: the chosen list) that divides theta_base.
 template <class T>
 std::vector<T> ggml_scaled_thetas(const reference::RopeParams& p, const reference::RopeScaling& s,
                                   std::int64_t pos) {
   using reference::RopeScalingType;
   const int d = p.rotary_dim, np = d / 2;
-  double base = p.base;
-  if (s.type == RopeScalingType::kNtk) base = p.base * std::pow(s.factor, static_cast<double>(d) / (d - 2));
+  const double base = host_rope_base(p, s);
   const T ts = powf_of(f32_const<T>(base), f32_const<T>(-2.0) / f32_const<T>(d));
   std::vector<T> out;
   T theta = f32_const<T>(static_cast<double>(pos));

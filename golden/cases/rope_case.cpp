@@ -193,8 +193,22 @@ class RopeScoresProgress {
 //   -2.0f/d). Plain: ts's worst relative error delta_ts enumerated, E = ((1 + rho_p)
 //   (1 + delta_ts)^i (1 + u)^i - 1)|phi_i|; scaled: ggml's rule (pipelines::ggml_scaled_thetas:
 //   freq_scale, YaRN mix with float32 corr dims and ramp, rope_freqs factors) in interval
-//   arithmetic, E = the interval's largest distance. Same bounds as fp32 with this E; inv_freq
-//   = the pipeline's angles at position 1. Not applicable to dynamic NTK (ggml has no such rule).
+//   arithmetic, E = the interval's largest distance; dynamic NTK: the host's base' for the call
+//   (pipelines::host_rope_base, in double) as freq_base, i.e. ts = powf(fl(base'), -2.0f/d) over
+//   every faithful powf (within L, base' = base). Same bounds as fp32 with this E; inv_freq =
+//   the pipeline's angles at position 1; except the scores of a 16-bit target:
+//     scores    llama.cpp stores k_rot in its KV cache in the target dtype t (the case's dtype
+//               stands for the cache's) and converts q_rot to t for the dot product, which it
+//               accumulates in float32. Each of q_c, k_c carries one more rounding to t,
+//               fl_t(x) = x (1 + d), |d| <= u_t = eps_t / 2, so a term q_c k_c moves by
+//               (2 u_t + u_t^2) |q_c k_c| (budgets::stored_product_rel_error); the products of
+//               16-bit values are exact in float32 and the accumulation is the gamma_h term
+//               already counted. sum_c |q_c k_c| <= c (per pair |q_a k_a| + |q_b k_b| <=
+//               |q_pair| |k_pair| = a^2 |x_q,pair| |x_k,pair| <= w_i; tail channels are exact
+//               copies, already in t): bound (2 sqrt(2)(2 + A) + h/2) r + 1 + eps_t / 4.
+//               Below t's smallest normal the rounding is absolute, up to eta_t / 2 (half the
+//               subnormal spacing, budgets::stored_rounding_abs_floor): extra + eta_t / 2
+//               sum_c (|q_c| + |k_c|) <= eta_t / 2 sqrt(2) sum_i (pair_sum_q,i + pair_sum_k,i).
 // bf16, f16 (PyTorch eager in t): float32 tables as in fp32, cast to t; q*cos, rotate_half(q)
 //   *sin and their sum each rounded to t; q_rot . k_rot accumulated in float32, rounded to t.
 //     inv_freq, cos, sin   as fp32 (tables are float32, then cast)
@@ -239,7 +253,11 @@ StageBudgets rope_stage_budgets_derived(const std::string& profile, DType t, dou
   if (profile == "fp32" || profile == "fp32-recurrence") {
     b.table = bound_of((1 + A) * r * s, cast);
     b.rotated = bound_of((1.5 + A) * r * s, sum_ulps);
-    b.scores = bound_of((root2x2 * (2 + A) + h / 2.0) * r * s, cast);
+    // llama.cpp: q_rot and k_rot in the KV-cache dtype (the target) before the dot product
+    const double kv = profile == "fp32-recurrence" && !POSENC_MUTANT("gold_rope_kv_storage_term_dropped")
+                          ? bud::stored_product_rel_error(t) / dtype_eps(t)
+                          : 0.0;
+    b.scores = bound_of(((root2x2 * (2 + A) + h / 2.0) * r + kv) * s, cast);
   } else {  // bf16, f16: eager in the target dtype
     b.table = bound_of((1 + A) * r * s, cast);
     b.rotated = bound_of(((POSENC_MUTANT("gold_rope_eager_products_dropped") ? 0.5 : 1.0) + (1 + A) * r) * s, 0.5);
@@ -1011,14 +1029,6 @@ void RopeCaseGen::pipeline_budgets() {
       sb[prof.name] = rope_stage_budgets(prof.name, t, 0.0, h);
       continue;
     }
-    if (prof.name == "fp32-recurrence" && !pipelines::ggml_has_rule(es.type)) {
-      StageBudgets b;
-      b.inv_freq = b.table = b.rotated = b.scores = b.scalar = not_applicable(
-          "ggml (the recurrence pipeline) has no dynamic NTK rule: llama.cpp serves such a model "
-          "with a fixed freq_base");
-      sb[prof.name] = b;
-      continue;
-    }
     PipelineErrors e = is_scaled ? scaled_errors(prof.name, p, es, pos, phi_signed, inv64, a,
                                                  round_to_f64(softmax50), def.model.softmax_head_dim)
                                  : plain_errors(prof.name, p, pos, phi, inv64);
@@ -1069,6 +1079,14 @@ void RopeCaseGen::stream_scores() {
       for (int c = 0; c < h; ++c) sum += qr[(i * hq + hh) * h + c] * kr[(j * hk + hh / group) * h + c];
       return sum;
     };
+    // fp32-recurrence on a 16-bit target: the KV-cache rounding's subnormal floor eta_t / 2 per
+    // rotated component (a pair's |x_a| + |x_b| <= sqrt(2) a |x_pair| <= sqrt(2) pair_sum, for
+    // the largest attention factor of the conventions)
+    const auto rec_at = std::find(angle_profiles.begin(), angle_profiles.end(), "fp32-recurrence");
+    const std::size_t rec = static_cast<std::size_t>(rec_at - angle_profiles.begin());
+    double a_ratio = 1;
+    for (const auto& al : alts) a_ratio = std::max(a_ratio, al.a / a);
+    const double floor_scale = std::sqrt(2.0) * a_ratio * bud::stored_rounding_abs_floor(t) * kSecondOrder * inflation();
     RopeScoresProgress progress(def.id, static_cast<std::int64_t>(hq) * tn);
     for (int hh = 0; hh < hq; ++hh) {
       for (std::int64_t i = 0; i < tn; ++i) {
@@ -1079,15 +1097,18 @@ void RopeCaseGen::stream_scores() {
           double c = 0, amp = 0;
           const std::int64_t qr = i * hq + hh, kr = j * hk + hh / group;
           std::fill(x.begin(), x.end(), 0.0);
+          double l1 = 0;  // sum of the pairs' a (|q_a| + |q_b|) + a (|k_a| + |k_b|)
           for (int pi = 0; pi < np; ++pi) {
             const double w = qs.pair_sum[qr * np + pi] * ks.pair_sum[kr * np + pi];
             c += w;
             amp += qs.pair_norm[qr * np + pi] * ks.pair_norm[kr * np + pi];
+            l1 += qs.pair_sum[qr * np + pi] + ks.pair_sum[kr * np + pi];
             for (std::size_t pr = 0; pr < na; ++pr) {
               const auto& angle = pe[angle_profiles[pr]].angle;
               x[pr] += w * (angle[i * np + pi] + angle[j * np + pi]);
             }
           }
+          if (rec < na) x[rec] += floor_scale * l1;
           for (int ch = d; ch < h; ++ch) c += std::fabs(q[qr * h + ch] * k[kr * h + ch]);
           if (POSENC_MUTANT("gold_rope_scores_extra_dropped")) std::fill(x.begin(), x.end(), 0.0);
           for (std::size_t ai = 0; ai < nalt; ++ai) {
@@ -1294,9 +1315,15 @@ void RopeCaseGen::manifest_tables() {
          is_scaled ? pe["fp32-recurrence"].table_rel_max : bud::ggml_theta_scale_rel_error(p.base, p.rotary_dim)},
         {"model", is_scaled ? "ggml rope_ext: theta = fl(p) ts^i (float32 recurrence), freq_scale, YaRN mix "
                               "with float32 corr dims and ramp, rope_freqs factors, float32 mscale; "
-                              "interval arithmetic (faithful powf, logf)"
+                              "NTK and dynamic NTK: freq_base = the host's base' for the call "
+                              "(double, then float32); interval arithmetic (faithful powf, logf)"
                             : "theta_0 = fl(p), theta_i = fl(theta_{i-1} * powf(base, "
                               "-2.0f/d)) (every faithful powf), cosf/sinf within 2 ulp"}};
+    if (with_scores && bud::stored_product_rel_error(t) > 0) {
+      pipe["fp32-recurrence"]["scores"] =
+          "llama.cpp's " + dtype_text(t) + " KV cache: q_rot and k_rot rounded to " + dtype_text(t) +
+          " before a float32-accumulated dot product (each product within (2 u_t + u_t^2) |q k|)";
+    }
   }
   m["pipelines"] = pipe;
 }
@@ -1479,9 +1506,6 @@ RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const RopeP
   const double a_double = st.tables.attention_factor;
   const double softmax_double = std::pow(static_cast<double>(softmax_head_dim), -0.5) * st.softmax_scale_multiplier;
   if (pipeline == "fp32-recurrence") {  // ggml: theta *= theta_scale along the pairs
-    if (!pipelines::ggml_has_rule(s.type)) {
-      throw_invalid("rope_run_engine", "the fp32-recurrence pipeline (ggml) has no dynamic NTK rule", pipeline);
-    }
     if (!scaled(s)) {
       const float ts = pipelines::ggml_theta_scale(p.base, p.rotary_dim);
       tb.inv_freq = pipelines::ggml_thetas(1, ts, np);
@@ -1720,6 +1744,7 @@ TensorMap RopeEngineRun::outputs() const {
     std::vector<float> scores;
     const int group = hq / hk;
     const DType c = pipelines::compute_dtype(o.pipeline);
+    const DType qk = pipelines::score_operand_dtype(o.pipeline, t);  // llama.cpp: the KV-cache dtype
     for (int hh = 0; hh < hq; ++hh) {
       for (std::int64_t i = 0; i < tn; ++i) {
         for (std::int64_t j = 0; j < tn; ++j) {
@@ -1729,9 +1754,9 @@ TensorMap RopeEngineRun::outputs() const {
             double sum = 0;
             for (int cc = 0; cc < h; ++cc) sum += static_cast<double>(x[cc]) * y[cc];
             scores.push_back(static_cast<float>(sum));
-          } else {  // a float32 matmul (sequential sum), output in the compute dtype
+          } else {  // a float32 matmul (sequential sum) of q and k as held, output in the compute dtype
             float sum = 0;
-            for (int cc = 0; cc < h; ++cc) sum += pipelines::fl(x[cc], c) * pipelines::fl(y[cc], c);
+            for (int cc = 0; cc < h; ++cc) sum += pipelines::fl(x[cc], qk) * pipelines::fl(y[cc], qk);
             scores.push_back(pipelines::fl(sum, c));
           }
         }

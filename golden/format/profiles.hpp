@@ -32,7 +32,8 @@ inline const std::vector<ProfileInfo>& profiles() {
       {"fp32-recurrence", {}, "fp32-recurrence",
        "ggml / llama.cpp: theta_scale = powf(base, -2/d) once and theta_{i+1} = theta_i * "
        "theta_scale in float32 (error grows with the pair index), slopes powf(m0, h + 1), "
-       "float32 attention; 16-bit storage rounds the ALiBi distance in the KQ mask"},
+       "float32 attention on q and k held in the KV-cache dtype (a 16-bit target's); 16-bit "
+       "storage rounds the ALiBi distance in the KQ mask"},
       {"bf16", {}, "bf16",
        "PyTorch eager in bf16: float32 tables cast to bf16, every multiply and add rounded to "
        "bf16 (matmuls accumulate in float32), softmax in float32; bf16 targets only"},
