@@ -210,6 +210,14 @@ expect(2 "incomplete, no catalog.json written.*shard 1/3 of `generate --scheme l
 if(EXISTS "${WORK}/learned_sharded/catalog.json")
   message(SEND_ERROR "a refused merge wrote ${WORK}/learned_sharded/catalog.json")
 endif()
+# verify of the folder before the merge reads its cases, not the shard records beside them.
+file(GLOB shard_manifests "${WORK}/learned_sharded/learned/*.json")
+foreach(m ${shard_manifests})
+  get_filename_component(id "${m}" NAME_WE)
+  execute_process(COMMAND "${POSENC}" engine "${m}" --out "${WORK}/learned_out/${id}.safetensors"
+                  OUTPUT_QUIET ERROR_QUIET)
+endforeach()
+expect(0 "verify: 3 checked: 3 passed, 0 failed" verify "${WORK}/learned_sharded" --actual "${WORK}/learned_out")
 expect(0 "" generate --scheme learned --shard 1/3 --no-catalog --out "${WORK}/learned_sharded")
 expect(0 "catalog: 6 cases" catalog --data "${WORK}/learned_sharded")
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/learned_sharded/catalog.json"

@@ -106,9 +106,12 @@ std::vector<GoldenArg> expand_golden(const std::vector<std::string>& args) {
         continue;
       }
       std::vector<fs::path> found;
-      for (const auto& f : fs::recursive_directory_iterator(p)) {
-        if (f.is_regular_file() && f.path().extension() == ".json" &&
-            f.path().filename() != "catalog.json") {
+      for (auto it = fs::recursive_directory_iterator(p); it != fs::recursive_directory_iterator(); ++it) {
+        const fs::directory_entry& f = *it;
+        if (f.is_directory() && f.path().filename() == kShardRecordDir) {
+          it.disable_recursion_pending();  // a batch's shard records, not manifests
+        } else if (f.is_regular_file() && f.path().extension() == ".json" &&
+                   f.path().filename() != "catalog.json") {
           found.push_back(f.path());
         }
       }
