@@ -271,6 +271,12 @@ same mine.safetensors
 expect 2 "ok.json: is a regular file, not a directory" "generate --out onto its own --config" generate --config ok.json --out ok.json
 mkdir -p fcat && printf '{"schema": "mine"}' >fcat/catalog.json
 expect 2 "fcat/catalog.json: exists and is not a posenc catalog" "catalog --data onto a catalog.json posenc did not write" catalog --data fcat
+"$POSENC" generate --scheme learned --shard 0/3 --no-catalog --out batch 2>/dev/null
+"$POSENC" generate --scheme learned --shard 2/3 --no-catalog --out batch 2>/dev/null
+expect 2 "batch: incomplete, no catalog.json written: 1 shard\(s\) of a sharded generate did not finish" "catalog --data of a sharded generate whose shard 1/3 never ran" catalog --data batch
+[ -e batch/catalog.json ] && { echo "FAIL: a refused merge wrote batch/catalog.json"; failures=$((failures + 1)); }
+mkdir -p records/.posenc-shards && printf '{"schema": "posenc-shard", "level": 1, "scheme": "", "case": "", "shard": "4/2"}' >records/.posenc-shards/a-4-of-2.json
+expect 2 "records/.posenc-shards/a-4-of-2.json: not a shard record of posenc: parse_shard: shard i/n needs 0 <= i < n \(got 4/2\)" "catalog --data with a malformed shard record" catalog --data records
 
 echo "bad input: $rows rows, $failures failed"
 [ "$failures" -eq 0 ]

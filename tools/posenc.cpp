@@ -106,9 +106,12 @@ std::vector<GoldenArg> expand_golden(const std::vector<std::string>& args) {
         continue;
       }
       std::vector<fs::path> found;
-      for (const auto& f : fs::recursive_directory_iterator(p)) {
-        if (f.is_regular_file() && f.path().extension() == ".json" &&
-            f.path().filename() != "catalog.json") {
+      for (auto it = fs::recursive_directory_iterator(p); it != fs::recursive_directory_iterator(); ++it) {
+        const fs::directory_entry& f = *it;
+        if (f.is_directory() && f.path().filename() == kShardRecordDir) {
+          it.disable_recursion_pending();  // a batch's shard records, not manifests
+        } else if (f.is_regular_file() && f.path().extension() == ".json" &&
+                   f.path().filename() != "catalog.json") {
           found.push_back(f.path());
         }
       }
@@ -338,13 +341,23 @@ int cmd_list(const CaseSelection& sel, const std::string& format) {
   if (format == "json") {
     json arr = json::array();
     for (const auto& [s, row] : cases) {
-      arr.push_back({{"id", row.id}, {"scheme", s->slug}, {"description", row.description}});
+      arr.push_back({{"id", row.id}, {"scheme", s->slug}, {"description", row.description},
+                     {"cost", case_cost(s->slug, row.id)}});
     }
     std::cout << arr.dump(1) << '\n';
     return kExitPass;
   }
-  for (const auto& [s, row] : cases) std::printf("%-48s %s\n", row.id.c_str(), row.description.c_str());
-  std::printf("%zu cases\n", cases.size());
+  std::uint64_t cost = 0;
+  for (const auto& [s, row] : cases) {
+    std::printf("%-48s %s\n", row.id.c_str(), row.description.c_str());
+    cost += case_cost(s->slug, row.id);
+  }
+  std::printf("%zu cases", cases.size());
+  if (sel.shard_count > 1) {
+    std::printf(" (shard %d/%d, estimated %.1f s of one core)", sel.shard_index, sel.shard_count,
+                static_cast<double>(cost) * 1e-4);
+  }
+  std::printf("\n");
   return kExitPass;
 }
 
@@ -519,11 +532,18 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog,
     rule.check_file(case_manifest_path(out, s->slug, row.id), OutputKind::kGoldenManifest);
   }
   if (!no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
+  const ShardRecord record{1, sel};
+  if (no_catalog) rule.check_file(shard_record_path(out, record), OutputKind::kShardRecord);
   // Shards that only add files share the folder; a run that sweeps stale files or writes the
   // catalog has it alone (golden/format/dir_lock.hpp).
   const bool sweeps = sel.case_regex.empty() && sel.shard_count == 1;
   const DirectoryLock lock(out, no_catalog && !sweeps ? DirectoryLock::Mode::kShared
                                                       : DirectoryLock::Mode::kExclusive);
+  // A run that leaves the catalog to a later `posenc catalog` records its selection and shard
+  // before it starts: the merge then refuses the folder until every shard's cases are in it.
+  if (no_catalog) {
+    rule.write_text(shard_record_path(out, record), OutputKind::kShardRecord, shard_record_text(record));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -1042,6 +1062,34 @@ int run_generate(tools::GenerateArgs a) {
   return cmd_generate(a.sel, a.out, a.no_catalog, a.force);
 }
 
+/// "--scheme rope --case 'x'": the generate options of a recorded selection.
+std::string selection_options(const CaseSelection& sel) {
+  std::string o;
+  if (!sel.scheme.empty()) o += " --scheme " + sel.scheme;
+  if (!sel.case_regex.empty()) o += " --case '" + sel.case_regex + "'";
+  return o;
+}
+
+/// The refusal of `catalog` when shards of a batch did not finish: each shard with the cases it
+/// lacks and the command that reruns it alone.
+std::string incomplete_batch_message(const fs::path& data, const std::vector<ShardGap>& gaps) {
+  std::string m = "catalog --data " + data.string() + ": incomplete, no catalog.json written: " +
+                  std::to_string(gaps.size()) + " shard(s) of a sharded generate did not finish:";
+  std::string rerun;
+  for (const ShardGap& g : gaps) {
+    const std::string shard = std::to_string(g.shard.sel.shard_index) + "/" +
+                              std::to_string(g.shard.sel.shard_count);
+    m += "\n  shard " + shard + " of `generate" + selection_options(g.shard.sel) + "`: " +
+         std::to_string(g.missing.size()) + " case(s) missing (";
+    for (std::size_t k = 0; k < g.missing.size() && k < 3; ++k) m += (k ? ", " : "") + g.missing[k];
+    if (g.missing.size() > 3) m += " and " + std::to_string(g.missing.size() - 3) + " more";
+    m += ")";
+    rerun += "\n  posenc generate" + selection_options(g.shard.sel) + " --shard " + shard +
+             " --no-catalog --out " + data.string();
+  }
+  return m + "\nrerun each alone (generation is idempotent per case), then `posenc catalog` again:" + rerun;
+}
+
 int run_catalog(const tools::CatalogArgs& a) {
   const fs::path data(a.data);
   if (!fs::is_directory(data)) {
@@ -1053,7 +1101,12 @@ int run_catalog(const tools::CatalogArgs& a) {
   }
   rule.check_file(data / "catalog.json", OutputKind::kCatalog);
   const DirectoryLock lock(data, DirectoryLock::Mode::kExclusive);
+  // The merge of a sharded generate: refused while a recorded shard's cases are missing; the
+  // records go once the catalog is written.
+  const std::vector<ShardGap> gaps = shard_gaps(data);
+  if (!gaps.empty()) throw UsageError(incomplete_batch_message(data, gaps));
   write_catalog_from_files(data, rule);
+  fs::remove_all(data / kShardRecordDir);
   return kExitPass;
 }
 
@@ -1089,7 +1142,11 @@ int run_check(const tools::CheckArgs& a, int argc, char** argv) {
 /// Runs the subcommand that was parsed (exactly one: main requires it).
 int dispatch(const CLI::App& app, const tools::CommandLine& c, int argc, char** argv) {
   const std::string sub = app.get_subcommands().front()->get_name();
-  if (sub == "list") return cmd_list(c.list.sel, c.list.format);
+  if (sub == "list") {
+    CaseSelection sel = c.list.sel;
+    if (!c.list.shard.empty()) parse_shard(c.list.shard, &sel.shard_index, &sel.shard_count);
+    return cmd_list(sel, c.list.format);
+  }
   if (sub == "show") return cmd_show(c.show.which, c.show.data, c.show.format);
   if (sub == "generate") return run_generate(c.generate);
   if (sub == "catalog") return run_catalog(c.catalog);

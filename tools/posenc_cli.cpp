@@ -35,7 +35,9 @@ const std::string report_help =
 CLI::App* add_list_command(CLI::App& app, ListArgs* a) {
   auto* list = app.add_subcommand("list", "List the golden cases of every scheme");
   add_selection(list, &a->sel);
-  list->add_option("--format", a->format, "text or json");
+  list->add_option("--shard", a->shard,
+                   "Only the cases `generate --shard i/n` of the same selection writes");
+  list->add_option("--format", a->format, "text or json (with each case's estimated cost)");
   return list;
 }
 

@@ -17,7 +17,7 @@ namespace posenc::tools {
 
 struct ListArgs {
   golden::CaseSelection sel;
-  std::string format = "text";
+  std::string shard, format = "text";
 };
 
 struct ShowArgs {

@@ -1,5 +1,10 @@
 #include "golden/cases/catalog.hpp"
 
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
 #include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
 #include "optimized/common/mutant.hpp"
@@ -90,17 +95,158 @@ std::vector<std::pair<const SchemeEntry*, CaseRow>> select_cases(const CaseSelec
     }
   }
   if (!sel.scheme.empty()) scheme_by_slug(sel.scheme);  // validates the slug
-  std::vector<std::pair<const SchemeEntry*, CaseRow>> out;
-  int k = 0;
+  std::vector<std::pair<const SchemeEntry*, CaseRow>> all;
   for (const auto& s : schemes()) {
     if (!sel.scheme.empty() && s.slug != sel.scheme) continue;
     for (auto& row : s.cases()) {
       if (!sel.case_regex.empty() && !std::regex_search(row.id, re)) continue;
-      if (k++ % sel.shard_count != sel.shard_index) continue;
-      out.emplace_back(&s, std::move(row));
+      all.emplace_back(&s, std::move(row));
     }
   }
+  if (sel.shard_count == 1) return all;
+  std::vector<std::uint64_t> costs;
+  for (const auto& [s, row] : all) costs.push_back(case_cost(s->slug, row.id));
+  const std::vector<int> shard = balanced_shards(costs, sel.shard_count);
+  std::vector<std::pair<const SchemeEntry*, CaseRow>> out;
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    if (shard[k] == sel.shard_index) out.push_back(std::move(all[k]));
+  }
   return out;
+}
+
+namespace {
+
+struct CostRow {
+  const char* scheme;
+  const char* id;
+  std::uint64_t cost;
+};
+constexpr CostRow kCaseCosts[] = {
+#include "golden/cases/case_costs.inc"
+};
+
+std::uint64_t median(std::vector<std::uint64_t> v) {
+  if (v.empty()) return 1;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::uint64_t case_cost(const std::string& scheme, const std::string& id) {
+  static const auto table = [] {
+    std::map<std::pair<std::string, std::string>, std::uint64_t> t;
+    for (const CostRow& r : kCaseCosts) t[{r.scheme, r.id}] = r.cost;
+    return t;
+  }();
+  if (const auto it = table.find({scheme, id}); it != table.end()) return it->second;
+  std::vector<std::uint64_t> same, every;
+  for (const CostRow& r : kCaseCosts) {
+    every.push_back(r.cost);
+    if (scheme == r.scheme) same.push_back(r.cost);
+  }
+  return median(same.empty() ? every : same);
+}
+
+std::vector<int> balanced_shards(const std::vector<std::uint64_t>& costs, int shard_count) {
+  if (shard_count < 1) throw_invalid("balanced_shards", "shard_count must be >= 1", shard_count);
+  std::vector<std::size_t> order(costs.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return costs[a] > costs[b]; });
+  std::vector<std::uint64_t> load(static_cast<std::size_t>(shard_count), 0);
+  std::vector<int> shard(costs.size(), 0);
+  for (const std::size_t k : order) {
+    const auto lightest = std::min_element(load.begin(), load.end());  // the first on a tie
+    shard[k] = static_cast<int>(lightest - load.begin());
+    *lightest += costs[k];
+  }
+  return shard;
+}
+
+namespace {
+
+nlohmann::json shard_record_json(const ShardRecord& r) {
+  nlohmann::json j;
+  j["schema"] = "posenc-shard";
+  j["level"] = r.level;
+  j["scheme"] = r.sel.scheme;
+  j["case"] = r.sel.case_regex;
+  j["shard"] = std::to_string(r.sel.shard_index) + "/" + std::to_string(r.sel.shard_count);
+  return j;
+}
+
+}  // namespace
+
+fs::path shard_record_path(const fs::path& dir, const ShardRecord& r) {
+  const std::string key = std::to_string(r.level) + "\n" + r.sel.scheme + "\n" + r.sel.case_regex;
+  const std::string hash = sha256_hex(std::span<const std::uint8_t>(
+      reinterpret_cast<const std::uint8_t*>(key.data()), key.size()));
+  return dir / kShardRecordDir /
+         (hash.substr(0, 16) + "-" + std::to_string(r.sel.shard_index) + "-of-" +
+          std::to_string(r.sel.shard_count) + ".json");
+}
+
+std::string shard_record_text(const ShardRecord& r) { return shard_record_json(r).dump(2) + "\n"; }
+
+std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
+  std::vector<fs::path> files;
+  if (fs::is_directory(dir / kShardRecordDir)) {
+    for (const auto& f : fs::directory_iterator(dir / kShardRecordDir)) {
+      if (f.path().extension() == ".json") files.push_back(f.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<ShardRecord> out;
+  for (const auto& f : files) {
+    const nlohmann::json j = read_json_file(f);
+    auto bad = [&](const std::string& what) -> GoldenFileError {
+      return GoldenFileError(f.string() + ": not a shard record of posenc: " + what);
+    };
+    if (!j.is_object() || j.value("schema", "") != "posenc-shard") throw bad("no \"schema\": \"posenc-shard\"");
+    for (const char* k : {"scheme", "case", "shard"}) {
+      if (!j.contains(k) || !j[k].is_string()) throw bad(std::string("\"") + k + "\" must be a string");
+    }
+    if (!j.contains("level") || !j["level"].is_number_integer()) throw bad("\"level\" must be an integer");
+    ShardRecord r;
+    r.level = j["level"].get<int>();
+    if (r.level != 1) {
+      throw GoldenFileError(f.string() + ": \"level\" is " + std::to_string(r.level) +
+                            ", a catalog level this posenc does not generate (it knows level 1)");
+    }
+    r.sel.scheme = j["scheme"].get<std::string>();
+    r.sel.case_regex = j["case"].get<std::string>();
+    try {
+      parse_shard(j["shard"].get<std::string>(), &r.sel.shard_index, &r.sel.shard_count);
+    } catch (const InvalidArgument& e) {
+      throw bad(e.what());
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<ShardGap> shard_gaps(const fs::path& dir) {
+  // One check per recorded selection and shard count, however many of its shards recorded it.
+  std::set<std::tuple<int, std::string, std::string, int>> batches;
+  for (const ShardRecord& r : read_shard_records(dir)) {
+    batches.emplace(r.level, r.sel.scheme, r.sel.case_regex, r.sel.shard_count);
+  }
+  std::vector<ShardGap> gaps;
+  for (const auto& [level, scheme, regex, count] : batches) {
+    for (int i = 0; i < count; ++i) {
+      ShardGap g;
+      g.shard = ShardRecord{level, CaseSelection{scheme, regex, i, count}};
+      for (const auto& [s, row] : select_cases(g.shard.sel)) {
+        if (!fs::is_regular_file(case_manifest_path(dir, s->slug, row.id)) ||
+            !fs::is_regular_file(case_tensors_path(dir, s->slug, row.id))) {
+          g.missing.push_back(row.id);
+        }
+      }
+      if (!g.missing.empty()) gaps.push_back(std::move(g));
+    }
+  }
+  return gaps;
 }
 
 }  // namespace posenc::golden

@@ -1,6 +1,8 @@
 // The committed catalog, write side: the files of a generated case written into a catalog folder
-// (golden/data/<scheme>/<case_id>.json + .safetensors), and the registry's cases selected by
-// scheme, id and shard. Reading the catalog and loading a case: golden/verify/catalog.hpp.
+// (golden/data/<scheme>/<case_id>.json + .safetensors), the registry's cases selected by scheme,
+// id and shard (shards balanced by cost), and the records by which `posenc catalog` knows that
+// the shards of a batch all finished. Reading the catalog and loading a case:
+// golden/verify/catalog.hpp. Running the shards on a cluster: docs/cluster.md.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -40,7 +42,9 @@ CatalogEntry write_case(const std::filesystem::path& dir, const std::string& sch
                         const std::string& id, const GoldenCase& c, const OutputRule& rule = OutputRule(),
                         std::uint64_t* bytes = nullptr);
 
-/// Every case of every scheme (in registry order), filtered.
+/// Every case of every scheme (in registry order), filtered. With shard_count n > 1: the cases
+/// of shard shard_index of the selection's balanced_shards by case_cost (registry order kept);
+/// the n shards are disjoint and their union is the selection.
 struct CaseSelection {
   std::string scheme;      // "" = all
   std::string case_regex;  // "" = all; std::regex_search on the id
@@ -50,5 +54,45 @@ std::vector<std::pair<const SchemeEntry*, CaseRow>> select_cases(const CaseSelec
 
 /// Parses "i/n" (0 <= i < n); InvalidArgument otherwise.
 void parse_shard(const std::string& text, int* index, int* count);
+
+/// Estimated cost of generating a case, in units of 0.1 ms of one core's CPU time: the measured
+/// table golden/cases/case_costs.inc (written by tools/case_costs.py); a case the table lacks
+/// costs the median of its scheme's rows (of every row when the scheme has none). A constant
+/// of the build, so every machine of a batch computes the same shards.
+std::uint64_t case_cost(const std::string& scheme, const std::string& id);
+
+/// The shard (0 .. shard_count-1) of each item, balanced by cost with the greedy longest
+/// processing time rule: items in decreasing cost (equal costs in index order) each go to the
+/// shard with the smallest total so far (the lowest shard on a tie). Integer arithmetic only:
+/// deterministic. The largest shard is at most 4/3 of the best possible (Graham, 1969).
+std::vector<int> balanced_shards(const std::vector<std::uint64_t>& costs, int shard_count);
+
+/// What a `generate --no-catalog` run (a shard of a batch) promised before it began, kept in
+/// DIR/.posenc-shards/ (kShardRecordDir) until `posenc catalog` finds every case the promised
+/// selection holds (all its shards) in DIR: then the catalog is written and the records removed;
+/// else the catalog is refused (shard_gaps). `level` is the catalog level (1: the committed
+/// cases; a level the program does not know is refused when read).
+struct ShardRecord {
+  int level = 1;
+  CaseSelection sel;
+};
+inline constexpr const char* kShardRecordDir = ".posenc-shards";
+/// DIR/.posenc-shards/<selection hash>-<i>-of-<n>.json: one file per shard of a selection.
+std::filesystem::path shard_record_path(const std::filesystem::path& dir, const ShardRecord& r);
+/// The record's JSON text ("schema": "posenc-shard"; written through OutputKind::kShardRecord).
+std::string shard_record_text(const ShardRecord& r);
+/// Every record in dir/.posenc-shards (none when the folder is absent), by file name;
+/// GoldenFileError naming a malformed record or one of an unknown level.
+std::vector<ShardRecord> read_shard_records(const std::filesystem::path& dir);
+
+/// A shard of a recorded selection some of whose cases are not in the folder (a manifest or
+/// its tensors file missing): it failed or never ran.
+struct ShardGap {
+  ShardRecord shard;                 // sel.shard_index / sel.shard_count: the shard to rerun
+  std::vector<std::string> missing;  // its case ids without both files, in registry order
+};
+/// The gaps of every selection recorded in dir, each shard of it checked (recorded or not: a
+/// shard that never started left no record, its siblings' records name it).
+std::vector<ShardGap> shard_gaps(const std::filesystem::path& dir);
 
 }  // namespace posenc::golden

@@ -65,6 +65,8 @@ std::string output_kind_text(OutputKind kind) {
       return "a golden tensors file of posenc (no \"posenc_case\" in its __metadata__)";
     case OutputKind::kCatalog:
       return "a posenc catalog (no \"schema\": \"posenc-catalog\")";
+    case OutputKind::kShardRecord:
+      return "a shard record of posenc (no \"schema\": \"posenc-shard\")";
   }
   return "posenc's output";
 }
@@ -92,6 +94,8 @@ bool is_own_output(const fs::path& path, OutputKind kind) {
         return json_schema(path) == kSchemaName;
       case OutputKind::kCatalog:
         return json_schema(path) == "posenc-catalog";
+      case OutputKind::kShardRecord:
+        return json_schema(path) == "posenc-shard";
     }
   } catch (const std::exception&) {
     return false;

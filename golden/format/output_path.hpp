@@ -35,6 +35,7 @@ enum class OutputKind {
   kGoldenManifest,  // generate: a JSON object with "schema": "posenc-golden"
   kGoldenTensors,   // generate: a .safetensors whose __metadata__ has "posenc_case"
   kCatalog,         // generate, catalog: a JSON object with "schema": "posenc-catalog"
+  kShardRecord,     // generate --no-catalog: a JSON object with "schema": "posenc-shard"
 };
 
 /// The first bytes of every HTML report posenc writes (golden/verify/html_report.cpp).
