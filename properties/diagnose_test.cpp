@@ -258,14 +258,15 @@ TEST(DiagnoseGolden, UnexplainedOutputSaysSoWithTheClosestFit) {
 // ---- diagnose agrees with verify; 16-bit engines; stacked mistakes; ties; named conventions --
 
 /// An HF-style eager RoPE written here, apart from posenc's pipelines: float32 inv_freq
-/// 1 / powf(base, 2i/d), angle fl(p) * w, float32 cos / sin of that angle, of which every
-/// `perturb_every`-th entry is the other float32 neighbour of the exact value (a faithful libm
-/// that is not correctly rounded: numpy's float32 cos on some CPUs), then rounded to the compute dtype c, in which q * cos + rotate(q) * sin is
+/// 1 / powf(base, 2i/d), angle fl(p) * w, float32 cos / sin of that angle. With
+/// `perturb_every` > 0 the libm is faithful but not correctly rounded (numpy's float32 cos on
+/// some CPUs): every `perturb_every`-th cos / sin entry is the other float32 neighbour of the
+/// exact value. The tables are then rounded to the compute dtype c, in which q * cos + rotate(q) * sin is
 /// computed and rounded operation by operation. `pairs_interleaved`: GPT-J pairs (2i, 2i+1)
 /// whatever the case's layout (the pairing mistake on a NeoX case). Plain RoPE cases with
-/// attention factor 1; writes inv_freq, cos, sin, q_rot, k_rot (scores are optional).
+/// attention factor 1; writes inv_freq, cos, sin, q_rot, k_rot and the case's scores.
 golden::TensorMap eager_rope(const golden::LoadedCase& lc, DType c, int perturb_every,
-                             bool pairs_interleaved = false) {
+                             bool pairs_interleaved = false, bool fused = false) {
   using golden::pipelines::fl;
   const auto& pj = lc.spec.manifest.at("params");
   const int h = pj.at("head_dim").get<int>(), rd = pj.at("rotary_dim").get<int>(), np = rd / 2;
@@ -276,7 +277,13 @@ golden::TensorMap eager_rope(const golden::LoadedCase& lc, DType c, int perturb_
   const std::int64_t tn = tp.numel();
   const DType t = lc.golden.at("q").dtype;
   std::vector<float> w(np), c32(static_cast<std::size_t>(tn * np)), s32(c32.size());
-  for (int i = 0; i < np; ++i) w[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rd));
+  // Faithful, not correctly rounded: the other float32 neighbour of the exact value.
+  auto other = [](float r, double x) {
+    return static_cast<double>(r) == x ? r : std::nextafter(r, r < x ? 2.0f : -2.0f);
+  };
+  for (int i = 0; i < np; ++i) {
+    w[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rd));
+  }
   for (std::int64_t p = 0; p < tn; ++p) {
     for (int i = 0; i < np; ++i) {
       const std::size_t at = static_cast<std::size_t>(p * np + i);
@@ -284,10 +291,6 @@ golden::TensorMap eager_rope(const golden::LoadedCase& lc, DType c, int perturb_
       const double cd = std::cos(static_cast<double>(phi)), sd = std::sin(static_cast<double>(phi));
       c32[at] = static_cast<float>(cd);
       s32[at] = static_cast<float>(sd);
-      // Faithful, not correctly rounded: the other float32 neighbour of the exact value.
-      auto other = [](float r, double x) {
-        return static_cast<double>(r) == x ? r : std::nextafter(r, r < x ? 2.0f : -2.0f);
-      };
       if (perturb_every > 0 && at % perturb_every == 0) c32[at] = other(c32[at], cd);
       if (perturb_every > 0 && at % perturb_every == 1) s32[at] = other(s32[at], sd);
     }
@@ -304,6 +307,11 @@ golden::TensorMap eager_rope(const golden::LoadedCase& lc, DType c, int perturb_
         for (int i = 0; i < np; ++i) {
           const int a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + np;
           const float cs = fl(c32[p * np + i], c), sn = fl(s32[p * np + i], c);
+          if (fused) {  // one kernel: float32 products and sum, rounded once
+            y[off + a] = fl(x[off + a] * cs - x[off + b] * sn, c);
+            y[off + b] = fl(x[off + b] * cs + x[off + a] * sn, c);
+            continue;
+          }
           y[off + a] = fl(fl(x[off + a] * cs, c) + fl(-x[off + b] * sn, c), c);
           y[off + b] = fl(fl(x[off + b] * cs, c) + fl(x[off + a] * sn, c), c);
         }
@@ -316,6 +324,29 @@ golden::TensorMap eager_rope(const golden::LoadedCase& lc, DType c, int perturb_
   out["cos"] = golden::engine_tensor("cos", t, {tn, np}, c32);
   out["sin"] = golden::engine_tensor("sin", t, {tn, np}, s32);
   out["inv_freq"] = golden::tensor_from_f32("inv_freq", {np}, w);
+  const bool with_scores = std::any_of(lc.spec.expected.begin(), lc.spec.expected.end(),
+                                       [](const golden::TensorSpec& x) { return x.name == "scores"; });
+  if (with_scores && out.count("k_rot")) {
+    // A matmul as a vectorised kernel sums: eight float32 lanes, then the lanes, then rounded
+    // to the compute dtype (posenc's pipelines sum sequentially).
+    const auto qr = golden::tensor_to_f32(out.at("q_rot")), kr = golden::tensor_to_f32(out.at("k_rot"));
+    const std::int64_t hq = lc.golden.at("q").shape[1], hk = lc.golden.at("k").shape[1];
+    std::vector<float> sc;
+    for (std::int64_t hh = 0; hh < hq; ++hh) {
+      for (std::int64_t i = 0; i < tn; ++i) {
+        for (std::int64_t j = 0; j < tn; ++j) {
+          float lane[8] = {};
+          for (int cc = 0; cc < h; ++cc) {
+            lane[cc % 8] += qr[(i * hq + hh) * h + cc] * kr[(j * hk + hh / (hq / hk)) * h + cc];
+          }
+          float sum = 0;
+          for (float l : lane) sum += l;
+          sc.push_back(fl(sum, c));
+        }
+      }
+    }
+    out["scores"] = golden::engine_tensor("scores", t, {hq, tn, tn}, sc);
+  }
   return out;
 }
 
@@ -409,7 +440,7 @@ TEST(DiagnoseAgreesWithVerify, ACorrect16BitEagerEngineIsConfirmed) {
            {"rope_half_d128_b1e4_llama2_7b_f16", DType::kF16, "f16"},
            {"rope_half_d128_b1e6_qwen2_7b_f16", DType::kF16, "f16"}}) {
     const auto lc = rope_case(id);
-    const auto out = eager_rope(lc, dtype, 5);
+    const auto out = eager_rope(lc, dtype, 5, false, true);
     ASSERT_EQ(verify_status(lc, out, profile), golden::Verdict::kPass) << id;
     const auto d = golden::diagnose_case(lc, out, "strict");
     const std::string text = golden::diagnosis_text(d, true);

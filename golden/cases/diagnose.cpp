@@ -224,8 +224,7 @@ std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& 
       // far tighter than the pipeline's own rounding of the mistaken computation. That rounding,
       // in the same budget units, is how far the exact run with the mistake lies from this run.
       double own = 0;
-      if (p.pipeline != "exact" && exact_runs.count(m) &&
-          !POSENC_MUTANT("diagnose_stacked_limit_ignores_rounding")) {
+      if (p.pipeline != "exact" && exact_runs.count(m)) {
         const CaseReport r = judge_against(lc, run, exact_runs.at(m), p.name);
         if (judged(r.status)) own = r.worst_ratio();
       }
