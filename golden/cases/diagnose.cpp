@@ -413,7 +413,7 @@ std::string diagnosis_text(const Diagnosis& d, bool verbose) {
   const std::size_t n = verbose ? d.ranked.size() : std::min<std::size_t>(d.ranked.size(), 5);
   os << "  hypotheses, best first (residual = worst element's share of that profile's budget, "
         "against the oracle for a pipeline without a mistake (as verify), against the run for "
-        "a mistake; <= 1 confirms, <= 2 where marked):\n";
+        "a mistake; <= 1 confirms, or <= the limit shown):\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& h = d.ranked[i];
     char buf[160];
