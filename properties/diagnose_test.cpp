@@ -9,10 +9,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "golden/cases/catalog.hpp"
 #include "golden/cases/diagnose.hpp"
+#include "golden/cases/oracle_tensors.hpp"
+#include "golden/cases/pipelines.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_fit.hpp"
 #include "golden/verify/verify.hpp"
@@ -299,6 +302,299 @@ TEST(DiagnoseGolden, UnexplainedOutputSaysSoWithTheClosestFit) {
   const auto d = golden::diagnose_case(lc, out, "strict");
   EXPECT_EQ(d.verdict, "unexplained") << golden::diagnosis_text(d, true);
   EXPECT_NE(d.summary.find("closest"), std::string::npos) << d.summary;
+}
+
+// ---- diagnose agrees with verify; 16-bit engines; stacked mistakes; ties; named conventions --
+
+/// An HF-style eager RoPE written here, apart from posenc's pipelines: float32 inv_freq
+/// 1 / powf(base, 2i/d), angle fl(p) * w, float32 cos / sin of that angle. With
+/// `perturb_every` > 0 the libm is faithful but not correctly rounded (numpy's float32 cos on
+/// some CPUs): every `perturb_every`-th cos / sin entry is the other float32 neighbour of the
+/// exact value. The tables are then rounded to the compute dtype c, in which q * cos + rotate(q) * sin is
+/// computed and rounded operation by operation. `pairs_interleaved`: GPT-J pairs (2i, 2i+1)
+/// whatever the case's layout (the pairing mistake on a NeoX case). Plain RoPE cases with
+/// attention factor 1; writes inv_freq, cos, sin, q_rot, k_rot and the case's scores.
+golden::TensorMap eager_rope(const golden::LoadedCase& lc, DType c, int perturb_every,
+                             bool pairs_interleaved = false, bool fused = false) {
+  using golden::pipelines::fl;
+  const auto& pj = lc.spec.manifest.at("params");
+  const int h = pj.at("head_dim").get<int>(), rd = pj.at("rotary_dim").get<int>(), np = rd / 2;
+  EXPECT_EQ(pj.at("attention_factor").get<double>(), 1.0);
+  const bool inter = pairs_interleaved || pj.at("layout").get<std::string>() == "interleaved";
+  const float base = pj.at("base").get<float>();
+  const golden::Tensor& tp = lc.golden.at("positions");
+  const std::int64_t tn = tp.numel();
+  const DType t = lc.golden.at("q").dtype;
+  std::vector<float> w(np), c32(static_cast<std::size_t>(tn * np)), s32(c32.size());
+  // Faithful, not correctly rounded: the other float32 neighbour of the exact value.
+  auto other = [](float r, double x) {
+    return static_cast<double>(r) == x ? r : std::nextafter(r, r < x ? 2.0f : -2.0f);
+  };
+  for (int i = 0; i < np; ++i) {
+    w[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rd));
+  }
+  for (std::int64_t p = 0; p < tn; ++p) {
+    for (int i = 0; i < np; ++i) {
+      const std::size_t at = static_cast<std::size_t>(p * np + i);
+      const float phi = static_cast<float>(tp.get_i64(p)) * w[i];
+      const double cd = std::cos(static_cast<double>(phi)), sd = std::sin(static_cast<double>(phi));
+      c32[at] = static_cast<float>(cd);
+      s32[at] = static_cast<float>(sd);
+      if (perturb_every > 0 && at % perturb_every == 0) c32[at] = other(c32[at], cd);
+      if (perturb_every > 0 && at % perturb_every == 1) s32[at] = other(s32[at], sd);
+    }
+  }
+  golden::TensorMap out;  // in the case's dtype, as an engine writes it
+  auto rotate = [&](const std::string& in, const std::string& name) {
+    const auto x = golden::tensor_to_f32(lc.golden.at(in));
+    std::vector<float> y(x.size());
+    const std::int64_t heads = lc.golden.at(in).shape[1];
+    for (std::int64_t p = 0; p < tn; ++p) {
+      for (std::int64_t hh = 0; hh < heads; ++hh) {
+        const std::size_t off = static_cast<std::size_t>((p * heads + hh) * h);
+        for (int cc = rd; cc < h; ++cc) y[off + cc] = x[off + cc];
+        for (int i = 0; i < np; ++i) {
+          const int a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + np;
+          const float cs = fl(c32[p * np + i], c), sn = fl(s32[p * np + i], c);
+          if (fused) {  // one kernel: float32 products and sum, rounded once
+            y[off + a] = fl(x[off + a] * cs - x[off + b] * sn, c);
+            y[off + b] = fl(x[off + b] * cs + x[off + a] * sn, c);
+            continue;
+          }
+          y[off + a] = fl(fl(x[off + a] * cs, c) + fl(-x[off + b] * sn, c), c);
+          y[off + b] = fl(fl(x[off + b] * cs, c) + fl(x[off + a] * sn, c), c);
+        }
+      }
+    }
+    out[name] = golden::engine_tensor(name, t, lc.golden.at(in).shape, y);
+  };
+  rotate("q", "q_rot");
+  if (lc.golden.count("k")) rotate("k", "k_rot");  // dense cases have q only
+  out["cos"] = golden::engine_tensor("cos", t, {tn, np}, c32);
+  out["sin"] = golden::engine_tensor("sin", t, {tn, np}, s32);
+  out["inv_freq"] = golden::tensor_from_f32("inv_freq", {np}, w);
+  const bool with_scores = std::any_of(lc.spec.expected.begin(), lc.spec.expected.end(),
+                                       [](const golden::TensorSpec& x) { return x.name == "scores"; });
+  if (with_scores && out.count("k_rot")) {
+    // A matmul as a vectorised kernel sums: eight float32 lanes, then the lanes, then rounded
+    // to the compute dtype (posenc's pipelines sum sequentially).
+    const auto qr = golden::tensor_to_f32(out.at("q_rot")), kr = golden::tensor_to_f32(out.at("k_rot"));
+    const std::int64_t hq = lc.golden.at("q").shape[1], hk = lc.golden.at("k").shape[1];
+    std::vector<float> sc;
+    for (std::int64_t hh = 0; hh < hq; ++hh) {
+      for (std::int64_t i = 0; i < tn; ++i) {
+        for (std::int64_t j = 0; j < tn; ++j) {
+          float lane[8] = {};
+          for (int cc = 0; cc < h; ++cc) {
+            lane[cc % 8] += qr[(i * hq + hh) * h + cc] * kr[(j * hk + hh / (hq / hk)) * h + cc];
+          }
+          float sum = 0;
+          for (float l : lane) sum += l;
+          sc.push_back(fl(sum, c));
+        }
+      }
+    }
+    out["scores"] = golden::engine_tensor("scores", t, {hq, tn, tn}, sc);
+  }
+  return out;
+}
+
+/// Whether the summary says "claim --profile <profile>" (and not a longer name).
+bool says_claim(const std::string& summary, const std::string& profile) {
+  const std::string said = "claim --profile " + profile;
+  const auto at = summary.find(said);
+  return at != std::string::npos &&
+         (at + said.size() == summary.size() || summary[at + said.size()] != '-');
+}
+
+golden::Verdict verify_status(const golden::LoadedCase& lc, const golden::TensorMap& out,
+                              const std::string& profile) {
+  return golden::verify_case(lc.spec, lc.golden, out, {profile, {}, false}).status;
+}
+
+/// diagnose never contradicts verify: when the claimed profile passes, the verdict is
+/// "correct"; a recommended profile is one verify passes.
+void expect_agrees_with_verify(const golden::LoadedCase& lc, const golden::TensorMap& out,
+                               const std::string& claimed) {
+  const auto d = golden::diagnose_case(lc, out, claimed);
+  const std::string text = golden::diagnosis_text(d, true);
+  if (verify_status(lc, out, claimed) == golden::Verdict::kPass) {
+    EXPECT_EQ(d.verdict, "correct") << text;
+  }
+  if (d.verdict == "explained" && !d.recommended_profile.empty()) {
+    EXPECT_EQ(verify_status(lc, out, d.recommended_profile), golden::Verdict::kPass)
+        << lc.spec.id << " claimed " << claimed << ": diagnose recommends "
+        << d.recommended_profile << " and verify fails it\n" << text;
+    EXPECT_TRUE(says_claim(d.summary, d.recommended_profile)) << d.summary;
+  }
+}
+
+const std::vector<std::string> kHalfSplitF32 = {
+    "rope_half_d128_b1e4_llama2_7b_f32", "rope_half_d128_b5e5_llama3_8b_f32",
+    "rope_half_d96_r24_b1e4_neox_20b_f32", "rope_half_d128_b1e6_qwen2_7b_dense512_f32"};
+
+TEST(DiagnoseAgreesWithVerify, AFloat32EngineWithAnotherLibmIsToldFp32) {
+  // An HF-style float32 engine whose cos / sin are off by one ulp here and there passes fp32;
+  // the residuals of the two float32 hypotheses are close (fp32-recurrence's budget is wider),
+  // and diagnose used to say "claim --profile fp32-recurrence". It names every profile the
+  // output passes, recommends the one its output lies closest to (fp32), and says the advice
+  // depends on the libm.
+  for (const auto& id : kHalfSplitF32) {
+    const auto lc = rope_case(id);
+    const auto out = eager_rope(lc, DType::kF32, 7);
+    ASSERT_EQ(verify_status(lc, out, "fp32"), golden::Verdict::kPass) << id;
+    const auto d = golden::diagnose_case(lc, out, "strict");
+    const std::string text = golden::diagnosis_text(d, true);
+    EXPECT_EQ(d.verdict, "explained") << text;
+    EXPECT_EQ(d.recommended_profile, "fp32") << text;
+    EXPECT_TRUE(says_claim(d.summary, "fp32")) << d.summary;
+    EXPECT_FALSE(says_claim(d.summary, "fp32-recurrence")) << d.summary;
+    if (verify_status(lc, out, "fp32-recurrence") == golden::Verdict::kPass) {
+      EXPECT_NE(d.summary.find("also passes fp32-recurrence"), std::string::npos) << d.summary;
+      EXPECT_NE(d.summary.find("libm"), std::string::npos) << d.summary;
+    }
+    for (const std::string claimed : {"strict", "fp32", "fp32-recurrence"}) {
+      expect_agrees_with_verify(lc, out, claimed);
+    }
+  }
+}
+
+TEST(DiagnoseAgreesWithVerify, PosencsPipelinesAreCorrectUnderTheirProfileAndToldItOtherwise) {
+  // Every float pipeline of posenc's engine on a plain and a scaled case: correct under its own
+  // profile; claimed strict, told a profile verify passes.
+  for (const std::string id : {"rope_half_d128_b5e5_llama3_8b_bf16", "rope_half_d128_b1e4_llama2_7b_f16"}) {
+    const auto lc = rope_case(id);
+    for (const auto& p : golden::profiles()) {
+      golden::TensorMap out;
+      try {
+        out = golden::scheme_by_slug("rope").run_engine(lc.spec, lc.golden, {"", p.pipeline});
+      } catch (const InvalidArgument&) {
+        continue;  // the pipeline does not serve this dtype
+      }
+      expect_agrees_with_verify(lc, out, p.name);
+      expect_agrees_with_verify(lc, out, "strict");
+    }
+  }
+}
+
+TEST(DiagnoseAgreesWithVerify, ACorrect16BitEagerEngineIsConfirmed) {
+  // HF eager in bf16 / f16, written here (float32 tables off by an ulp here and there, then the
+  // 16-bit arithmetic): it passes its profile, and claimed strict it is explained by that
+  // pipeline (it was "unexplained": judged against posenc's run, not the oracle, the 16-bit
+  // rounding of two independent engines differs by more than one budget).
+  for (const auto& [id, dtype, profile] :
+       std::vector<std::tuple<std::string, DType, std::string>>{
+           {"rope_half_d128_b5e5_llama3_8b_bf16", DType::kBF16, "bf16"},
+           {"rope_half_d128_b1e4_llama2_7b_bf16", DType::kBF16, "bf16"},
+           {"rope_half_d128_b1e4_llama2_7b_f16", DType::kF16, "f16"},
+           {"rope_half_d128_b1e6_qwen2_7b_f16", DType::kF16, "f16"}}) {
+    const auto lc = rope_case(id);
+    const auto out = eager_rope(lc, dtype, 5, false, true);
+    ASSERT_EQ(verify_status(lc, out, profile), golden::Verdict::kPass) << id;
+    const auto d = golden::diagnose_case(lc, out, "strict");
+    const std::string text = golden::diagnosis_text(d, true);
+    EXPECT_EQ(d.verdict, "explained") << text;
+    EXPECT_EQ(d.recommended_profile, profile) << text;
+    EXPECT_EQ(golden::diagnose_case(lc, out, profile).verdict, "correct");
+  }
+}
+
+TEST(DiagnoseStacked, GptjPairingOnANeoxCaseWithFloat32AnglesIsNamed) {
+  // A PyTorch engine with GPT-J pairing on a NeoX-layout case: float32 angles and the pairing
+  // mistake stacked (it was "unexplained ... closest pairing": the budgets assume the case's
+  // pairing, far tighter than float32 rounding of the mistaken rotation).
+  for (const auto& id : kHalfSplitF32) {
+    const auto lc = rope_case(id);
+    const auto out = eager_rope(lc, DType::kF32, 7, true);
+    const auto d = golden::diagnose_case(lc, out, "fp32");
+    const std::string text = golden::diagnosis_text(d, true);
+    EXPECT_EQ(d.verdict, "explained") << text;
+    ASSERT_FALSE(d.ranked.empty());
+    EXPECT_EQ(d.ranked.front().mistake, "pairing") << text;
+    EXPECT_EQ(d.ranked.front().pipeline, "fp32") << text;
+    EXPECT_NE(d.summary.find("`pairing`, computed with the fp32 pipeline"), std::string::npos)
+        << d.summary;
+  }
+}
+
+TEST(DiagnoseStacked, EveryMistakeOnEveryPipelineIsNamed) {
+  // posenc's engine with each mistake on each pipeline that serves the case: the mistake is the
+  // top hypothesis (or among the mistakes the case cannot tell apart from it).
+  int named = 0, runs = 0;
+  for (const std::string id : {"rope_half_d96_r24_b1e4_neox_20b_bf16",
+                               "rope_scaling_deepseek_v2_lite_all_bf16",
+                               "rope_scaling_llama_2_7b_dynamic_x2_all_f32"}) {
+    const std::string scheme = id.rfind("rope_scaling", 0) == 0 ? "rope_scaling" : "rope";
+    const auto lc = golden::load_case(golden::default_data_dir() / scheme / (id + ".json"));
+    const auto& s = golden::scheme_by_slug(scheme);
+    for (const auto& m : s.mistakes()) {
+      for (const auto& p : golden::profiles()) {
+        golden::TensorMap out, clean;
+        try {
+          out = s.run_engine(lc.spec, lc.golden, {m, p.pipeline});
+          clean = s.run_engine(lc.spec, lc.golden, {"", p.pipeline});
+        } catch (const InvalidArgument&) {
+          continue;
+        }
+        if (verify_status(lc, out, p.name) != golden::Verdict::kFail) continue;  // invisible here
+        ++runs;
+        const auto d = golden::diagnose_case(lc, out, p.name);
+        const bool ok = d.verdict == "explained" && !d.ranked.empty() &&
+                        (d.ranked.front().mistake == m ||
+                         std::find(d.tied.begin(), d.tied.end(), m) != d.tied.end());
+        named += ok;
+        EXPECT_TRUE(ok) << id << " " << m << " on " << p.pipeline << ":\n"
+                        << golden::diagnosis_text(d, true);
+      }
+    }
+  }
+  std::printf("[ stacked ] %d of %d runs named\n", named, runs);
+  EXPECT_GE(runs, 20);
+}
+
+TEST(DiagnoseTies, MistakesACaseCannotTellApartAreATie) {
+  // LongRoPE's short call: an inverted factor (s < 1: no magnitude, the short factors) and the
+  // magnitude left out give the same output.
+  const auto lc = golden::load_case(golden::default_data_dir() / "rope_scaling" /
+                                    "rope_scaling_phi_3_mini_128k_instruct_short_f32.json");
+  const auto& s = golden::scheme_by_slug("rope_scaling");
+  for (const std::string m : {"factor-inverted", "no-mscale"}) {
+    const auto d = golden::diagnose_case(lc, s.run_engine(lc.spec, lc.golden, {m}), "strict");
+    EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
+    EXPECT_NE(std::find(d.tied.begin(), d.tied.end(), "factor-inverted"), d.tied.end()) << d.summary;
+    EXPECT_NE(std::find(d.tied.begin(), d.tied.end(), "no-mscale"), d.tied.end()) << d.summary;
+    EXPECT_NE(d.summary.find("cannot tell apart on this case: `"), std::string::npos) << d.summary;
+    EXPECT_EQ(d.summary.find("the output has"), std::string::npos) << d.summary;
+  }
+}
+
+TEST(DiagnoseConventions, DeepSeekSoftmaxScaleAndDynamicNtkAreNamed) {
+  const auto dir = golden::default_data_dir() / "rope_scaling";
+  const auto& s = golden::scheme_by_slug("rope_scaling");
+  const auto ds = golden::load_case(dir / "rope_scaling_deepseek_v2_lite_all_f32.json");
+  for (const std::string m : {"softmax-scale-missing", "softmax-scale-unsquared", "mscale-on-rotation"}) {
+    const auto d = golden::diagnose_case(ds, s.run_engine(ds.spec, ds.golden, {m}), "strict");
+    EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
+    EXPECT_NE(d.summary.find("`" + m + "`"), std::string::npos) << d.summary;
+    EXPECT_EQ(d.summary.find("angle-precision"), std::string::npos) << d.summary;
+    EXPECT_EQ(d.summary.find("attention-factor"), std::string::npos) << d.summary;
+  }
+  // A softmax scale wrong in a way no hypothesis models (1 % off): no fitted RoPE parameter may
+  // explain it, since the fitted runs leave the softmax scale as the case has it.
+  auto odd = s.run_engine(ds.spec, ds.golden, {});
+  auto sc = golden::tensor_to_f32(odd.at("softmax_scale"));
+  sc[0] *= 1.01f;
+  odd["softmax_scale"] = golden::tensor_from_f32("softmax_scale", odd.at("softmax_scale").shape, sc);
+  const auto u = golden::diagnose_case(ds, odd, "strict");
+  EXPECT_EQ(u.verdict, "unexplained") << golden::diagnosis_text(u, true);
+  // Static NTK on a dynamic case: named as the dynamic-NTK convention, not a base mistake.
+  for (const std::string call : {"within", "all"}) {
+    const auto lc = golden::load_case(dir / ("rope_scaling_llama_2_7b_dynamic_x2_" + call + "_f32.json"));
+    const auto d = golden::diagnose_case(lc, s.run_engine(lc.spec, lc.golden, {"dynamic-ntk"}), "strict");
+    EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
+    EXPECT_NE(d.summary.find("`dynamic-ntk`"), std::string::npos) << d.summary;
+    EXPECT_EQ(d.summary.find("`base`"), std::string::npos) << d.summary;
+  }
 }
 
 TEST(DiagnoseGolden, RefusesNegativeControlsAndUnknownProfiles) {

@@ -1054,7 +1054,12 @@ bool scaling_mistake_may_pass(const std::string& id, const std::string& mistake)
   // These rules have no magnitude scaling (a = 1, no softmax multiplier): nothing to leave out.
   const bool a_is_one = id.find("dynamic") != std::string::npos || id.find("linear") != std::string::npos ||
                         id.find("ntk") != std::string::npos || id.find("llama_3") != std::string::npos;
-  return mistake == "no-mscale" && a_is_one;
+  if (mistake == "no-mscale" && a_is_one) return true;
+  // The DeepSeek softmax-scale mistakes need an MLA multiplier (DeepSeek's cases); the
+  // dynamic-NTK one a dynamic case.
+  const bool mla = id.find("deepseek") != std::string::npos;
+  if (mistake.rfind("softmax-scale-", 0) == 0 || mistake == "mscale-on-rotation") return !mla;
+  return mistake == "dynamic-ntk" && id.find("dynamic") == std::string::npos;
 }
 
 TEST(RopeScalingGolden, EngineMistakesAreCaught) { expect_engine_mistakes_caught("rope_scaling", scaling_mistake_may_pass); }

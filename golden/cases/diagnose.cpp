@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "golden/cases/registry.hpp"
@@ -25,7 +26,9 @@ const ProfileInfo* profile_of_pipeline(const std::string& pipeline) {
 /// The engine's output judged against one hypothesis's run: the run's values take the place of
 /// the oracle's (exact-kind tensors: the target values; the others: the exact companion), with
 /// the budgets of `profile`. Declared alternatives are dropped: the hypothesis is the
-/// convention. Tensors the run does not produce are not judged.
+/// convention. A tensor the run does not produce (a fitted run has only the RoPE stages) is
+/// judged against the oracle: the hypothesis changes nothing there, so a stage it cannot
+/// explain (a wrong softmax scale under a fitted angle precision) still counts against it.
 CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const TensorMap& actual,
                          const std::string& profile,
                          std::optional<std::int64_t> max_position = std::nullopt) {
@@ -38,7 +41,10 @@ CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const Tenso
   std::vector<TensorSpec> judged;
   for (TensorSpec t : spec.expected) {
     const auto it = run.find(t.name);
-    if (it == run.end()) continue;
+    if (it == run.end()) {
+      if (!POSENC_MUTANT("diagnose_skips_stages_the_run_lacks")) judged.push_back(std::move(t));
+      continue;
+    }
     t.alternatives.clear();
     if (t.check.kind == CheckKind::kExact || t.exact.empty()) {
       Tensor v = it->second;
@@ -132,6 +138,208 @@ std::vector<Hypothesis> fitted_hypotheses(const LoadedCase& lc, const TensorMap&
   return best;
 }
 
+/// How far an output lies from a run, scale-free: per stage both hold, sum |actual - run| /
+/// sum |run|, averaged over the stages. Among pipelines that all pass, the one the output lies
+/// closest to is the engine's family (an HF float32 engine whose libm rounds cos a little
+/// differently is still far closer to the fp32 run than to ggml's recurrence).
+double deviation_from(const CaseSpec& spec, const TensorMap& run, const TensorMap& actual) {
+  double total = 0;
+  int n = 0;
+  for (const auto& t : spec.expected) {
+    const auto r = run.find(t.name);
+    const auto a = actual.find(t.name);
+    if (r == run.end() || a == actual.end() || r->second.numel() != a->second.numel()) continue;
+    double diff = 0, mag = 0;
+    for (std::int64_t i = 0; i < r->second.numel(); ++i) {
+      const double x = r->second.get_f64(i), y = a->second.get_f64(i);
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      diff += std::abs(y - x);
+      mag += std::abs(x);
+    }
+    total += mag > 0 ? diff / mag : (diff > 0 ? 1 : 0);
+    ++n;
+  }
+  return n ? total / n : -1;
+}
+
+bool same_outputs(const TensorMap& a, const TensorMap& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a) {
+    const auto it = b.find(name);
+    if (it == b.end() || it->second.shape != t.shape || it->second.data != t.data) return false;
+  }
+  return true;
+}
+
+/// Fills a hypothesis from a report; false when the report judged nothing.
+bool judge_into(Hypothesis& h, const CaseReport& r) {
+  if (!judged(r.status)) return false;  // N/A, ERROR: cannot judge
+  h.status = r.status;
+  h.residual = r.worst_ratio();
+  h.worst_tensor = worst_of(r).first;
+  return true;
+}
+
+/// The fixed hypotheses: every (pipeline, mistake) the scheme's engine runs on this case.
+/// A pipeline without a mistake is judged as verify judges it (against the oracle, with that
+/// pipeline's profile): "you compute the way engine X does" is confirmed exactly when the output
+/// passes X's profile, so diagnose never contradicts verify. A mistake is judged against its run:
+/// on the exact pipeline with the budgets of each profile in `judge_by` (limit 2 but for
+/// strict), on an emulated pipeline with that pipeline's profile (limit 2: the engine and the
+/// run each within about one budget of that pipeline's values with the mistake). A mistake
+/// whose run equals the pipeline's run without it is invisible here and not listed.
+std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& actual,
+                                         const SchemeEntry& s,
+                                         const std::vector<std::string>& judge_by) {
+  std::vector<Hypothesis> out;
+  std::vector<std::string> mistakes = {""};
+  for (const auto& m : s.mistakes()) mistakes.push_back(m);
+  std::map<std::string, TensorMap> exact_runs;  // mistake -> the exact pipeline's run
+  for (const auto& p : profiles()) {
+    std::optional<TensorMap> clean;
+    for (const auto& m : mistakes) {
+      TensorMap run;
+      try {
+        EngineOptions eo;
+        eo.pipeline = p.pipeline;
+        eo.mistake = m;
+        run = s.run_engine(lc.spec, lc.golden, eo);
+      } catch (const std::exception&) {
+        if (m.empty()) break;  // the pipeline does not serve this case
+        continue;              // nor this mistake on it
+      }
+      if (m.empty()) {
+        Hypothesis h = make_hypothesis(p.pipeline, p.name, "");
+        VerifyOptions vo;
+        vo.profile = p.name;
+        const CaseReport r = POSENC_MUTANT("diagnose_pipelines_judged_against_run")
+                                 ? judge_against(lc, run, actual, p.name)
+                                 : verify_case(lc.spec, lc.golden, actual, vo);
+        if (judge_into(h, r)) {
+          h.deviation = deviation_from(lc.spec, run, actual);
+          out.push_back(std::move(h));
+        }
+        clean = std::move(run);
+        continue;
+      }
+      if (clean && same_outputs(*clean, run)) continue;
+      if (p.pipeline == "exact") exact_runs[m] = run;
+      // The budgets are the case's (its pairing, its positions): under a mistake they can be
+      // far tighter than the pipeline's own rounding of the mistaken computation. That rounding,
+      // in the same budget units, is how far the exact run with the mistake lies from this run.
+      double own = 0;
+      if (p.pipeline != "exact" && exact_runs.count(m)) {
+        const CaseReport r = judge_against(lc, run, exact_runs.at(m), p.name);
+        if (judged(r.status)) own = r.worst_ratio();
+      }
+      const std::vector<std::string> by =
+          p.pipeline == "exact" ? judge_by : std::vector<std::string>{p.name};
+      for (const auto& prof : by) {
+        Hypothesis h = make_hypothesis(p.pipeline, prof, m);
+        if (!judge_into(h, judge_against(lc, run, actual, prof))) continue;
+        h.limit = p.pipeline == "exact" && prof == "strict" ? 1 : 2 * std::max(1.0, own);
+        h.deviation = deviation_from(lc.spec, run, actual);
+        out.push_back(std::move(h));
+      }
+    }
+  }
+  return out;
+}
+
+/// Inserts the fitted hypotheses (golden/cases/rope_fit.hpp) of a failing output: after every
+/// confirmed fixed one, and among the rest by residual. When a fixed hypothesis is confirmed,
+/// only a confirmed `offset` asks for its fit (d = +1, the evidence): fitting the rest would not
+/// change the answer.
+void add_fitted(const LoadedCase& lc, const TensorMap& actual,
+                const std::vector<std::string>& judge_by, std::vector<Hypothesis>& ranked) {
+  const bool fixed_confirmed = !ranked.empty() && ranked.front().confirmed();
+  const bool offset_confirmed =
+      std::any_of(ranked.begin(), ranked.end(),
+                  [](const Hypothesis& h) { return h.mistake == "offset" && h.confirmed(); });
+  std::vector<Hypothesis> fitted;
+  if (!fixed_confirmed || offset_confirmed) {
+    fitted = fitted_hypotheses(lc, actual, judge_by, fixed_confirmed);
+  }
+  for (auto& f : fitted) {
+    if (f.mistake == "offset" && f.fit->value == "+1") {
+      bool attached = false;
+      for (auto& h : ranked) {
+        if (h.mistake == "offset" && h.pipeline == "exact") {
+          RopeFitCandidate c;
+          c.parameter = "offset";
+          c.value = "+1";
+          h.fit = f.fit;
+          h.fit->words =
+              rope_fit_words(c, fmt_ratio(h.residual) + " of the " + h.profile + " budget");
+          h.words = f.words;
+          attached = true;
+        }
+      }
+      if (attached) continue;
+    }
+    auto at = ranked.begin();
+    while (at != ranked.end() &&
+           ((!at->fit && at->confirmed()) ||
+            (at->residual <= f.residual && (at->confirmed() || !f.confirmed())))) {
+      ++at;
+    }
+    ranked.insert(at, std::move(f));
+  }
+}
+
+/// Two residuals a case cannot tell apart: equal to within rounding of the ratio itself.
+bool same_residual(double a, double b) {
+  return a == b || std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b));
+}
+
+/// The summary of a failing output with a confirmed hypothesis. A pipeline the output passes
+/// comes first (verify accepts that claim): every such profile is named, the one whose run the
+/// output lies closest to recommended. Else the best mistake, or the mistakes tied with it.
+void explain(Diagnosis& d, std::ostringstream& sum) {
+  std::vector<const Hypothesis*> pipes;
+  for (const auto& h : d.ranked) {
+    if (h.confirmed() && h.mistake.empty() && !h.fit) pipes.push_back(&h);
+  }
+  if (!pipes.empty()) {
+    const Hypothesis* best = pipes.front();  // ranked: the closest run first
+    d.recommended_profile = best->profile;
+    sum << "fails " << d.claimed_profile << "; the output " << best->words << " (passes "
+        << best->profile << " at " << fmt_ratio(best->residual) << " of its budget)"
+        << ": no mistake, claim --profile " << best->profile;
+    if (pipes.size() > 1) {
+      sum << "; it also passes";
+      for (const Hypothesis* h : pipes) {
+        if (h != best) sum << " " << h->profile << " (" << fmt_ratio(h->residual) << ")";
+      }
+      sum << ": " << best->profile
+          << " is the pipeline whose output it lies closest to; which of them fits best "
+             "depends on the engine's libm (how its cos and sin round), and verify accepts "
+             "each";
+    }
+    return;
+  }
+  const Hypothesis& h = d.ranked.front();
+  for (const auto& o : d.ranked) {
+    if (o.confirmed() && !o.mistake.empty() && same_residual(o.residual, h.residual) &&
+        std::find(d.tied.begin(), d.tied.end(), o.mistake) == d.tied.end()) {
+      d.tied.push_back(o.mistake);
+    }
+  }
+  if (POSENC_MUTANT("diagnose_names_one_of_a_tie")) d.tied.resize(std::min<std::size_t>(d.tied.size(), 1));
+  if (d.tied.size() > 1) {
+    sum << "fails " << d.claimed_profile << "; cannot tell apart on this case:";
+    for (std::size_t i = 0; i < d.tied.size(); ++i) {
+      sum << (i ? " or" : "") << " `" << d.tied[i] << "`";
+    }
+    sum << " (each explains the output, residual " << fmt_ratio(h.residual) << " of the "
+        << h.profile << " budget; a case that separates them is needed); best listed: it "
+        << h.words;
+    return;
+  }
+  sum << "fails " << d.claimed_profile << "; the output " << h.words << " (residual "
+      << fmt_ratio(h.residual) << " of the " << h.profile << " budget)";
+}
+
 }  // namespace
 
 Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
@@ -155,97 +363,36 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
   d.verify_status = base.status;
   d.verify_ratio = base.worst_ratio();
 
-  std::vector<Hypothesis> hs;
-  for (const auto& p : profiles()) hs.push_back(make_hypothesis(p.pipeline, p.name, ""));
-  // A mistake is judged with the budgets of the claimed profile and of fp32 (the commonest
-  // pipeline, for engines that claim strict by default), run on the exact pipeline and on that
-  // profile's own (where the scheme's engine serves mistakes there): a float32 engine with an
-  // offset is (exact, offset) within the fp32 budget.
+  // A mistake on the exact pipeline is judged with the budgets of the claimed profile and of
+  // fp32 (the commonest pipeline, for engines that claim strict by default).
   std::vector<std::string> judge_by = {d.claimed_profile};
   if (d.claimed_profile != "fp32") judge_by.push_back("fp32");
-  for (const auto& m : s.mistakes()) {
-    for (const auto& prof : judge_by) {
-      hs.push_back(make_hypothesis("exact", prof, m));
-      for (const auto& p : profiles()) {
-        if (p.name == prof && p.pipeline != "exact") hs.push_back(make_hypothesis(p.pipeline, prof, m));
-      }
-    }
-  }
-  for (auto& h : hs) {
-    try {
-      EngineOptions eo;
-      eo.pipeline = h.pipeline;
-      eo.mistake = h.mistake;
-      const TensorMap run = s.run_engine(lc.spec, lc.golden, eo);
-      const CaseReport r = judge_against(lc, run, actual, h.profile);
-      if (!judged(r.status)) continue;  // N/A, ERROR: cannot judge
-      h.status = r.status;
-      h.residual = r.worst_ratio();
-      if (!h.mistake.empty() && h.pipeline == "exact" && h.profile != "strict") h.limit = 2;
-      double worst = -1;
-      for (const auto& t : r.tensors) {
-        if (judged(t.status) && t.max_ratio > worst) {
-          worst = t.max_ratio;
-          h.worst_tensor = t.name;
-        }
-      }
-    } catch (const std::exception&) {
-      continue;  // the pipeline does not serve this case
-    }
-    h.words = hypothesis_words(h, d.scheme);
-    d.ranked.push_back(h);
-  }
-  // Best first: lower residual; on a tie, no mistake before a mistake, then the order above.
+  d.ranked = fixed_hypotheses(lc, actual, s, judge_by);
+  for (auto& h : d.ranked) h.words = hypothesis_words(h, d.scheme);
+  // Best first: confirmed before unconfirmed; confirmed pipelines without a mistake (profiles
+  // the output passes) first, the one whose run the output lies closest to leading; then lower
+  // residual; on a tie, no mistake before a mistake, then the order above.
   std::stable_sort(d.ranked.begin(), d.ranked.end(), [](const Hypothesis& a, const Hypothesis& b) {
+    if (a.confirmed() != b.confirmed()) return a.confirmed();
+    if (a.confirmed() && a.mistake.empty() != b.mistake.empty()) return a.mistake.empty();
+    if (a.confirmed() && a.mistake.empty() && b.mistake.empty() && a.deviation != b.deviation &&
+        !POSENC_MUTANT("diagnose_recommends_lowest_residual")) {
+      return a.deviation < b.deviation;
+    }
     if (a.residual != b.residual) return a.residual < b.residual;
     return a.mistake.empty() && !b.mistake.empty();
   });
   if (base.status == Verdict::kFail && !POSENC_MUTANT("diagnose_fits_nothing")) {
-    // Fitted hypotheses rank after every confirmed fixed one, and among the rest by residual.
-    // When a fixed hypothesis is confirmed, only a confirmed `offset` asks for its fit (d = +1,
-    // the evidence): fitting the rest would not change the answer.
-    const bool fixed_confirmed = !d.ranked.empty() && d.ranked.front().confirmed();
-    const bool offset_confirmed =
-        std::any_of(d.ranked.begin(), d.ranked.end(),
-                    [](const Hypothesis& h) { return h.mistake == "offset" && h.confirmed(); });
-    std::vector<Hypothesis> fitted;
-    if (!fixed_confirmed || offset_confirmed) {
-      fitted = fitted_hypotheses(lc, actual, judge_by, fixed_confirmed);
-    }
-    for (auto& f : fitted) {
-      if (f.mistake == "offset" && f.fit->value == "+1") {
-        bool attached = false;
-        for (auto& h : d.ranked) {
-          if (h.mistake == "offset" && h.pipeline == "exact") {
-            RopeFitCandidate c;
-            c.parameter = "offset";
-            c.value = "+1";
-            h.fit = f.fit;
-            h.fit->words = rope_fit_words(c, fmt_ratio(h.residual) + " of the " + h.profile +
-                                                 " budget");
-            h.words = f.words;
-            attached = true;
-          }
-        }
-        if (attached) continue;
-      }
-      auto at = d.ranked.begin();
-      while (at != d.ranked.end() &&
-             ((!at->fit && at->confirmed()) ||
-              (at->residual <= f.residual && (at->confirmed() || !f.confirmed())))) {
-        ++at;
-      }
-      d.ranked.insert(at, std::move(f));
-    }
+    add_fitted(lc, actual, judge_by, d.ranked);
   }
   if (POSENC_MUTANT("diagnose_ranks_reversed")) std::reverse(d.ranked.begin(), d.ranked.end());
 
   std::ostringstream sum;
-  const auto confirmed = [](const Hypothesis& h) { return h.confirmed(); };
   if (base.status == Verdict::kPass) {
     d.verdict = "correct";
+    d.recommended_profile = d.claimed_profile;
     sum << "passes " << d.claimed_profile << ": nothing to diagnose";
-  } else if (d.ranked.empty() || !confirmed(d.ranked.front())) {
+  } else if (d.ranked.empty() || !d.ranked.front().confirmed()) {
     d.verdict = "unexplained";
     sum << "fails " << d.claimed_profile << " and no known pipeline or mistake of " << d.scheme
         << " explains it";
@@ -256,28 +403,7 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
     }
   } else {
     d.verdict = "explained";
-    // Prefer a mistake-free explanation (a pipeline difference) when one is confirmed.
-    const auto clean = std::find_if(d.ranked.begin(), d.ranked.end(), [&](const Hypothesis& h) {
-      return confirmed(h) && h.mistake.empty();
-    });
-    const Hypothesis& h = clean != d.ranked.end() ? *clean : d.ranked.front();
-    sum << "fails " << d.claimed_profile << "; the output " << h.words << " (residual "
-        << fmt_ratio(h.residual) << " of the " << h.profile << " budget)";
-    if (h.mistake.empty()) {
-      sum << ": no mistake, claim --profile " << h.profile;
-    } else {
-      std::vector<std::string> tied;
-      for (const auto& o : d.ranked) {
-        if (confirmed(o) && !o.mistake.empty() && o.mistake != h.mistake &&
-            o.residual == h.residual && std::find(tied.begin(), tied.end(), o.mistake) == tied.end()) {
-          tied.push_back(o.mistake);
-        }
-      }
-      if (!tied.empty()) {
-        sum << "; this case cannot tell it from";
-        for (const auto& t : tied) sum << " `" << t << "`";
-      }
-    }
+    explain(d, sum);
   }
   d.summary = sum.str();
   return d;
@@ -289,16 +415,18 @@ std::string diagnosis_text(const Diagnosis& d, bool verbose) {
      << "\n";
   if (d.verdict == "correct" && !verbose) return os.str();
   const std::size_t n = verbose ? d.ranked.size() : std::min<std::size_t>(d.ranked.size(), 5);
-  os << "  hypotheses, best first (residual = worst element's share of that profile's budget "
-        "against that run; <= 1 confirms, <= 2 for an exact run judged by another profile):\n";
+  os << "  hypotheses, best first (residual = worst element's share of that profile's budget, "
+        "against the oracle for a pipeline without a mistake (as verify), against the run for "
+        "a mistake; <= 1 confirms, or <= the limit shown):\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& h = d.ranked[i];
     char buf[160];
     std::snprintf(buf, sizeof buf, "  %2zu. %-9s pipeline %-16s budget %-16s %-24s ", i + 1,
                   fmt_ratio(h.residual).c_str(), h.pipeline.c_str(), h.profile.c_str(),
                   h.mistake.empty() ? "(no mistake)" : h.mistake.c_str());
-    os << buf << (h.confirmed() ? "confirmed" : "no") << (h.limit != 1 ? " (limit 2)" : "")
-       << "\n";
+    os << buf << (h.confirmed() ? "confirmed" : "no");
+    if (h.limit != 1) os << " (limit " << fmt_ratio(h.limit) << ")";
+    os << "\n";
     if (h.fit) os << "      fitted: " << h.fit->words << "\n";
   }
   return os.str();
@@ -325,6 +453,8 @@ nlohmann::json diagnosis_json(const Diagnosis& d) {
           {"verify_status", to_string(d.verify_status)},
           {"verdict", d.verdict},
           {"summary", d.summary},
+          {"recommended_profile", d.recommended_profile},
+          {"tied", d.tied},
           {"hypotheses", hs}};
 }
 

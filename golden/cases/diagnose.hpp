@@ -2,22 +2,31 @@
 //
 // verify says whether an output is within a profile's budget; diagnose says what the output
 // is. For one case it forms hypotheses, each a (pipeline, mistake) pair that posenc can run:
-// every emulated pipeline without a mistake (exact, fp32, fp32-recurrence, bf16, f16: "you
-// compute the way engine X does") and every mistake the scheme's engine knows (`posenc engine
-// --mistake`, the bug classes of docs/bug-classes.md) with the exact and the fp32 pipeline.
-// Each hypothesis is run through the scheme's engine, and the engine's output is judged against
-// that run instead of the oracle, with the budgets of the hypothesis's profile: a residual
-// <= 1 (<= 2 for an exact run judged by another profile, Hypothesis::limit) confirms the hypothesis (the output is what that pipeline with that mistake computes,
-// within what the pipeline's own error analysis allows). Hypotheses are ranked by residual;
-// ties (mistakes a case cannot tell apart) are reported together. A correct engine (its output
-// passes the claimed profile) gets no diagnosis; an output no hypothesis explains is reported
-// as unexplained, with the best partial fit.
+// every emulated pipeline (exact, fp32, fp32-recurrence, bf16, f16: "you compute the way engine
+// X does") without a mistake and with every mistake the scheme's engine knows (`posenc engine
+// --mistake`, the bug classes of docs/bug-classes.md): stacked, as a PyTorch engine with GPT-J
+// pairing on a NeoX case is (fp32, pairing). A pipeline without a mistake is judged exactly as
+// verify judges it (the output against the oracle with that pipeline's profile), so diagnose
+// never contradicts verify: it is confirmed when the output passes that profile. A mistake is
+// judged against its run instead of the oracle, with the budgets of the run's profile (of the
+// claimed profile and fp32 for the exact pipeline): a residual <= Hypothesis::limit confirms it
+// (the output is what that pipeline with that mistake computes, within what the pipeline's own
+// error analysis allows). Confirmed hypotheses rank first, then by residual.
+//
+// The answer: a correct engine (its output passes the claimed profile) gets no diagnosis. Else
+// a profile the output passes is the answer ("claim --profile X"); when it passes several, all
+// are named and the one whose run the output lies closest to (Hypothesis::deviation: the
+// engine's family) is recommended, with the note that which fits best depends on the engine's
+// libm. Else the best confirmed mistake; mistakes with the same residual are reported as a tie
+// ("cannot tell apart on this case: A or B"). An output no hypothesis explains is reported as
+// unexplained, with the best partial fit.
 //
 // RoPE-family cases (rope, rope_scaling) also get fitted hypotheses (golden/cases/rope_fit.hpp):
 // the position offset d, the base, a constant magnitude ratio (attention factor) and the angle
-// precision, each confirmed by judging the output against the run its fitted value gives. A
-// fitted hypothesis ranks after every confirmed fixed one (a named mistake or pipeline is the
-// better answer when both fit); the `offset` mistake carries the fitted d as its evidence.
+// precision, each confirmed by judging the output against the run its fitted value gives (the
+// stages a fitted run lacks, such as the softmax scale, against the oracle). A fitted
+// hypothesis ranks after every confirmed fixed one (a named mistake or pipeline is the better
+// answer when both fit); the `offset` mistake carries the fitted d as its evidence.
 #pragma once
 #include <optional>
 #include <string>
@@ -36,11 +45,15 @@ struct Hypothesis {
   std::string mistake;   // "" = none
   Verdict status = Verdict::kError;  // verify's status of the output against this hypothesis's run
   double residual = 0;   // worst element's share of the budget
-  /// Confirmed when residual <= limit: 1 when the run is the hypothesis's own pipeline; 2 for a
-  /// mistake run on the exact pipeline and judged with another profile's budget (the engine is
-  /// within one budget of the mistake's exact values and the run within the strict budget of
-  /// them, so within about two budgets of the run).
+  /// Confirmed when residual <= limit: 1 for a pipeline without a mistake (verify's own
+  /// judgement) and for a mistake on the exact pipeline judged by strict; 2 for a mistake judged
+  /// against a run with a float profile's budget (the engine is within one budget of the
+  /// mistake's values and the run within one budget of them, so within about two of the run).
   double limit = 1;
+  /// How far the output lies from this hypothesis's run (sum |actual - run| / sum |run| per
+  /// stage, averaged; -1: not measured): among pipelines that all pass, the closest is the
+  /// engine's family.
+  double deviation = -1;
   bool confirmed() const { return residual <= limit; }
   std::string worst_tensor;
   std::string words;  // one sentence
@@ -59,6 +72,12 @@ struct Diagnosis {
   /// "unexplained" (none is; ranked still holds the best partial fits).
   std::string verdict;
   std::string summary;  // one or two sentences, the answer in words
+  /// The profile to claim: the claimed one when it passes, else the passing pipeline the output
+  /// lies closest to; empty when no profile passes.
+  std::string recommended_profile;
+  /// Mistakes that explain the output equally well (same residual): the case cannot tell them
+  /// apart. Empty or one name when the answer is not a tie.
+  std::vector<std::string> tied;
   std::vector<Hypothesis> ranked;  // best first; only hypotheses that could be judged
 };
 

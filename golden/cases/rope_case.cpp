@@ -1476,7 +1476,13 @@ const std::vector<std::string>& plain_mistakes() {
   return v;
 }
 const std::vector<std::string>& scaling_mistakes() {
-  static const std::vector<std::string> v = {"unscaled", "factor-inverted", "no-mscale"};
+  static const std::vector<std::string> v = {"unscaled",
+                                             "factor-inverted",
+                                             "no-mscale",
+                                             "softmax-scale-missing",
+                                             "softmax-scale-unsquared",
+                                             "mscale-on-rotation",
+                                             "dynamic-ntk"};
   return v;
 }
 
@@ -1496,15 +1502,17 @@ RopePipelineTables kernel_tables(RopePipelineTables tb, const RopeParams& p, con
 }  // namespace
 
 RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const RopeParams& p, const RopeScaling& s,
-                                        int softmax_head_dim, const std::vector<std::int64_t>& pos) {
+                                        int softmax_head_dim, const std::vector<std::int64_t>& pos,
+                                        const RopeMagnitude& magnitude) {
   const int np = p.rotary_dim / 2;
   RopePipelineTables tb;
   tb.cos.resize(pos.size() * np);
   tb.sin.resize(pos.size() * np);
   // The factors as Python / the converter computes them: double, then float32.
   const auto st = reference::rope_scaling_tables<double>(p, s);
-  const double a_double = st.tables.attention_factor;
-  const double softmax_double = std::pow(static_cast<double>(softmax_head_dim), -0.5) * st.softmax_scale_multiplier;
+  const double a_double = magnitude.a.value_or(st.tables.attention_factor);
+  const double softmax_double = std::pow(static_cast<double>(softmax_head_dim), -0.5) *
+                                magnitude.softmax_multiplier.value_or(st.softmax_scale_multiplier);
   if (pipeline == "fp32-recurrence") {  // ggml: theta *= theta_scale along the pairs
     if (!scaled(s)) {
       const float ts = pipelines::ggml_theta_scale(p.base, p.rotary_dim);
@@ -1514,6 +1522,8 @@ RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const RopeP
     }
     tb.a = scaled(s) ? pipelines::ggml_attention_factor<float>(s, a_double) : static_cast<float>(p.attention_factor);
     tb.softmax = pipelines::ggml_softmax_scale<float>(s, softmax_head_dim);
+    if (magnitude.a) tb.a = static_cast<float>(*magnitude.a);
+    if (magnitude.softmax_multiplier) tb.softmax = static_cast<float>(softmax_double);
     const float ts = pipelines::ggml_theta_scale(p.base, p.rotary_dim);
     for (std::size_t t = 0; t < pos.size(); ++t) {
       const auto th = scaled(s) ? pipelines::ggml_scaled_thetas<float>(p, s, pos[t]) : pipelines::ggml_thetas(pos[t], ts, np);
@@ -1528,7 +1538,7 @@ RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const RopeP
   const bool rescaled = scaled(s) && !POSENC_MUTANT("engine_scaled_rope_pipeline_unscaled");
   tb.inv_freq = rescaled ? pipelines::hf_scaled_inv_freq<float>(p, s)
                          : pipelines::hf_inv_freq(p.base, p.rotary_dim);
-  tb.a = static_cast<float>(scaled(s) ? a_double : p.attention_factor);
+  tb.a = static_cast<float>(scaled(s) || magnitude.a ? a_double : p.attention_factor);
   tb.softmax = static_cast<float>(softmax_double);
   if (POSENC_MUTANT("engine_rope_pipeline_exact_tables")) return kernel_tables(tb, p, s, pos);
   for (std::size_t t = 0; t < pos.size(); ++t) {
@@ -1602,6 +1612,11 @@ struct RopeEngineRun {
   void read_inputs();
   // The tables and rotations of the exact pipeline (posenc's kernel) or of an emulated one.
   void rotate_qk();
+  // The magnitude mistakes: the attention factor a and the softmax-scale multiplier an engine
+  // applies instead of the rule's (unchanged without such a mistake).
+  void magnitude(double& a, double& multiplier) const;
+  // An emulated pipeline's tables and rotations (with the mistake: they run on every pipeline).
+  void rotate_qk_pipeline();
   // The engine's tensors, with the scores of its rotations.
   TensorMap outputs() const;
 
@@ -1658,6 +1673,10 @@ void RopeEngineRun::read_inputs() {
   s.seq_len = last + 1;
   if (o.mistake == "unscaled") s = RopeScaling{};
   if (o.mistake == "factor-inverted") s.factor = 1.0 / s.factor;
+  // Static NTK on a dynamic case: the base scaled by the factor whatever the call's length.
+  if (o.mistake == "dynamic-ntk" && s.type == reference::RopeScalingType::kDynamic) {
+    s.type = reference::RopeScalingType::kNtk;
+  }
   tn = static_cast<std::int64_t>(pos.size());
   np = p.rotary_dim / 2;
   h = p.head_dim;
@@ -1673,10 +1692,7 @@ void RopeEngineRun::rotate_qk() {
     optimized::RopeScaledTablesF64 st;
     st.attention_factor = p.attention_factor;
     if (is_scaled) st = optimized::rope_scaling_tables(p, s);
-    if (o.mistake == "no-mscale") {  // the rule's magnitude left out: cos/sin factor and MLA multiplier
-      st.attention_factor = 1.0;
-      st.softmax_scale_multiplier = 1.0;
-    }
+    magnitude(st.attention_factor, st.softmax_scale_multiplier);
     optimized::RopeCache cache = is_scaled ? optimized::rope_cache_init(p, pos, st.inv_freq, st.attention_factor)
                                            : optimized::rope_cache_init(p, pos);
     if (o.mistake == "sin-sign") {
@@ -1692,37 +1708,69 @@ void RopeEngineRun::rotate_qk() {
     a_out = static_cast<float>(st.attention_factor);
     softmax_out = static_cast<float>(std::pow(static_cast<double>(softmax_head_dim), -0.5) * st.softmax_scale_multiplier);
   } else {
-    if (!o.mistake.empty()) {
-      throw_invalid("rope_run_engine", "mistakes run on the exact pipeline only", o.mistake);
-    }
-    const RopePipelineTables tb = rope_pipeline_tables(o.pipeline, p, s, softmax_head_dim, pos);
-    inv = tb.inv_freq;
-    cos_t = tb.cos;
-    sin_t = tb.sin;
-    a_out = tb.a;
-    softmax_out = tb.softmax;
-    // Eager pipelines multiply and add in their compute dtype: q and the cast tables.
-    const DType c = pipelines::compute_dtype(o.pipeline);
-    for (auto& v : cos_t) v = pipelines::fl(v, c);
-    for (auto& v : sin_t) v = pipelines::fl(v, c);
-    auto rotate = [&](const std::vector<float>& x, int heads, std::vector<float>& y) {
-      for (std::int64_t tt = 0; tt < tn; ++tt) {
-        for (int hh = 0; hh < heads; ++hh) {
-          const std::size_t off = static_cast<std::size_t>((tt * heads + hh) * h);
-          for (int cc = p.rotary_dim; cc < h; ++cc) y[off + cc] = x[off + cc];
-          for (int i = 0; i < np; ++i) {
-            const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
-            const float cs = cos_t[tt * np + i], sn = sin_t[tt * np + i];
-            const float xa = x[off + ca], xb = x[off + cb];
-            // HF: q * cos + rotate_half(q) * sin, each operation rounded
-            y[off + ca] = pipelines::fl(pipelines::fl(xa * cs, c) + pipelines::fl(-xb * sn, c), c);
-            y[off + cb] = pipelines::fl(pipelines::fl(xb * cs, c) + pipelines::fl(xa * sn, c), c);
-          }
+    rotate_qk_pipeline();
+  }
+}
+
+void RopeEngineRun::magnitude(double& a, double& multiplier) const {
+  if (o.mistake == "no-mscale") {  // the rule's magnitude left out: cos/sin factor and MLA multiplier
+    a = 1.0;
+    multiplier = 1.0;
+  } else if (o.mistake == "softmax-scale-missing") {  // DeepSeek MLA's m^2 left out of the softmax
+    multiplier = 1.0;
+  } else if (o.mistake == "softmax-scale-unsquared") {  // m instead of m^2
+    multiplier = std::sqrt(multiplier);
+  } else if (o.mistake == "mscale-on-rotation") {  // m on cos and sin (q and k) instead of m^2 on the softmax
+    a *= std::sqrt(multiplier);
+    multiplier = 1.0;
+  }
+}
+
+void RopeEngineRun::rotate_qk_pipeline() {
+  RopeMagnitude mag;
+  if (!o.mistake.empty()) {
+    const auto st = reference::rope_scaling_tables<double>(p, s);
+    double a = is_scaled ? st.tables.attention_factor : p.attention_factor;
+    double mult = st.softmax_scale_multiplier;
+    magnitude(a, mult);
+    if (a != (is_scaled ? st.tables.attention_factor : p.attention_factor)) mag.a = a;
+    if (mult != st.softmax_scale_multiplier) mag.softmax_multiplier = mult;
+  }
+  const RopePipelineTables tb = rope_pipeline_tables(o.pipeline, p, s, softmax_head_dim, pos, mag);
+  inv = tb.inv_freq;
+  cos_t = tb.cos;
+  sin_t = tb.sin;
+  if (o.mistake == "sin-sign") {
+    for (auto& x : sin_t) x = -x;
+  }
+  a_out = tb.a;
+  softmax_out = tb.softmax;
+  // Eager pipelines multiply and add in their compute dtype: q and the cast tables.
+  const DType c = pipelines::compute_dtype(o.pipeline);
+  for (auto& v : cos_t) v = pipelines::fl(v, c);
+  for (auto& v : sin_t) v = pipelines::fl(v, c);
+  auto rotate = [&](const std::vector<float>& x, int heads, std::vector<float>& y) {
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int hh = 0; hh < heads; ++hh) {
+        const std::size_t off = static_cast<std::size_t>((tt * heads + hh) * h);
+        for (int cc = p.rotary_dim; cc < h; ++cc) y[off + cc] = x[off + cc];
+        for (int i = 0; i < np; ++i) {
+          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+          const float cs = cos_t[tt * np + i], sn = sin_t[tt * np + i];
+          const float xa = x[off + ca], xb = x[off + cb];
+          // HF: q * cos + rotate_half(q) * sin, each operation rounded
+          y[off + ca] = pipelines::fl(pipelines::fl(xa * cs, c) + pipelines::fl(-xb * sn, c), c);
+          y[off + cb] = pipelines::fl(pipelines::fl(xb * cs, c) + pipelines::fl(xa * sn, c), c);
         }
       }
-    };
-    rotate(q, hq, qr);
-    rotate(k, hk, kr);
+    }
+  };
+  rotate(q, hq, qr);
+  rotate(k, hk, kr);
+  if (o.mistake == "double-rotation") {
+    const std::vector<float> q1 = qr, k1 = kr;
+    rotate(q1, hq, qr);
+    rotate(k1, hk, kr);
   }
 }
 

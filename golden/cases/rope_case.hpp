@@ -13,6 +13,7 @@
 // The error analysis of every profile is in rope_case.cpp; docs/profiles.md has the table.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,9 +117,16 @@ struct RopePipelineTables {
   std::vector<float> inv_freq, cos, sin;
   float a = 1.0f, softmax = 0.0f;
 };
+/// `magnitude`: the factors an engine applies instead of the rule's (an engine mistake such as
+/// `no-mscale`): the attention factor a (in double, before the pipeline rounds it) and the
+/// softmax-scale multiplier; unset: the rule's.
+struct RopeMagnitude {
+  std::optional<double> a, softmax_multiplier;
+};
 RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const reference::RopeParams& p,
                                         const reference::RopeScaling& s, int softmax_head_dim,
-                                        const std::vector<std::int64_t>& pos);
+                                        const std::vector<std::int64_t>& pos,
+                                        const RopeMagnitude& magnitude = {});
 
 /// A profile's angle error bounds (absolute, [positions, d/2]) from the error analysis in
 /// rope_case.cpp (zeros for strict: posenc's kernel bound covers its double angles), A (the

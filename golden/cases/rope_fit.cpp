@@ -40,6 +40,8 @@ struct RopeSetup {
   std::vector<double> q, k;
   std::vector<double> inv_freq;  // the case's, in double
   double a = 1;                  // the case's attention factor
+  bool with_scores = false;      // the case expects scores (q_rot . k_rot)
+  bool with_factor = false;      // the case expects the attention_factor stage
 };
 
 RopeSetup setup_of(const LoadedCase& lc) {
@@ -68,11 +70,37 @@ RopeSetup setup_of(const LoadedCase& lc) {
   const auto st = reference::rope_scaling_tables<double>(r.p, r.s);
   r.inv_freq = st.tables.inv_freq;
   r.a = st.tables.attention_factor;
+  auto expects = [&](const char* name) {
+    return std::any_of(lc.spec.expected.begin(), lc.spec.expected.end(),
+                       [&](const TensorSpec& t) { return t.name == name; });
+  };
+  r.with_scores = r.hk > 0 && expects("scores");
+  r.with_factor = expects("attention_factor");
   return r;
 }
 
+/// Scores [hq, T, T] of the rotated rows (as the engine wrote them), accumulated in double:
+/// unscaled q_rot . k_rot over every channel, kv head = q head / (hq / hk).
+std::vector<float> scores_of(const RopeSetup& r, const std::vector<float>& qr, const std::vector<float>& kr) {
+  const int h = r.p.head_dim, group = r.hq / r.hk;
+  std::vector<float> out;
+  out.reserve(static_cast<std::size_t>(r.hq * r.tn * r.tn));
+  for (int hh = 0; hh < r.hq; ++hh) {
+    for (std::int64_t i = 0; i < r.tn; ++i) {
+      for (std::int64_t j = 0; j < r.tn; ++j) {
+        const float* x = &qr[static_cast<std::size_t>((i * r.hq + hh) * h)];
+        const float* y = &kr[static_cast<std::size_t>((j * r.hk + hh / group) * h)];
+        double sum = 0;
+        for (int c = 0; c < h; ++c) sum += static_cast<double>(x[c]) * y[c];
+        out.push_back(static_cast<float>(sum));
+      }
+    }
+  }
+  return out;
+}
+
 /// The stages that angles phi [T, np] and magnitude m give, computed in double and rounded to
-/// the case dtype once.
+/// the case dtype once (scores from the rounded rotations, as an engine computes them).
 TensorMap run_of(const RopeSetup& r, const std::vector<double>& phi, double m,
                  const std::vector<double>* inv_freq) {
   const int np = r.np, h = r.p.head_dim;
@@ -103,6 +131,13 @@ TensorMap run_of(const RopeSetup& r, const std::vector<double>& phi, double m,
   out.emplace("sin", engine_tensor("sin", r.dtype, {r.tn, np}, sn));
   out.emplace("q_rot", engine_tensor("q_rot", r.dtype, {r.tn, r.hq, h}, rotate(r.q, r.hq)));
   if (r.hk > 0) out.emplace("k_rot", engine_tensor("k_rot", r.dtype, {r.tn, r.hk, h}, rotate(r.k, r.hk)));
+  if (r.with_scores) {
+    const auto qr = tensor_to_f32(out.at("q_rot")), kr = tensor_to_f32(out.at("k_rot"));
+    out.emplace("scores", engine_tensor("scores", r.dtype, {r.hq, r.tn, r.tn}, scores_of(r, qr, kr)));
+  }
+  if (r.with_factor) {
+    out.emplace("attention_factor", engine_tensor("attention_factor", DType::kF32, {1}, {static_cast<float>(m)}));
+  }
   if (inv_freq) {
     std::vector<float> w(inv_freq->begin(), inv_freq->end());
     out.emplace("inv_freq", engine_tensor("inv_freq", DType::kF32, {np}, w));
@@ -376,6 +411,15 @@ void add_angle_precision_candidates(const RopeSetup& r, const std::string& said,
                     precision_name(t) + " angles overflow above)";
     }
     c.run = run_of(r, phi, r.a, nullptr);
+    if (t != DType::kF32) {
+      // The same angles from an engine that casts inv_freq to that precision first (and
+      // writes it so): its inv_freq judged as that too.
+      std::vector<double> wt;
+      for (float x : w32) wt.push_back(pipelines::fl(x, t));
+      RopeFitCandidate ct = c;
+      ct.run = run_of(r, phi, r.a, &wt);
+      out.push_back(std::move(ct));
+    }
     out.push_back(std::move(c));
   }
 }

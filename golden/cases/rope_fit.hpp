@@ -11,8 +11,11 @@
 //   angle-precision   float16, bfloat16 or float32 angles fl(fl(p) fl(w_i)) (the angle error
 //                     grows with the angle at that precision's unit roundoff)
 // Each candidate value comes with the run it predicts (cos, sin, q_rot, k_rot computed in double
-// from those angles and rounded to the case dtype); the diagnoser judges the output against each
-// run with a profile's budgets, so a fitted value is confirmed the same way a mistake is.
+// from those angles and rounded to the case dtype; scores from those rotations and the fitted
+// attention factor where the case has those stages; inv_freq for a fitted base, and for 16-bit
+// angles also as an engine that casts inv_freq first writes it); the diagnoser judges the
+// output against each run with a profile's budgets (the stages a run lacks, against the
+// oracle), so a fitted value is confirmed the same way a mistake is.
 #pragma once
 #include <cstdint>
 #include <optional>

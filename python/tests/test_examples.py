@@ -48,6 +48,30 @@ def test_diagnose_names_the_off_by_one_and_the_float32_pipeline(binary, tmp_path
     assert posenc.diagnose(case, str(right), profile="fp32", posenc=binary)[0]["verdict"] == "correct"
 
 
+def test_diagnose_agrees_with_verify_and_names_stacked_pairing(binary, tmp_path):
+    # numpy's float32 cos / pow, not posenc's: the HF-style engine passes fp32 and diagnose,
+    # told strict, recommends fp32 (never a profile verify fails), naming every profile it
+    # passes. GPT-J pairing on a NeoX case with these float32 angles is the stacked hypothesis
+    # (fp32, pairing), not "unexplained".
+    import posenc
+    ids = ["rope_half_d128_b5e5_llama3_8b_f32", F32]
+    right, wrong = tmp_path / "right", tmp_path / "wrong"
+    for cid in ids:
+        case = posenc.load_case(cid)
+        case.write_outputs(str(right), numpy_rope.outputs_for(case, numpy_rope.rope_hf))
+        case.write_outputs(str(wrong), numpy_rope.outputs_for(case, wrong_ropes.WRONG["interleaved"]))
+    for cid in ids:
+        case = posenc.load_case(cid)
+        d = posenc.diagnose(case, str(right), profile="strict", posenc=binary)[0]
+        rec = d["recommended_profile"]
+        assert d["verdict"] == "explained" and rec == "fp32", d["summary"]
+        assert posenc.verify(case, str(right), profile=rec, posenc=binary).passed
+        d = posenc.diagnose(case, str(wrong), profile="fp32", posenc=binary)[0]
+        top = d["hypotheses"][0]
+        assert d["verdict"] == "explained", d["summary"]
+        assert (top["mistake"], top["pipeline"]) == ("pairing", "fp32"), d["summary"]
+
+
 def test_first_verdict_fails_strict_passes_fp32_and_fp16_angles_are_fitted(binary, tmp_path):
     # README.md, "First verdict in five minutes": the 25-line numpy RoPE fails strict (worst at
     # position 16777217, where a float32 angle can be anywhere), passes fp32, and diagnose tells
