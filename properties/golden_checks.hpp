@@ -42,7 +42,7 @@ inline void expect_golden_files_up_to_date(const std::string& slug, std::size_t 
   const auto rows = scheme.cases();
   ASSERT_GE(rows.size(), min_cases);
   for (const auto& row : rows) {
-    const auto f = golden::case_files(scheme.generate(row.id));
+    const auto f = golden::case_files(golden::generate_case(scheme, row.id));
     const auto committed_m = golden::read_file(dir / slug / (row.id + ".json"));
     const auto committed_t = golden::read_file(dir / slug / (row.id + ".safetensors"));
     // ASSERT: the first stale case says enough (and a mutant run stops there).
@@ -82,7 +82,7 @@ inline const golden::LoadedCase& fresh_case(const golden::SchemeEntry& scheme, c
   static std::map<std::string, golden::LoadedCase> fresh;
   auto it = fresh.find(id);
   if (it == fresh.end()) {
-    const auto f = golden::case_files(scheme.generate(id));
+    const auto f = golden::case_files(golden::generate_case(scheme, id));
     golden::LoadedCase lc;
     lc.spec = golden::case_spec_from_json(nlohmann::json::parse(f.manifest_text), id);
     lc.golden = golden::tensor_map(golden::safetensors_decode(f.tensors, id));

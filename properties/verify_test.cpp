@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -580,6 +581,109 @@ TEST(VerifyVerdicts, NegativeControlLinesSayDiffersOrReproduces) {
   const std::string t2 = format_case_text(differs, false);
   EXPECT_NE(t2.find("DIFFERS from the known-wrong output"), std::string::npos) << t2;
   EXPECT_EQ(t2.find(" FAIL"), std::string::npos) << t2;
+}
+
+// An engine that follows vLLM's `any_above` LongRoPE switch (short factors on the boundary
+// call, positions 0..4096) in ggml's float32 arithmetic: under fp32 its output differs from the
+// negative control's known-wrong values, within fp32-recurrence's budgets it reproduces them.
+// The fp32 line says so (text, JSON, HTML); under fp32-recurrence it is a plain reproduction.
+TEST(VerifyVerdicts, NegativeControlNamesTheProfilesThatReproduceIt) {
+  const auto nc = load("rope_scaling_phi_3_mini_128k_instruct_boundary_vllm_any_above_f32");
+  CaseSpec any_above = nc.spec;
+  any_above.manifest["params"]["scaling"]["switch"] = "vllm_any_above";
+  EngineOptions eo;
+  eo.pipeline = "fp32-recurrence";
+  const TensorMap out = scheme_by_slug("rope_scaling").run_engine(any_above, nc.golden, eo);
+  VerifyOptions fp32;
+  fp32.profile = "fp32";
+  const auto r = verify_case(nc.spec, nc.golden, out, fp32);
+  EXPECT_EQ(r.status, Verdict::kPass);
+  EXPECT_EQ(r.reproduces_under, std::vector<std::string>{"fp32-recurrence"});
+  const std::string text = format_case_text(r, false);
+  EXPECT_NE(text.find("profile=fp32  PASS (negative control: the output differs from the known-wrong "
+                      "convention under fp32; it reproduces that convention under fp32-recurrence)"),
+            std::string::npos) << text;
+  EXPECT_EQ(case_report_json(r)["reproduces_under"], Json::array({"fp32-recurrence"}));
+  HtmlReport page("t", "c", "fp32");
+  page.add_case(nc.spec, nc.golden, &out, r, nullptr, std::nullopt, "");
+  EXPECT_NE(page.html().find("PASS (differs under fp32; reproduces it under fp32-recurrence)"),
+            std::string::npos);
+  VerifyOptions rec;
+  rec.profile = "fp32-recurrence";
+  const auto same = verify_case(nc.spec, nc.golden, out, rec);
+  EXPECT_EQ(same.status, Verdict::kFail);
+  EXPECT_TRUE(same.reproduces_under.empty());
+  // The correct engine (HF's switch) differs under every profile: nothing to add.
+  const TensorMap right = scheme_by_slug("rope_scaling").run_engine(nc.spec, nc.golden, eo);
+  const auto ok = verify_case(nc.spec, nc.golden, right, fp32);
+  EXPECT_EQ(ok.status, Verdict::kPass);
+  EXPECT_TRUE(ok.reproduces_under.empty());
+  EXPECT_EQ(ok.message, "negative control: the output differs from the known-wrong convention");
+  EXPECT_EQ(case_report_json(ok)["reproduces_under"], Json::array());
+}
+
+// The resolution gap of 16-bit targets (docs/verifying.md): at bf16 a mistake's effect on
+// `out` can stay within the eager budget while `probs` shows it. Each case's manifest says
+// which stages show which engine mistake under each profile (mistake_detection, measured when
+// the case is generated); verify names the mistakes the stages given cannot see at the claimed
+// profile and the stages to export. Checked against the engine's own mistakes: every gap the
+// manifest lists is real (out alone passes) and named, and giving probs closes it.
+TEST(VerifyVerdicts, StagesThatCannotSeeAMistakeAtThisResolutionSaySo) {
+  for (const auto& [id, scheme] : {std::pair{"nope_decode_h4_kv2_d64_q4_k64_bf16", "nope"},
+                                   std::pair{"deberta_v3_base_h1_d64_q16_o200_k400_bf16", "deberta"},
+                                   std::pair{"transformer_xl_wt103s_h4_d16_dm64_mem150_m150_q16_clamp1000_bf16",
+                                             "transformer_xl"}}) {
+    SCOPED_TRACE(id);
+    const auto lc = load(id);
+    ASSERT_TRUE(lc.spec.mistake_stages.count("bf16"));
+    int gaps = 0;
+    for (const auto& [mistake, stages] : lc.spec.mistake_stages.at("bf16")) {
+      if (std::find(stages.begin(), stages.end(), "out") != stages.end()) continue;
+      SCOPED_TRACE(mistake);
+      EngineOptions eo;
+      eo.mistake = mistake;
+      const TensorMap run = scheme_by_slug(scheme).run_engine(lc.spec, lc.golden, eo);
+      TensorMap out;
+      out.emplace("out", run.at("out"));
+      VerifyOptions bf16;
+      bf16.profile = "bf16";
+      const auto r = verify_case(lc.spec, lc.golden, out, bf16);
+      EXPECT_EQ(r.status, Verdict::kPass);  // the gap itself
+      const std::string text = format_case_text(r, false);
+      const bool strict_sees = lc.spec.mistake_stages.count("strict") &&
+                               lc.spec.mistake_stages.at("strict").count(mistake) &&
+                               std::ranges::count(lc.spec.mistake_stages.at("strict").at(mistake), "out") > 0;
+      if (!strict_sees) continue;  // out sees it under no profile: not a resolution gap
+      ++gaps;
+      std::string want = "note: at bf16's resolution the stages given (out) cannot see the " +
+                         std::string(scheme) + " mistake";
+      EXPECT_NE(text.find(want), std::string::npos) << text;
+      EXPECT_NE(text.find("`" + mistake + "`"), std::string::npos) << text;
+      std::string export_list;
+      for (const auto& s : stages) export_list += (export_list.empty() ? "" : ", ") + s;
+      EXPECT_NE(text.find("export one of: " + export_list), std::string::npos) << text;
+      EXPECT_EQ(verify_case(lc.spec, lc.golden, out, {}).status, Verdict::kFail);  // strict sees it
+      const auto strict_text = format_case_text(verify_case(lc.spec, lc.golden, out, {}), false);
+      EXPECT_EQ(strict_text.find("resolution"), std::string::npos) << strict_text;
+      out.emplace(stages.front(), run.at(stages.front()));
+      const auto closed = verify_case(lc.spec, lc.golden, out, bf16);
+      EXPECT_EQ(closed.status, Verdict::kFail);
+      EXPECT_EQ(format_case_text(closed, false).find("`" + mistake + "`"), std::string::npos);
+    }
+    EXPECT_GE(gaps, 1);  // measured: nope 2, deberta 3, transformer_xl 1
+  }
+}
+
+// mistake_detection is measured when a case is generated (generate_case, as `posenc generate`
+// writes it): a fresh generation gives the committed manifest's, and a bf16 case lists mistakes.
+TEST(VerifyVerdicts, MistakeDetectionIsMeasuredWhenACaseIsGenerated) {
+  const std::string id = "nope_decode_h4_kv2_d64_q4_k64_bf16";
+  const GoldenCase fresh = generate_case(scheme_by_slug("nope"), id);
+  ASSERT_TRUE(fresh.manifest.contains("mistake_detection"));
+  EXPECT_EQ(fresh.manifest["mistake_detection"], load(id).spec.manifest["mistake_detection"]);
+  EXPECT_TRUE(fresh.manifest["mistake_detection"].contains("bf16"));
+  EXPECT_TRUE(fresh.manifest["mistake_detection"].contains("strict"));
+  EXPECT_FALSE(fresh.manifest["mistake_detection"].contains("f16"));  // f16 does not apply here
 }
 
 /// Every number of a JSON report is a number or null; the strings inf, -inf, nan only as the

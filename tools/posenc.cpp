@@ -550,7 +550,7 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog,
     const auto t1 = std::chrono::steady_clock::now();
     const auto& [s, row] = cases[i];
     std::uint64_t n = 0;
-    write_case(out, s->slug, row.id, s->generate(row.id), rule, &n);
+    write_case(out, s->slug, row.id, generate_case(*s, row.id), rule, &n);
     bytes += n;
     std::fprintf(stderr, "[%zu/%zu] %s  %.2f s\n", i + 1, cases.size(), row.id.c_str(), seconds_since(t1));
   }
@@ -664,7 +664,10 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
     const auto t1 = std::chrono::steady_clock::now();
     const ConfigCase& c = cc.cases[i];
     std::uint64_t n = 0;
-    write_case(out, c.scheme, c.id, c.generate(), rule, &n);
+    GoldenCase g = c.generate();
+    nlohmann::json d = mistake_detection(scheme_by_slug(c.scheme), g);
+    if (!d.empty()) g.manifest["mistake_detection"] = std::move(d);
+    write_case(out, c.scheme, c.id, g, rule, &n);
     bytes += n;
     std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s\n", i + 1, cc.cases.size(), c.scheme.c_str(),
                  c.id.c_str(), c.description.c_str(), seconds_since(t1));

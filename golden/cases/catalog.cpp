@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "golden/format/limits.hpp"
+#include "golden/format/profiles.hpp"
 #include "reference/common/errors.hpp"
 #include "optimized/common/mutant.hpp"
 
@@ -66,6 +67,55 @@ CatalogEntry write_case(const fs::path& dir, const std::string& scheme, const st
   e.result = c.manifest.value("result", std::string("valid"));
   if (bytes) *bytes = w.bytes + text.size();
   return e;
+}
+
+nlohmann::json mistake_detection(const SchemeEntry& scheme, const GoldenCase& c) {
+  nlohmann::json out = nlohmann::json::object();
+  const auto& m = c.manifest;
+  std::uint64_t spilled = 0;
+  for (const auto& s : c.spilled) spilled += s.bytes;
+  if (m.value("result", std::string("valid")) == "invalid" || m.contains("trace") ||
+      spilled > kMistakeDetectionMaxSpilledBytes || POSENC_MUTANT("golden_catalog_mistake_detection_dropped")) {
+    return out;
+  }
+  const CaseSpec spec = case_spec_from_json(m, m.value("id", std::string()));
+  std::vector<Tensor> all = c.tensors;
+  for (const auto& s : c.spilled) all.push_back(spilled_tensor_read(s));
+  const TensorMap golden = tensor_map(std::move(all));
+  for (const auto& mistake : scheme.mistakes()) {
+    TensorMap run;
+    try {
+      EngineOptions eo;
+      eo.mistake = mistake;
+      run = scheme.run_engine(spec, golden, eo);
+    } catch (const std::exception&) {
+      continue;  // a mistake this case's engine cannot make (e.g. a scaling mistake on a plain case)
+    }
+    for (const auto& p : profiles()) {
+      std::vector<std::string> seen;
+      bool applies = false;
+      for (const auto& t : spec.expected) {
+        auto it = run.find(t.name);
+        if (it == run.end()) continue;
+        TensorMap one;
+        one.emplace(t.name, it->second);
+        VerifyOptions o;
+        o.profile = p.name;
+        const CaseReport r = verify_case(spec, golden, one, o);
+        applies |= judged(r.status);
+        if (r.status == Verdict::kFail) seen.push_back(t.name);
+      }
+      if (applies && !seen.empty()) out[p.name][mistake] = seen;
+    }
+  }
+  return out;
+}
+
+GoldenCase generate_case(const SchemeEntry& scheme, const std::string& id) {
+  GoldenCase c = scheme.generate(id);
+  nlohmann::json d = mistake_detection(scheme, c);
+  if (!d.empty()) c.manifest["mistake_detection"] = std::move(d);
+  return c;
 }
 
 void parse_shard(const std::string& text, int* index, int* count) {

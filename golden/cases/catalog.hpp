@@ -42,6 +42,21 @@ CatalogEntry write_case(const std::filesystem::path& dir, const std::string& sch
                         const std::string& id, const GoldenCase& c, const OutputRule& rule = OutputRule(),
                         std::uint64_t* bytes = nullptr);
 
+/// Which stages show each of the scheme's engine mistakes under each profile (manifest
+/// "mistake_detection": {profile: {mistake: [stages]}}), measured: the scheme's engine runs
+/// every mistake on the exact pipeline, and each stage of its output, given alone, is judged
+/// with every profile that applies; a stage shows the mistake when verify fails it. Only
+/// mistakes some stage shows are listed. verify reads it to say when the stages an engine gave
+/// cannot see a mistake at that profile's resolution although other stages can (the
+/// resolution gap of 16-bit targets: docs/verifying.md). Empty for negative controls, traces
+/// and cases whose tensors spilled to disk exceed kMistakeDetectionMaxSpilledBytes (a long
+/// call's scores: too large to judge 5 profiles x every mistake at generation).
+inline constexpr std::uint64_t kMistakeDetectionMaxSpilledBytes = std::uint64_t{64} << 20;
+nlohmann::json mistake_detection(const SchemeEntry& scheme, const GoldenCase& c);
+/// scheme.generate(id) with its manifest's "mistake_detection" (the one way cases are generated
+/// for the catalog, `posenc generate` and the up-to-date tests).
+GoldenCase generate_case(const SchemeEntry& scheme, const std::string& id);
+
 /// Every case of every scheme (in registry order), filtered. With shard_count n > 1: the cases
 /// of shard shard_index of the selection's balanced_shards by case_cost (registry order kept);
 /// the n shards are disjoint and their union is the selection.

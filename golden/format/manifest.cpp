@@ -327,6 +327,29 @@ CaseSpec case_spec_from_json(const Json& m, const std::string& source) {
     ds.blind = d.value("blind", std::string());
     c.detection.push_back(std::move(ds));
   }
+  if (m.contains("mistake_detection")) {
+    const Json& md = m.at("mistake_detection");
+    if (!md.is_object()) bad(source, "manifest mistake_detection must be an object {profile: {mistake: [stages]}}");
+    for (const auto& [profile, mistakes] : md.items()) {
+      if (canonical_profile(profile) != profile) {
+        bad(source, "manifest mistake_detection has unknown profile \"" + profile + "\" (known: " + profile_list_text() + ")");
+      }
+      if (!mistakes.is_object()) bad(source, "manifest mistake_detection \"" + profile + "\" must map mistakes to stages");
+      for (const auto& [mistake, stages] : mistakes.items()) {
+        try {
+          c.mistake_stages[profile][mistake] = stages.get<std::vector<std::string>>();
+        } catch (const Json::exception&) {
+          bad(source, "manifest mistake_detection \"" + profile + "\" \"" + mistake + "\": stages must be a list of names");
+        }
+        for (const auto& st : c.mistake_stages[profile][mistake]) {
+          if (!std::any_of(c.expected.begin(), c.expected.end(), [&](const TensorSpec& t) { return t.name == st; })) {
+            bad(source, "manifest mistake_detection \"" + profile + "\" \"" + mistake + "\" names stage \"" + st +
+                            "\", which is not an expected tensor");
+          }
+        }
+      }
+    }
+  }
   return c;
 }
 

@@ -117,6 +117,9 @@ struct CaseSpec {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> expected;
   std::vector<DetectionSpec> detection;
+  /// Manifest "mistake_detection" (measured when the case is generated): per profile, each
+  /// engine mistake of the scheme and the stages that show it under that profile.
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> mistake_stages;
   nlohmann::json manifest;
 };
 

@@ -267,6 +267,7 @@ void HtmlReport::add_case(const CaseSpec& spec, const TensorMap& golden, const T
   c.profile = report.profile;
   c.status = report.status;
   c.message = report.message;
+  c.reproduces_under = report.reproduces_under;
   c.notes = report.notes;
   c.diagnosis = std::move(diagnosis);
   c.diagnose_command = std::move(diagnose_command);
@@ -420,7 +421,13 @@ std::string HtmlReport::html() const {
     o << "<tr class=\"case-row\"><td class=\"mono\"><a href=\"#" << esc(c.id) << "\">" << esc(c.id)
       << "</a>" << (c.result == "invalid" ? " (negative control)" : "") << "</td><td>"
       << esc(c.scheme) << "</td><td>" << esc(c.profile) << "</td><td class=\""
-      << status_class(c.status) << "\">" << esc(to_string(c.status)) << "</td><td class=\"mono\">";
+      << status_class(c.status) << "\">" << esc(to_string(c.status));
+    if (!c.reproduces_under.empty()) {  // a negative control that differs only under this profile
+      std::string names;
+      for (const auto& n : c.reproduces_under) names += (names.empty() ? "" : ", ") + n;
+      o << " (differs under " << esc(c.profile) << "; reproduces it under " << esc(names) << ")";
+    }
+    o << "</td><td class=\"mono\">";
     bool first = true;
     for (const auto& t : c.tensors) {
       o << (first ? "" : " &middot; ") << esc(t.name) << " <span class=\"" << status_class(t.status)

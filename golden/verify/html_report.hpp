@@ -76,6 +76,7 @@ class HtmlReport {
     std::string id, scheme, result, profile;
     Verdict status = Verdict::kError;
     std::string message;
+    std::vector<std::string> reproduces_under;  // CaseReport::reproduces_under
     std::vector<TensorView> tensors;
     std::vector<std::string> notes;
     std::optional<nlohmann::json> diagnosis;

@@ -13,6 +13,7 @@
 // ratios (verify_case_with_ratios) keep 8 bytes per element and convention.
 #include "golden/verify/verify.hpp"
 #include "golden/verify/element_ratios.hpp"
+#include "golden/format/profiles.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -21,6 +22,7 @@
 #include <exception>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -903,8 +905,88 @@ CaseReport verify_case_with_ratios(const CaseSpec& spec, const TensorMap& golden
 
 namespace {
 
+CaseReport verify_case_one(const CaseSpec& spec, TensorSource& golden, TensorSource& actual,
+                           const VerifyOptions& opt, ElementRatios* ratios);
+
+std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+/// The resolution gap (manifest "mistake_detection", measured at generation): the mistakes
+/// that the stages given show under some other profile but not under `profile`, where other
+/// stages do show them (at a 16-bit target the effect of a mask or scale mistake on `out` can
+/// stay within the eager budget while `probs` shows it). One note per set of stages to export.
+void add_resolution_notes(const CaseSpec& spec, const std::string& profile,
+                          const std::set<std::string>& given, std::vector<std::string>& notes) {
+  auto it = spec.mistake_stages.find(profile);
+  if (it == spec.mistake_stages.end() || POSENC_MUTANT("golden_verify_resolution_notes_dropped")) return;
+  auto shows = [&](const std::vector<std::string>& stages) {
+    return std::any_of(stages.begin(), stages.end(), [&](const std::string& s) { return given.count(s) > 0; });
+  };
+  std::map<std::vector<std::string>, std::vector<std::string>> by_stages;  // stages -> mistakes
+  std::map<std::vector<std::string>, std::vector<std::string>> elsewhere;  // stages -> profiles
+  for (const auto& [mistake, stages] : it->second) {
+    if (shows(stages)) continue;
+    std::vector<std::string> where;
+    for (const auto& p : profiles()) {  // profile order
+      auto o = spec.mistake_stages.find(p.name);
+      if (p.name == profile || o == spec.mistake_stages.end()) continue;
+      auto m = o->second.find(mistake);
+      if (m != o->second.end() && shows(m->second)) where.push_back(p.name);
+    }
+    if (where.empty()) continue;  // no profile sees it in these stages: not a resolution gap
+    by_stages[stages].push_back("`" + mistake + "`");
+    auto& e = elsewhere[stages];
+    for (const auto& w : where) {
+      if (std::find(e.begin(), e.end(), w) == e.end()) e.push_back(w);
+    }
+  }
+  const std::vector<std::string> given_v(given.begin(), given.end());
+  for (const auto& [stages, mistakes] : by_stages) {
+    const auto& w = elsewhere[stages];
+    notes.push_back("at " + profile + "'s resolution the stages given (" + join(given_v) +
+                    ") cannot see the " + spec.scheme + " mistake" + (mistakes.size() > 1 ? "s " : " ") +
+                    join(mistakes) + " (measured when the case was generated: the effect stays within the " +
+                    profile + " budget of those stages; under " +
+                    join(w) + " they show it); export one of: " +
+                    join(stages));
+  }
+}
+
+/// A negative control's verdict can depend on the profile: an engine may differ from the
+/// known-wrong values under the claimed profile and reproduce them within another profile's
+/// budgets (a float32 engine with the wrong convention, judged by a tighter pipeline). When the
+/// case differs under the claimed profile, it is judged again under every other profile that
+/// applies; those under which the output reproduces the known-wrong convention are named in
+/// the report (CaseReport::reproduces_under) and in its message.
 CaseReport verify_case_impl(const CaseSpec& spec, TensorSource& golden, TensorSource& actual,
                             const VerifyOptions& opt, ElementRatios* ratios) {
+  CaseReport rep = verify_case_one(spec, golden, actual, opt, ratios);
+  if (spec.result != "invalid" || rep.status != Verdict::kPass || !rep.message.starts_with("negative control") ||
+      POSENC_MUTANT("golden_verify_negative_other_profiles_ignored")) {
+    return rep;
+  }
+  for (const auto& p : profiles()) {
+    if (p.name == opt.profile) continue;
+    VerifyOptions other = opt;
+    other.profile = p.name;
+    if (verify_case_one(spec, golden, actual, other, nullptr).status == Verdict::kFail) {
+      rep.reproduces_under.push_back(p.name);
+    }
+  }
+  if (!rep.reproduces_under.empty()) {
+    std::string names;
+    for (const auto& n : rep.reproduces_under) names += (names.empty() ? "" : ", ") + n;
+    rep.message = "negative control: the output differs from the known-wrong convention under " +
+                  opt.profile + "; it reproduces that convention under " + names;
+  }
+  return rep;
+}
+
+CaseReport verify_case_one(const CaseSpec& spec, TensorSource& golden, TensorSource& actual,
+                           const VerifyOptions& opt, ElementRatios* ratios) {
   SmallTensors small(golden);
   CaseReport rep;
   rep.id = spec.id;
@@ -985,6 +1067,7 @@ CaseReport verify_case_impl(const CaseSpec& spec, TensorSource& golden, TensorSo
       rep.notes.push_back("the stages given cannot detect " + d.flag +
                           (d.blind.empty() ? "" : " (" + d.blind + ")") + "; give one of: " + stages);
     }
+    add_resolution_notes(spec, opt.profile, given, rep.notes);
   }
   return rep;
 }
@@ -1108,6 +1191,7 @@ nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
   nlohmann::json j = {{"id", r.id},         {"scheme", r.scheme},   {"result", r.result},
                       {"profile", r.profile}, {"status", to_string(r.status)}, {"message", r.message},
                       {"notes", r.notes}};
+  if (r.result == "invalid") j["reproduces_under"] = r.reproduces_under;
   nlohmann::json ts = nlohmann::json::array();
   // A number; a non-finite one is null with KEY_nonfinite "inf", "-inf" or "nan" beside it.
   auto num = [](nlohmann::json& o, const std::string& key, double v) {

@@ -121,6 +121,9 @@ struct CaseReport {
   std::string message;
   std::vector<TensorReport> tensors;
   std::vector<std::string> notes;  // blind spots, alternatives followed
+  /// A negative control that differs from its known-wrong values under the claimed profile:
+  /// the other profiles under which the same output reproduces them (profile order).
+  std::vector<std::string> reproduces_under;
   bool require_all = false;  // VerifyOptions::require_all: a stage not written is an error
   int n_checked() const;
   double worst_ratio() const;  // max over checked tensors

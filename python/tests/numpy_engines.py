@@ -1,0 +1,467 @@
+"""Independent numpy engines for the golden catalog, written the way real engines compute
+(issue 23, "Done when"): none of them calls `posenc engine`; each reads a case's inputs and
+parameters and computes its outputs in the arithmetic of the engine family it imitates.
+
+  hf32   HF transformers in float32: inv_freq = 1 / base ** (arange(0, d, 2) / d) in float32
+         (the scaled-RoPE rules of modeling_rope_utils `_compute_*_parameters`), float32
+         positions, outer product, cos/sin in float32, outputs cast to the target; BLOOM's
+         torch.pow slopes with the paper's bias form; sinusoids as tensor2tensor / fairseq
+         (concat) and 1 / base ** (2i / d) (paper); float32 attention.
+  ggml   ggml / llama.cpp: theta_scale = powf(base, -2/d), theta_i = theta_{i-1} * ts in
+         float32 (rope_ext's scaling rules), ALiBi slopes powf(m0, h + 1).
+  bloom  BLOOM's ALiBi bias form in float32: bias = slope x key index (the softmax equals the
+         paper's slope x (key - query)).
+  eager  PyTorch eager in bf16 / f16: float32 tables cast to the dtype, every multiply and add
+         rounded to it, matmuls accumulated in float32, softmax in float32.
+
+Each engine returns {expected name: array}, or raises Skip with the reason it cannot compute
+the case (a scheme it does not model, a rule the engine family does not have)."""
+import math
+
+import numpy as np
+
+from posenc import io as _io
+from posenc import layouts
+
+F32 = np.float32
+
+
+class Skip(Exception):
+    """The engine does not compute this case; the message says why."""
+
+
+# ---- rounding to the compute dtype -------------------------------------------------------------
+
+def rnd(x, dt):
+    """x (float32 values) rounded once to dt ('f32', 'bf16', 'f16') and returned as float32."""
+    x = np.asarray(x, dtype=F32)
+    if dt == "bf16":
+        return _io.bf16_to_float32(_io.float32_to_bf16(x))
+    if dt == "f16":
+        return x.astype(np.float16).astype(F32)
+    return x
+
+
+def expf(x):
+    """A faithful float32 exp (glibc's expf, Sleef's u10 in PyTorch): exp in float64 rounded
+    once. numpy's own float32 np.exp is not faithful on every CPU (its SIMD kernel is 1.64 ulp
+    off on some of tensor2tensor's arguments here), which no float32 pipeline budget allows."""
+    return np.exp(np.asarray(x, F32).astype(np.float64)).astype(F32)
+
+
+def _f32(case, name):
+    return case.input_float(name).astype(F32)
+
+
+# ---- RoPE --------------------------------------------------------------------------------------
+
+def _hf_default_inv_freq(base, d):
+    return F32(1.0) / (F32(base) ** (np.arange(0, d, 2, dtype=np.int64).astype(F32) / F32(d)))
+
+
+def _scaling(case):
+    return case.manifest.get("scaling", {})
+
+
+def hf_rope_parameters(case):
+    """(inv_freq float32 [d/2], attention factor as a Python float, softmax scale or None):
+    modeling_rope_utils' `_compute_*_parameters` in float32 with Python doubles."""
+    p = case.params
+    d = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
+    base = p["base"]
+    s = p.get("scaling")
+    if not s:
+        return _hf_default_inv_freq(base, d), p.get("attention_factor", 1.0), None
+    derived = _scaling(case).get("derived", {})
+    t, factor = s["type"], s.get("factor", 1.0)
+    att, softmax = 1.0, None
+    if t == "linear":
+        inv = _hf_default_inv_freq(base, d) / F32(factor)
+    elif t in ("ntk", "dynamic"):
+        scale = factor
+        if t == "dynamic":  # _compute_dynamic_ntk_parameters at the call's seq_len
+            l, mp = max(derived["seq_len"], s["max_position_embeddings"]), s["max_position_embeddings"]
+            scale = factor * l / mp - (factor - 1)
+        inv = _hf_default_inv_freq(base * scale ** (d / (d - 2)), d)
+    elif t == "llama3":
+        inv0 = _hf_default_inv_freq(base, d)
+        l0, lo, hi = s["original_max_position_embeddings"], s["low_freq_factor"], s["high_freq_factor"]
+        wl = F32(2 * math.pi) / inv0
+        inv_l = np.where(wl > F32(l0 / lo), inv0 / F32(factor), inv0)
+        smooth = (F32(l0) / wl - F32(lo)) / F32(hi - lo)
+        smoothed = (F32(1) - smooth) * inv_l / F32(factor) + smooth * inv_l
+        medium = ~(wl < F32(l0 / hi)) & ~(wl > F32(l0 / lo))
+        inv = np.where(medium, smoothed, inv_l).astype(F32)
+    elif t == "yarn":
+        if s.get("form", "hf_current") not in ("hf_current", "deepseek_official"):
+            raise Skip(f"YaRN form {s.get('form')!r} not modelled")
+        inv, att, softmax = _hf_yarn(s, base, d, case)
+    elif t == "longrope":
+        l0 = s["original_max_position_embeddings"]
+        use_long = _longrope_uses_long(s, derived)
+        ext = np.asarray(s["long_factor"] if use_long else s["short_factor"], dtype=F32)
+        inv = F32(1) / (ext * (F32(base) ** (np.arange(0, d, 2, dtype=np.int64).astype(F32) / F32(d))))
+        fac = s["max_position_embeddings"] / l0
+        att = s.get("attention_factor") or (1.0 if fac <= 1 else math.sqrt(1 + math.log(fac) / math.log(l0)))
+    else:
+        raise Skip(f"scaling type {t!r} not modelled")
+    return inv.astype(F32), att, softmax
+
+
+def _longrope_uses_long(s, derived):
+    """HF switches per call on its seq_len; vLLM (max_model_len switch) uses the long factors
+    for every call once max_model_len (here max_position_embeddings) exceeds the original."""
+    l0 = s["original_max_position_embeddings"]
+    if s.get("switch") == "vllm_max_model_len":
+        return s["max_position_embeddings"] > l0
+    if s.get("switch") != "hf_seq_len":
+        raise Skip(f"LongRoPE switch {s.get('switch')!r} not modelled")
+    return derived["seq_len"] > l0
+
+
+def _yarn_mscale(scale, mscale=1.0):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def _hf_yarn(s, base, d, case):
+    factor = s["factor"]
+    mscale, mscale_all = s.get("mscale") or 0.0, s.get("mscale_all_dim") or 0.0
+    att = s.get("attention_factor") or 0.0
+    if not att:
+        att = (_yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all)
+               if mscale and mscale_all else _yarn_mscale(factor))
+    l0 = s["original_max_position_embeddings"]
+
+    def corr(rot):
+        return (d * math.log(l0 / (rot * 2 * math.pi))) / (2 * math.log(base))
+    low, high = corr(s["beta_fast"]), corr(s["beta_slow"])
+    if s.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    if low == high:
+        high += 0.001
+    pos_freqs = F32(base) ** (np.arange(0, d, 2, dtype=np.int64).astype(F32) / F32(d))
+    extrap, interp = F32(1) / pos_freqs, F32(1) / (F32(factor) * pos_freqs)
+    ramp = np.clip((np.arange(d // 2, dtype=F32) - F32(low)) / F32(high - low), 0, 1).astype(F32)
+    mask = F32(1) - ramp
+    inv = interp * (F32(1) - mask) + extrap * mask
+    softmax = None
+    if s.get("mla"):  # DeepSeek: softmax_scale = q_head_dim^-0.5 * mscale(factor, mscale_all)^2
+        q_head_dim = case.params.get("softmax_head_dim", case.params["head_dim"])
+        m = _yarn_mscale(factor, mscale_all)
+        if s.get("form") == "deepseek_official":  # inference/model.py: args.mscale (1 if unset)
+            m = _yarn_mscale(factor, mscale or 1.0)
+        softmax = q_head_dim ** -0.5 * m * m
+        att = 1.0  # DeepSeek's HF code folds the multiplier into the softmax scale
+    return inv, att, softmax
+
+
+def hf_angles(case, inv_freq):
+    return case.inputs["positions"].astype(F32)[:, None] * inv_freq[None, :]
+
+
+def ggml_theta_scale(base, d):
+    return F32(base) ** (F32(-2.0) / F32(d))
+
+
+def ggml_angles(case, dynamic_base=False):
+    """(angles float32 [tokens, d/2], attention factor): ggml_rope_ext's recurrence and rules.
+    dynamic_base: a dynamic-NTK case is run with the adjusted base the caller passes llama.cpp
+    as freq_base (HF's rule in Python double at the call's seq_len)."""
+    p = case.params
+    d = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
+    base = p["base"]
+    s = p.get("scaling") or {}
+    t = s.get("type")
+    if t == "dynamic":
+        if not dynamic_base:
+            raise Skip("llama.cpp has no dynamic NTK rule: engine ggml-dynamic passes the "
+                       "adjusted base")
+        f, mp = s["factor"], s["max_position_embeddings"]
+        scale = f * max(_scaling(case)["derived"]["seq_len"], mp) / mp - (f - 1)
+        base = base * scale ** (d / (d - 2))
+    if t == "ntk":
+        base = base * s["factor"] ** (d / (d - 2))
+    if t == "yarn" and s.get("mla"):
+        raise Skip("DeepSeek MLA under llama.cpp: its kq_scale convention is not modelled here")
+    ts = ggml_theta_scale(base, d)
+    pos = case.inputs["positions"]
+    theta = np.empty((len(pos), d // 2), F32)
+    cur = pos.astype(F32)
+    for i in range(d // 2):
+        theta[:, i] = cur
+        cur = (cur * ts).astype(F32)
+    att = p.get("attention_factor", 1.0)
+    if t == "linear":
+        theta = F32(1.0 / s["factor"]) * theta
+    elif t == "llama3":  # convert_hf_to_gguf's rope_freqs, float64 then stored float32
+        l0, lo, hi, f = (s["original_max_position_embeddings"], s["low_freq_factor"],
+                         s["high_freq_factor"], s["factor"])
+        ff = []
+        for i in range(d // 2):
+            wl = 2 * math.pi / base ** (-2.0 * i / d)
+            if wl < l0 / hi:
+                ff.append(1.0)
+            elif wl > l0 / lo:
+                ff.append(f)
+            else:
+                g = (l0 / wl - lo) / (hi - lo)
+                ff.append(1.0 / ((1 - g) / f + g))
+        theta = theta / np.asarray(ff, dtype=F32)
+    elif t == "longrope":
+        use_long = _longrope_uses_long(s, _scaling(case)["derived"])
+        theta = theta / np.asarray(s["long_factor"] if use_long else s["short_factor"], dtype=F32)
+        fac = s["max_position_embeddings"] / s["original_max_position_embeddings"]
+        att = s.get("attention_factor") or math.sqrt(1 + math.log(fac) / math.log(s["original_max_position_embeddings"]))
+    elif t == "yarn":
+        theta, att = _ggml_yarn(s, base, d, theta)
+    return theta.astype(F32), att
+
+
+def _ggml_yarn(s, base, d, theta):
+    def corr(rot):  # ggml_rope_yarn_corr_dim, float32
+        return F32(d) * np.log(F32(s["original_max_position_embeddings"]) / (F32(rot) * F32(2) * F32(math.pi))) \
+            / (F32(2) * np.log(F32(base)))
+    low = max(F32(0), np.floor(corr(s["beta_fast"])))
+    high = min(F32(d - 1), np.ceil(corr(s["beta_slow"])))
+    freq_scale = F32(1.0 / s["factor"])
+    extrap = theta
+    interp = freq_scale * extrap
+    y = (np.arange(d // 2, dtype=F32) - low) / max(F32(0.001), F32(high - low))
+    mix = F32(1) - np.minimum(F32(1), np.maximum(F32(0), y))
+    theta = interp * (F32(1) - mix) + extrap * mix
+    # the converter stores attn_factor = a / (1 + 0.1 ln s); rope_yarn multiplies it back
+    a = s.get("attention_factor") or _yarn_mscale(s["factor"])
+    m = F32(1) + F32(0.1) * np.log(F32(1) / freq_scale)
+    return theta, float(F32(a / _yarn_mscale(s["factor"])) * m)
+
+
+def _rotate(x, cos, sin, layout, r, dt):
+    """x float32 [tokens, heads, head_dim]; cos, sin [tokens, r/2] already in dt."""
+    c, s = cos[:, None, :], sin[:, None, :]
+    if layout == "interleaved":
+        a, b = x[..., 0:r:2], x[..., 1:r:2]
+    else:
+        a, b = x[..., : r // 2], x[..., r // 2: r]
+    ya = rnd(rnd(a * c, dt) - rnd(b * s, dt), dt)
+    yb = rnd(rnd(b * c, dt) + rnd(a * s, dt), dt)
+    y = x.copy()
+    if layout == "interleaved":
+        y[..., 0:r:2], y[..., 1:r:2] = ya, yb
+    else:
+        y[..., : r // 2], y[..., r // 2: r] = ya, yb
+    return y
+
+
+def _scores(case, q_rot, k_rot, dt):
+    p = case.params
+    qh, kh = q_rot.transpose(1, 0, 2), k_rot.transpose(1, 0, 2)
+    kv = [layouts.kv_head_for(h, p["n_q_heads"], p["n_kv_heads"]) for h in range(qh.shape[0])]
+    return rnd(np.stack([qh[h] @ kh[kv[h]].T for h in range(qh.shape[0])]).astype(F32), dt)
+
+
+def rope_outputs(case, angles, inv_freq, att, softmax, dt):
+    """Tables from float32 angles (times the attention factor in float32, cast to dt), rotation
+    and scores in dt."""
+    p = case.params
+    r = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
+    cos, sin = np.cos(angles), np.sin(angles)
+    if att != 1.0:
+        cos, sin = cos * F32(att), sin * F32(att)
+    cos, sin = rnd(cos, dt), rnd(sin, dt)
+    out = {"inv_freq": inv_freq, "cos": cos, "sin": sin,
+           "attention_factor": np.asarray([att], F32)}
+    if softmax is not None:
+        out["softmax_scale"] = np.asarray([softmax], F32)
+    out["q_rot"] = _rotate(_f32(case, "q"), cos, sin, p["layout"], r, dt)
+    if "k" in case.inputs:
+        out["k_rot"] = _rotate(_f32(case, "k"), cos, sin, p["layout"], r, dt)
+        out["scores"] = _scores(case, out["q_rot"], out["k_rot"], dt)
+    return {n: a for n, a in out.items() if n in case.expected}
+
+
+def _rope_dt(case, mode):
+    dt = case.params["dtype"]
+    if mode in ("bf16", "f16") and dt != mode:
+        raise Skip(f"the eager {mode} engine computes in {mode}; the case's target is {dt}")
+    return mode if mode in ("bf16", "f16") else "f32"
+
+
+def rope_hf(case, mode="f32"):
+    dt = _rope_dt(case, mode)
+    inv, att, softmax = hf_rope_parameters(case)
+    return rope_outputs(case, hf_angles(case, inv), inv, att, softmax, dt)
+
+
+def rope_ggml(case, dynamic_base=False, kv16=False):
+    """ggml's rope_ext. kv16: llama.cpp's 16-bit KV cache: q and k rotated in float32 and
+    stored in the case's 16-bit dtype, scores from the stored q and k (float32 accumulation)."""
+    if kv16 and case.params["dtype"] == "f32":
+        raise Skip("the 16-bit KV path stores q and k in f16/bf16; the case's target is f32")
+    angles, att = ggml_angles(case, dynamic_base)
+    p = case.params
+    d = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
+    out = rope_outputs(case, angles, None, att, None, "f32")
+    if kv16 and "scores" in out:
+        dt = case.params["dtype"]
+        out["scores"] = _scores(case, rnd(out["q_rot"], dt), rnd(out["k_rot"], dt), dt)
+    out.pop("inv_freq", None)  # ggml has no inv_freq table (theta_scale powers, not stored)
+    out.pop("attention_factor", None) if "attention_factor" not in case.expected else None
+    if "inv_freq" in case.expected and not p.get("scaling"):
+        ts = ggml_theta_scale(p["base"], d)
+        w = np.empty(d // 2, F32)
+        cur = F32(1)
+        for i in range(d // 2):
+            w[i], cur = cur, F32(cur * ts)
+        out["inv_freq"] = w
+    return out
+
+
+# ---- ALiBi -------------------------------------------------------------------------------------
+
+def bloom_slopes(n):
+    """HF build_alibi_tensor: base = float32(2^(-2^-(log2 c - 3))), torch.pow(base, 1..c); the
+    extra heads use 2^(-2^-(log2 2c - 3)) and the odd powers."""
+    c = 2 ** int(math.floor(math.log2(n)))
+    base = F32(2 ** (-(2 ** -(math.log2(c) - 3))))
+    slopes = list(np.power(base, np.arange(1, c + 1, dtype=np.int32).astype(F32)))
+    if c != n:
+        extra = F32(2 ** (-(2 ** -(math.log2(2 * c) - 3))))
+        k = np.arange(1, 1 + 2 * min(c, n - c), 2, dtype=np.int32).astype(F32)
+        slopes += list(np.power(extra, k))
+    return np.asarray(slopes, F32)
+
+
+def ggml_slopes(n):
+    c = 2 ** int(math.floor(math.log2(n)))
+    m0 = F32(2.0) ** (F32(-8.0) / F32(c))
+    m1 = F32(2.0) ** (F32(-4.0) / F32(c))
+    h = np.arange(n)
+    return np.where(h < c, m0 ** (h + 1).astype(F32), m1 ** (2 * (h - c) + 1).astype(F32)).astype(F32)
+
+
+def slopes_outputs(case, slopes_of):
+    n, h = case.inputs["n_heads"], case.inputs["head"]
+    by_n = {int(k): slopes_of(int(k)) for k in np.unique(n)}
+    return {"slopes": np.asarray([by_n[int(a)][int(b)] for a, b in zip(n, h)], F32)}
+
+
+def _alibi_bias(case, slopes, form, dt):
+    """float32 bias [H, Tq, Tk] of the engine's form, cast to dt."""
+    p = case.params
+    qpos = case.inputs["query_positions"].astype(np.int64)
+    kpos = case.inputs["key_positions"].astype(np.int64)
+    m = slopes[:, None, None]
+    if form == "bloom":
+        dist = np.broadcast_to(kpos[None, :], (len(qpos), len(kpos)))
+    elif form == "mpt":
+        dist = np.broadcast_to(kpos[None, :] - (p["tk"] - 1), (len(qpos), len(kpos)))
+    elif form == "symmetric":
+        dist = -np.abs(qpos[:, None] - kpos[None, :])
+    else:
+        dist = kpos[None, :] - qpos[:, None]
+    return rnd(m * dist.astype(F32)[None], dt)
+
+
+def attention_outputs(case, dt, bias=None):
+    """Eager attention: scores = q.k (float32 accumulation, rounded to dt), * scale (dt), + bias
+    (dt), masked, softmax in float32, probs cast to dt, out = probs . v (float32 accumulation)."""
+    p = case.params
+    H, Hkv = p["n_heads"], p["n_kv_heads"]
+    q, k, v = _f32(case, "q"), _f32(case, "k"), _f32(case, "v")
+    kv = [h // (H // Hkv) for h in range(H)]
+    s = np.stack([q[:, h, :] @ k[:, kv[h], :].T for h in range(H)]).astype(F32)  # [H, Tq, Tk]
+    s = rnd(s, dt)
+    if p.get("scale_kind") == "inv_sqrt_head_dim":
+        s = rnd(s * F32(1.0 / math.sqrt(p["head_dim"])), dt)
+    elif p.get("scale_kind") not in ("none", None):
+        raise Skip(f"scale_kind {p.get('scale_kind')!r} not modelled")
+    if bias is not None:
+        s = rnd(s + bias, dt)
+    qpos = p["query_offset"] + np.arange(p["tq"])
+    j = np.arange(p["tk"])
+    visible = np.ones((p["tq"], p["tk"]), bool)
+    if p.get("causal"):
+        visible &= j[None, :] <= qpos[:, None]
+    if p.get("window", 0) > 0:
+        visible &= qpos[:, None] - p["window"] < j[None, :]
+    if "key_padding" in case.inputs:
+        visible &= (case.inputs["key_padding"] == 0)[None, :]
+    s = np.where(visible[None], s, -np.inf).astype(F32)
+    mx = np.max(s, axis=-1, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, F32(0))
+    e = np.exp(s - mx).astype(F32)
+    tot = np.sum(e, axis=-1, keepdims=True, dtype=F32)
+    probs = np.where(tot > 0, e / np.where(tot > 0, tot, F32(1)), F32(0)).astype(F32)
+    probs = rnd(probs, dt)
+    out = np.stack([probs[h] @ v[:, kv[h], :] for h in range(H)]).astype(F32)  # [H, Tq, dv]
+    return {"probs": probs, "out": rnd(out.transpose(1, 0, 2), dt)}
+
+
+def _attn_dt(case, mode):
+    dt = case.params["dtype"]
+    if mode in ("bf16", "f16"):
+        if dt != mode:
+            raise Skip(f"the eager {mode} engine computes in {mode}; the case's target is {dt}")
+        return mode
+    return "f32"
+
+
+def alibi_attention(case, slopes, form, mode):
+    dt = _attn_dt(case, mode)
+    return attention_outputs(case, dt, _alibi_bias(case, slopes, form, dt))
+
+
+def _alibi_form(case):
+    return case.manifest["alibi"]["form"]
+
+
+def alibi_hf(case, mode="f32"):
+    if case.variant == "slopes":
+        if mode != "f32":
+            raise Skip("slopes are an f32 table; the eager engines compute them in float32 (hf32)")
+        return slopes_outputs(case, bloom_slopes)
+    return alibi_attention(case, bloom_slopes(case.params["n_heads"]), _alibi_form(case), mode)
+
+
+def alibi_ggml(case):
+    if case.variant == "slopes":
+        return slopes_outputs(case, ggml_slopes)
+    if _alibi_form(case) == "symmetric":
+        raise Skip("ggml's ALiBi is causal (key - query); the symmetric form is not a ggml mode")
+    return alibi_attention(case, ggml_slopes(case.params["n_heads"]), "paper", "f32")
+
+
+def alibi_bloom(case):
+    if case.variant == "slopes":
+        raise Skip("slope tables: the BLOOM engine's slopes are hf32's")
+    if _alibi_form(case) not in ("paper", "bloom"):
+        raise Skip(f"the {_alibi_form(case)} form's softmax differs from slope x key index")
+    return alibi_attention(case, bloom_slopes(case.params["n_heads"]), "bloom", "f32")
+
+
+# ---- sinusoids ---------------------------------------------------------------------------------
+
+def sinusoid_outputs(case, mode="f32", paper_inv="reciprocal"):
+    """paper: inv_freq = 1 / base ** (2i / d) (paper_inv 'reciprocal') or base ** (-2i / d)
+    ('negpow'), interleaved sin / cos; concat: tensor2tensor's exp(i * -ln(base) / (n - 1))."""
+    p = case.params
+    dt = _attn_dt(case, mode)
+    d, n, base = p["d_model"], p["n_freq"], p["base"]
+    i = np.arange(n, dtype=F32)
+    if p["variant"] == "paper":
+        e = (F32(2) * i) / F32(d)
+        inv = F32(1) / (F32(base) ** e) if paper_inv == "reciprocal" else F32(base) ** (-e)
+    else:
+        inc = F32(math.log(base) / max(n - 1, 1))
+        inv = expf((i * -inc).astype(F32))
+    ang = case.inputs["positions"].astype(F32)[:, None] * inv[None, :]
+    sin, cos = np.sin(ang), np.cos(ang)
+    pe = np.zeros((len(ang), d), F32)
+    if p["variant"] == "paper":
+        pe[:, 0::2] = sin[:, : (d + 1) // 2]
+        pe[:, 1::2] = cos[:, : d // 2]
+    else:
+        pe[:, :n], pe[:, n: 2 * n] = sin, cos
+    pe = rnd(pe, dt)
+    return {"inv_freq": inv, "pe": pe, "h": rnd(_f32(case, "e") + pe, dt)}
