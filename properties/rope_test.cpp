@@ -659,11 +659,12 @@ TEST(RopeFastRounding, RefusesAnIntervalHoldingAMidpoint) {
   double t = 0, x = 0;
   // 1 + 2^-24 is the float32 midpoint between 1 and 1 + 2^-23.
   EXPECT_FALSE(golden::dd_round_if_safe({1 + 0x1p-24, 0x1p-90}, 0x1p-88, DType::kF32, &t, &x));
-  EXPECT_FALSE(golden::dd_round_if_safe({1 + 0x1p-24, -0x1p-80}, 0x1p-88, DType::kF32, &t, &x));
+  EXPECT_FALSE(golden::dd_round_if_safe({1 + 0x1p-24, -0x1p-80}, 0x1p-81, DType::kF32, &t, &x));
   ASSERT_TRUE(golden::dd_round_if_safe({1 + 0x1p-24, 0x1p-80}, 0x1p-88, DType::kF32, &t, &x));
-  EXPECT_EQ(t, 1 + 0x1p-23);
-  ASSERT_TRUE(golden::dd_round_if_safe({1 + 0x1p-24, -0x1p-80}, 0x1p-80 / 8, DType::kF32, &t, &x));
-  EXPECT_EQ(t, 1.0);
+  EXPECT_EQ(t, 1 + 0x1p-23);  // just above the midpoint: up
+  EXPECT_EQ(x, 1 + 0x1p-24);
+  ASSERT_TRUE(golden::dd_round_if_safe({1 + 0x1p-24, -0x1p-80}, 0x1p-88, DType::kF32, &t, &x));
+  EXPECT_EQ(t, 1.0);          // just below: down
   // Below a power of two the gap halves: 1 - 2^-25 is the midpoint between 1 - 2^-24 and 1.
   EXPECT_FALSE(golden::dd_round_if_safe({1 - 0x1p-25, 0}, 0x1p-88, DType::kF32, &t, &x));
   // A double midpoint: 1 + 2^-53 (hi = 1, lo = 2^-53).
@@ -701,7 +702,9 @@ TEST(RopeLevel2Golden, TablesVerifyWithTheEngineAndCatchAnOffset) {
       if (!d.tables_only) continue;
       ++tables;
       EXPECT_EQ(lc.golden.at("positions").get_i64(lc.golden.at("positions").numel() - 1), d.positions.back().m);
-      if (d.sweep_last >= 0) EXPECT_TRUE(lc.spec.manifest.contains("positions_sweep")) << d.id;
+      if (d.sweep_last >= 0) {
+        EXPECT_TRUE(lc.spec.manifest.contains("positions_sweep")) << d.id;
+      }
     }
   }
   EXPECT_GE(tables, 8);

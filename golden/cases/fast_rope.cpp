@@ -112,7 +112,10 @@ bool dd_round_if_safe(const DD& v, double e, DType t, double* target, double* ex
   dtype_format(t, &p, &emin);
   const int e0 = std::max(std::ilogb(hv), emin);
   const double q0 = std::ldexp(1.0, e0 - (p - 1));
-  const double c = std::nearbyint(hv / q0) * q0;
+  const double z = hv / q0;
+  double n = std::nearbyint(z);
+  if (z - std::floor(z) == 0.5 && lv != 0) n = lv > 0 ? std::ceil(z) : std::floor(z);  // hv on a tie: lv decides
+  const double c = n * q0;
   if (c == 0) return false;
   const int ec = std::max(std::ilogb(c), emin);
   const double qc = std::ldexp(1.0, ec - (p - 1));
