@@ -710,14 +710,19 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
   for (const auto& c : configs) rule.add_read(c);
   rule.check_dir(out);
   std::size_t index = 0, total = 0;
+  double est_bytes = 0, est_seconds = 0;
   for (const auto& c : configs) {  // every output checked before any long work
     for (const ConfigCase& cc : level2_selected(c, t, a.sel, &index)) {
       rule.check_file(case_tensors_path(out, cc.scheme, cc.id), OutputKind::kGoldenTensors);
       rule.check_file(case_manifest_path(out, cc.scheme, cc.id), OutputKind::kGoldenManifest);
+      est_bytes += static_cast<double>(cc.file_bytes);
+      est_seconds += cc.seconds;
       ++total;
     }
   }
   if (total == 0) throw UsageError("generate --level 2: no case matches the selection");
+  std::fprintf(stderr, "estimate: %zu level-2 cases from %zu model configs, about %.2f GB, about %.0f s on one core\n",
+               total, configs.size(), est_bytes / 1e9, est_seconds);
   if (!a.no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
   const DirectoryLock lock(out, a.no_catalog ? DirectoryLock::Mode::kShared : DirectoryLock::Mode::kExclusive);
   const auto t0 = std::chrono::steady_clock::now();
