@@ -6,14 +6,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <omp.h>
 #include <rapidcheck/gtest.h>
 
 #include "golden/cases/catalog.hpp"
+#include "golden/cases/fast_rope.hpp"
+#include "golden/cases/hf_config.hpp"
+#include "golden/cases/rope_case.hpp"
 #include "golden/cases/hard_positions.hpp"
 #include "golden/format/format.hpp"
 #include "golden/cases/registry.hpp"
@@ -634,6 +639,132 @@ TEST(RopeGolden, ScoresAloneStillCatchOneTokenOffByOneOnSixteenBitKvCaches) {
                 static_cast<long long>(p), caught, cases);
   }
   EXPECT_EQ(n, 28);
+}
+
+// ---- the fast table oracle (golden/cases/fast_rope.hpp) and level-2 cases -------------------
+
+/// The mp50 oracle's table value (rope_case.cpp's expression) and the fast oracle's, compared
+/// in the target dtype and in double at (m, i); returns false (with a message) on a mismatch.
+template <class Real>
+::testing::AssertionResult fast_matches(const golden::FastRopeTables& f, const std::vector<Real>& w, const Real& a,
+                                        std::int64_t m, int i, DType t) {
+  golden::FastRopeTables::Value c, s;
+  f.eval(m, i, t, &c, &s);
+  const Real phi = Real(m) * Real(w[static_cast<std::size_t>(i)]);
+  const Real yc = a * cos(phi), ys = a * sin(phi);
+  const bool ok = c.target == round_to_dtype(yc, t) && s.target == round_to_dtype(ys, t) &&
+                  c.exact == round_to_f64(yc) && s.exact == round_to_f64(ys);
+  if (ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "m=" << m << " i=" << i << " dtype=" << dtype_short(t) << " cos "
+                                       << c.exact << " vs " << round_to_f64(yc) << ", sin " << s.exact << " vs "
+                                       << round_to_f64(ys);
+}
+
+/// Frequencies and factors of three rules: plain base 1e4 and 5e5 (d 128), and YaRN (a != 1).
+std::vector<std::pair<std::vector<mp50>, mp50>> fast_oracle_rules() {
+  std::vector<std::pair<std::vector<mp50>, mp50>> v;
+  for (double base : {1e4, 5e5}) {
+    reference::RopeParams p;
+    p.head_dim = p.rotary_dim = 128;
+    p.base = base;
+    v.emplace_back(reference::rope_inv_freq<mp50>(p), mp50(1));
+  }
+  const auto m = golden::rope_config_read(golden::default_presets_dir() / "yarn-llama-2-7b-64k.json");
+  const auto st = reference::rope_scaling_tables<mp50>(m.params, m.scaling);
+  v.emplace_back(st.tables.inv_freq, st.tables.attention_factor);
+  return v;
+}
+
+TEST(RopeFastOracle, BitIdenticalToMp50AtHardAndRandomPositions) {
+  std::mt19937_64 rng(20261201);
+  for (const auto& [w, a] : fast_oracle_rules()) {
+    const golden::FastRopeTables f(w, a);
+    for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+      int n = 0;
+      for (const auto& hp : golden::hard_positions()) {
+        for (int i = 0; i < f.pairs(); ++i) {
+          ASSERT_TRUE(fast_matches(f, w, a, hp.m, i, t));
+          ++n;
+        }
+      }
+      for (int k = 0; k < 3000; ++k) {
+        const auto m = static_cast<std::int64_t>(rng() % (std::uint64_t{1} << 28));
+        ASSERT_TRUE(fast_matches(f, w, a, k < 200 ? k : m, static_cast<int>(rng() % 64), t));
+        ++n;
+      }
+      EXPECT_GT(n, 3000);
+    }
+    EXPECT_GE(f.fallbacks(), 1u);  // sin at m = 0 is 0: recomputed in mp50
+  }
+}
+
+TEST(RopeFastOracle, AgreesWithMp100OnASample) {
+  std::mt19937_64 rng(7);
+  for (const auto& [w, a] : fast_oracle_rules()) {
+    const golden::FastRopeTables f(w, a);
+    std::vector<mp100> w100(w.begin(), w.end());
+    for (int k = 0; k < 500; ++k) {
+      const auto m = static_cast<std::int64_t>(rng() % (std::uint64_t{1} << 28));
+      ASSERT_TRUE(fast_matches(f, w100, mp100(a), m, static_cast<int>(rng() % 64), DType::kF32));
+    }
+  }
+}
+
+TEST(RopeFastRounding, RefusesAnIntervalHoldingAMidpoint) {
+  double t = 0, x = 0;
+  // 1 + 2^-24 is the float32 midpoint between 1 and 1 + 2^-23.
+  EXPECT_FALSE(golden::dd_round_if_safe({1 + 0x1p-24, 0x1p-90}, 0x1p-88, DType::kF32, &t, &x));
+  EXPECT_FALSE(golden::dd_round_if_safe({1 + 0x1p-24, -0x1p-80}, 0x1p-81, DType::kF32, &t, &x));
+  ASSERT_TRUE(golden::dd_round_if_safe({1 + 0x1p-24, 0x1p-80}, 0x1p-88, DType::kF32, &t, &x));
+  EXPECT_EQ(t, 1 + 0x1p-23);  // just above the midpoint: up
+  EXPECT_EQ(x, 1 + 0x1p-24);
+  ASSERT_TRUE(golden::dd_round_if_safe({1 + 0x1p-24, -0x1p-80}, 0x1p-88, DType::kF32, &t, &x));
+  EXPECT_EQ(t, 1.0);          // just below: down
+  // Below a power of two the gap halves: 1 - 2^-25 is the midpoint between 1 - 2^-24 and 1.
+  EXPECT_FALSE(golden::dd_round_if_safe({1 - 0x1p-25, 0}, 0x1p-88, DType::kF32, &t, &x));
+  // A double midpoint: 1 + 2^-53 (hi = 1, lo = 2^-53).
+  EXPECT_FALSE(golden::dd_round_if_safe({1, 0x1p-53}, 0x1p-88, DType::kF32, &t, &x));
+  EXPECT_FALSE(golden::dd_round_if_safe({0, 0}, 0x1p-88, DType::kF32, &t, &x));
+  ASSERT_TRUE(golden::dd_round_if_safe({-0.3, 0}, 0x1p-88, DType::kBF16, &t, &x));
+  EXPECT_EQ(t, static_cast<double>(bf16_to_float(round_to_bf16(-0.3))));
+}
+
+TEST(RopeLevel2Golden, TablesVerifyWithTheEngineAndCatchAnOffset) {
+  // Level 2 of two presets, shortened (a 700-token context, chunks of 256): every case verifies
+  // with posenc's engine under strict, and fails with the offset mistake.
+  const auto dir = std::filesystem::temp_directory_path() / ("posenc_level2_" + std::to_string(::getpid()));
+  golden::RopeLevel2Plan plan;
+  plan.chunk = 256;
+  plan.window = 3;
+  plan.samples = 8;
+  int tables = 0, failed = 0;
+  for (const char* preset : {"llama-2-7b.json", "llama-3.1-8b.json"}) {
+    auto m = golden::rope_config_read(golden::default_presets_dir() / preset);
+    m.max_position = 700;
+    const auto defs = golden::rope_level2_cases(m, DType::kF32, "t", plan);
+    ASSERT_GE(defs.size(), 5u);
+    for (const auto& d : defs) {
+      golden::write_case(dir, d.scheme, d.id, golden::rope_case_generate(d));
+      const auto lc = golden::load_case(golden::case_manifest_path(dir, d.scheme, d.id));
+      const golden::SchemeEntry* s = &golden::scheme_by_slug(d.scheme);
+      const auto good = golden::verify_case(lc.spec, lc.golden, s->run_engine(lc.spec, lc.golden, {}), {});
+      EXPECT_EQ(good.status, golden::Verdict::kPass) << golden::format_case_text(good, false);
+      golden::EngineOptions off;
+      off.mistake = "offset";
+      const auto bad = golden::verify_case(lc.spec, lc.golden, s->run_engine(lc.spec, lc.golden, off), {});
+      EXPECT_EQ(bad.status, golden::Verdict::kFail) << d.id;
+      failed += bad.status == golden::Verdict::kFail;
+      if (!d.tables_only) continue;
+      ++tables;
+      EXPECT_EQ(lc.golden.at("positions").get_i64(lc.golden.at("positions").numel() - 1), d.positions.back().m);
+      if (d.sweep_last >= 0) {
+        EXPECT_TRUE(lc.spec.manifest.contains("positions_sweep")) << d.id;
+      }
+    }
+  }
+  EXPECT_GE(tables, 8);
+  EXPECT_GT(failed, 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -205,6 +205,12 @@ fi
 expect 2 "--positions: \"-5\" is negative \(positions are >= 0\)" "negative position" generate --config ok.json --positions -5 --out cfg_out
 expect 2 "--positions: position 9007199254740993 is out of range \(at most 2\^28 = 268435456\)" "position > 2^53" generate --config ok.json --positions 9007199254740993 --out cfg_out
 expect 2 "positions must be <= 2\^28 \(the kernel's valid range\) \(got 999999999999\)" "position > 2^28" generate --config ok.json --positions 999999999999 --out cfg_out
+expect 2 "--positions: more than 4194304 positions \(at \"0-5000000\"\)" "more than 2^22 positions" generate --config ok.json --positions 0-5000000 --out cfg_out
+expect 2 "--level must be 1 or 2 \(got \"3\"\)" "generate --level 3" generate --level 3 --out l2_out
+expect 2 "generate --level 2 needs --out DIR \(level 2 is never committed" "generate --level 2 without --out" generate --level 2
+expect 2 "--out .* is the committed catalog golden/data; choose another folder" "generate --level 2 into golden/data" generate --level 2 --out "$DATA"
+expect 2 "generate --level 2 takes no --positions" "generate --level 2 with --positions" generate --level 2 --config ok.json --positions 0-5 --out l2_out
+expect 2 "generate --level 2: no case matches the selection" "generate --level 2, nothing selected" generate --level 2 --case nothing_matches --out l2_out
 if [ -e cfg_out ]; then
   echo "FAIL: a refused config left files in cfg_out"
   failures=$((failures + 1))

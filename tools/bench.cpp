@@ -48,6 +48,8 @@
 #include <tuple>
 #include <vector>
 
+#include "golden/cases/fast_rope.hpp"
+#include "golden/cases/hf_config.hpp"
 #include "optimized/alibi.hpp"
 #include "optimized/attention.hpp"
 #include "optimized/deberta.hpp"
@@ -507,6 +509,28 @@ void bench_oracle(Context& cx) {
   r.value = static_cast<double>(values) / s;
   r.counts = "rotated values (one cos and sin per pair)";
   cx.rows.push_back(r);
+  // The fast table oracle (golden/cases/fast_rope.hpp) on the same frequencies: a cos and a sin
+  // per pair, correctly rounded to f32 and to double (mp50 only near a rounding boundary).
+  const golden::FastRopeTables fast(tables.inv_freq, tables.attention_factor);
+  const int positions = cx.o.smoke ? 64 : 40000;
+  std::int64_t fast_values = 0;
+  double sink = 0;
+  const double fs_s = seconds([&] {
+    for (int m = 0; m < positions; ++m) {
+      for (int i = 0; i < fast.pairs(); ++i) {
+        golden::FastRopeTables::Value c, sn;
+        fast.eval((std::int64_t{1} << 20) + m * 977, i, DType::kF32, &c, &sn);
+        sink += c.target + sn.exact;
+        fast_values += 2;
+      }
+    }
+  });
+  Row f = r;
+  f.name = "fast table oracle (cos, sin to f32 and f64), 1 thread";
+  f.value = static_cast<double>(fast_values) / fs_s;
+  f.counts = "table values (a cos, a sin) correctly rounded, bit-identical to mp50's" + std::string(sink == 0 ? " " : "");
+  f.target = ">= 1e6 values/s";
+  cx.rows.push_back(f);
 }
 
 struct ChildRun {
@@ -597,6 +621,24 @@ void bench_generate(Context& cx) {
   r.counts = "wall time of `posenc generate --out TMP` (target < 60 s on 2 cores)";
   r.target = "< 60 s";
   cx.rows.push_back(r);
+  // Level 2: the dense table sweep of Llama 3.1 8B (head_dim 128) to its context, 131072
+  // positions (smoke: Llama 2 7B's 4096), every chunk written to disk.
+  TempDir dir2;
+  const bool smoke = cx.o.smoke;
+  const std::string preset = (golden::default_presets_dir() / (smoke ? "llama-2-7b.json" : "llama-3.1-8b.json")).string();
+  const ChildRun l2 = run_self({"generate", "--level", "2", "--config", preset, "--case", "_l2_sweep_", "--no-catalog",
+                                "--out", dir2.path.string()});
+  if (l2.status != 0) throw std::runtime_error("bench: `posenc generate --level 2` exited with " + std::to_string(l2.status));
+  const double values = (smoke ? 4096.0 : 131072.0) * 64 * 2;
+  Row g = r;
+  g.name = smoke ? "generate --level 2: Llama 2 7B sweep, 4096 positions (smoke)"
+                 : "generate --level 2: Llama 3.1 8B table sweep, 131072 positions";
+  g.unit = "values/s";
+  g.value = values / l2.seconds;
+  g.counts = "cos and sin values (64 pairs per position) per second of wall time, written with their "
+             "budgets; peak RSS " + std::to_string(l2.max_rss_kib / 1024) + " MiB, " + num(l2.seconds) + " s";
+  g.target = ">= 2.8e5 values/s (131072 positions in < 60 s)";
+  cx.rows.push_back(g);
 }
 
 void bench_verify(Context& cx) {

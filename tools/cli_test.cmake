@@ -300,6 +300,18 @@ endif()
 expect(2 "needs --out" generate --config "${WORK}/mine/config.json")
 expect(2 "--positions: bad entry \"x\"" generate --config "${WORK}/mine/config.json" --positions 1,x --out "${WORK}/bad/out")
 expect(2 "--positions: range \"9-3\" ends before it starts" generate --config "${WORK}/mine/config.json" --positions 9-3 --out "${WORK}/bad/out")
-expect(2 "at most 2048 positions" generate --config "${WORK}/mine/config.json" --positions 0-5000 --out "${WORK}/bad/out")
+# More than 2048 positions: level-2 cases (tables-only calls of 8192 positions, each holding the
+# last one, and a full case at 48 sampled positions), which posenc's own engine passes.
+expect(0 "given_000008192_f32 \\(given_000008192: 1809 positions up to 20000\\).*given_sampled: 48 positions"
+       generate --config "${WORK}/mine/config.json" --positions 0-9999,20000 --out "${WORK}/given")
+expect(0 "check: 3 passed, 0 failed" check --data "${WORK}/given")
+# generate --level 2 of one small preset (its windows and its first sweep call): posenc's engine
+# passes them, its offset mistake fails.
+expect(0 "generated 2 level-2 cases" generate --level 2 --config "${SRC}/golden/presets/llama-2-7b.json"
+       --case "_l2_(windows|sweep_000000000)_" --out "${WORK}/l2")
+expect(0 "check: 2 passed, 0 failed" check --data "${WORK}/l2")
+expect(0 "" engine rope_llama_2_7b_l2_windows_f32 --data "${WORK}/l2" --mistake offset --out "${WORK}/l2_offset.safetensors")
+expect(1 "rope_llama_2_7b_l2_windows_f32  profile=strict  FAIL" verify "${WORK}/l2/rope/rope_llama_2_7b_l2_windows_f32.json"
+       --actual "${WORK}/l2_offset.safetensors")
 expect(2 "--dtype must be f32, bf16 or f16" generate --config "${WORK}/mine/config.json" --dtype f64 --out "${WORK}/bad/out")
 expect(2 "need --config" generate --positions 1,2 --out "${WORK}/bad/out")

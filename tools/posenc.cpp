@@ -26,6 +26,7 @@
 
 #include "golden/cases/catalog.hpp"
 #include "golden/cases/diagnose.hpp"
+#include "golden/cases/hf_config.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/format/profiles.hpp"
 #include "golden/format/dir_lock.hpp"
@@ -577,6 +578,9 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog,
   return kExitPass;
 }
 
+/// The most positions --positions takes (2^22: level-2 tables chunk them; memory is the list).
+constexpr std::size_t kMaxGivenPositions = std::size_t{1} << 22;
+
 /// "0,5,4090-4100": positions and inclusive ranges; UsageError naming the bad entry.
 std::vector<std::int64_t> parse_positions(const std::string& text) {
   std::vector<std::int64_t> v;
@@ -601,7 +605,10 @@ std::vector<std::int64_t> parse_positions(const std::string& text) {
     const std::int64_t a = number(entry.substr(0, dash), entry);
     const std::int64_t b = dash == std::string::npos ? a : number(entry.substr(dash + 1), entry);
     if (b < a) throw UsageError("--positions: range \"" + entry + "\" ends before it starts");
-    if (b - a > 1000000) throw UsageError("--positions: range \"" + entry + "\" is too long");
+    // More than 2048 positions make level-2 cases (tables chunked, scores at sampled tokens).
+    if (b - a >= kMaxGivenPositions || v.size() + static_cast<std::size_t>(b - a + 1) > kMaxGivenPositions) {
+      throw UsageError("--positions: more than " + std::to_string(kMaxGivenPositions) + " positions (at \"" + entry + "\")");
+    }
     for (std::int64_t x = a; x <= b; ++x) v.push_back(x);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -676,6 +683,86 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   write_catalog_from_files(out, rule);
   std::fprintf(stderr, "next: run your engine on each case's inputs, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
                out.c_str());
+  return kExitPass;
+}
+
+/// The model configs of a level-2 run: --config's, else every committed preset (sorted).
+std::vector<fs::path> level2_configs(const std::string& config) {
+  if (!config.empty()) return {fs::path(config)};
+  std::vector<fs::path> v;
+  for (const auto& f : fs::directory_iterator(default_presets_dir())) {
+    if (f.path().extension() == ".json") v.push_back(f.path());
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+/// The level-2 cases of one config that the selection keeps (--scheme, --case, --shard: the
+/// shard takes every n-th case of the whole run, counted by `*index`).
+std::vector<ConfigCase> level2_selected(const fs::path& config, DType t, const CaseSelection& sel, std::size_t* index) {
+  std::vector<ConfigCase> v;
+  const std::regex re(sel.case_regex.empty() ? std::string(".*") : sel.case_regex);
+  for (ConfigCase& c : cases_for_config(config, {}, t, 2).cases) {
+    if (!sel.scheme.empty() && c.scheme != sel.scheme) continue;
+    if (!sel.case_regex.empty() && !std::regex_search(c.id, re)) continue;
+    if ((*index)++ % static_cast<std::size_t>(sel.shard_count) != static_cast<std::size_t>(sel.shard_index)) continue;
+    v.push_back(std::move(c));
+  }
+  return v;
+}
+
+/// `generate --level 2`: the dense sweeps of every RoPE and scaling preset (or --config's
+/// model), streamed case by case into --out (each case is one chunk of a sweep: memory is one
+/// chunk's tensors), with a progress line per case.
+int cmd_generate_level2(const tools::GenerateArgs& a) {
+  if (a.out_option->count() == 0) {
+    throw UsageError("generate --level 2 needs --out DIR (level 2 is never committed: it does not go "
+                     "into the source tree's golden/data)");
+  }
+  if (fs::exists(a.out) && fs::exists(default_data_dir()) && fs::equivalent(a.out, default_data_dir())) {
+    throw UsageError("generate --level 2: --out " + a.out + " is the committed catalog golden/data; choose another folder");
+  }
+  if (!a.positions.empty()) {
+    throw UsageError("generate --level 2 takes no --positions (--config --positions with more than 2048 "
+                     "positions writes level-2 cases of those positions)");
+  }
+  const DType t = parse_case_dtype(a.dtype);
+  const fs::path out = a.out;
+  const std::vector<fs::path> configs = level2_configs(a.config);
+  OutputRule rule(a.force);
+  for (const auto& c : configs) rule.add_read(c);
+  rule.check_dir(out);
+  std::size_t index = 0, total = 0;
+  double est_bytes = 0, est_seconds = 0;
+  for (const auto& c : configs) {  // every output checked before any long work
+    for (const ConfigCase& cc : level2_selected(c, t, a.sel, &index)) {
+      rule.check_file(case_tensors_path(out, cc.scheme, cc.id), OutputKind::kGoldenTensors);
+      rule.check_file(case_manifest_path(out, cc.scheme, cc.id), OutputKind::kGoldenManifest);
+      est_bytes += static_cast<double>(cc.file_bytes);
+      est_seconds += cc.seconds;
+      ++total;
+    }
+  }
+  if (total == 0) throw UsageError("generate --level 2: no case matches the selection");
+  std::fprintf(stderr, "estimate: %zu level-2 cases from %zu model configs, about %.2f GB, about %.0f s on one core\n",
+               total, configs.size(), est_bytes / 1e9, est_seconds);
+  if (!a.no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
+  const DirectoryLock lock(out, a.no_catalog ? DirectoryLock::Mode::kShared : DirectoryLock::Mode::kExclusive);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::size_t done = 0, bytes = 0;
+  index = 0;
+  for (const auto& c : configs) {
+    for (const ConfigCase& cc : level2_selected(c, t, a.sel, &index)) {
+      const auto t1 = std::chrono::steady_clock::now();
+      std::uint64_t n = 0;
+      write_case(out, cc.scheme, cc.id, cc.generate(), rule, &n);
+      bytes += n;
+      std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s, %.1f MB\n", ++done, total, cc.scheme.c_str(), cc.id.c_str(),
+                   cc.description.c_str(), seconds_since(t1), static_cast<double>(n) / 1e6);
+    }
+  }
+  std::fprintf(stderr, "generated %zu level-2 cases, %zu bytes, in %.2f s\n", done, bytes, seconds_since(t0));
+  if (!a.no_catalog) write_catalog_from_files(out, rule);
   return kExitPass;
 }
 
@@ -1049,6 +1136,8 @@ std::optional<ReportFile> report_for(const std::string& report, const std::strin
 
 int run_generate(tools::GenerateArgs a) {
   if (!a.shard.empty()) parse_shard(a.shard, &a.sel.shard_index, &a.sel.shard_count);
+  if (a.level != "1" && a.level != "2") throw UsageError("--level must be 1 or 2 (got \"" + a.level + "\")");
+  if (a.level == "2") return cmd_generate_level2(a);
   if (!a.config.empty()) {
     if (a.out_option->count() == 0) {
       throw UsageError("generate --config needs --out DIR (the default, the source tree's "

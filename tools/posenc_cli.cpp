@@ -64,7 +64,12 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs* a) {
                   "With --config: one call at exactly these token positions (e.g. 0-15,4095,4096; "
                   "the call's seq_len is the largest + 1); default: the rule's standard calls over "
                   "the hard positions and its boundaries");
-  gen->add_option("--dtype", a->dtype, "With --config: f32 (default), bf16 or f16");
+  gen->add_option("--dtype", a->dtype, "With --config or --level 2: f32 (default), bf16 or f16");
+  gen->add_option("--level", a->level,
+                  "1 (default): the catalog (or --config's standard calls); 2: dense sweeps of every "
+                  "RoPE and scaling preset (or of --config's model): tables at every position to "
+                  "the context length, every position around each boundary, rotations and scores "
+                  "at sampled tokens; into --out (required; never committed)");
   gen->add_option("--shard", a->shard,
                   "Generate only shard i of n (i/n, 0 <= i < n) for batch fan-out");
   gen->add_flag("--no-catalog", a->no_catalog,

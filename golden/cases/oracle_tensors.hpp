@@ -172,6 +172,10 @@ struct ExpectedTensor {
   TensorSpec spec;
   std::vector<mp50> values;   // oracle values (rounded once to spec.dtype); or
   const Tensor* exact_tensor = nullptr;  // the expected tensor itself (exact checks)
+  // Or values rounded elsewhere (the fast oracle, fast_rope.hpp): the target-dtype tensor and
+  // the double roundings (the `.exact` companion), both correctly rounded from the oracle value.
+  std::optional<Tensor> rounded;
+  std::vector<double> exact64;
   std::vector<double> cond;   // condition scale (conditioned checks)
   std::map<std::string, std::vector<double>> extra;  // profile -> extra budget per element
   /// Saturation report (optional): the element's position and the largest deviation an
@@ -231,6 +235,12 @@ inline TensorSpec add_expected(std::vector<Tensor>* tensors, ExpectedTensor e) {
     t.name = s.name;
     s.sha256 = sha256_hex(t.data);
     tensors->push_back(std::move(t));
+  } else if (e.rounded) {
+    e.rounded->name = s.name;
+    s.sha256 = sha256_hex(e.rounded->data);
+    tensors->push_back(std::move(*e.rounded));
+    push_companion("exact", tensor_from_f64(s.name + ".exact", s.shape, e.exact64));
+    s.exact = s.name + ".exact";
   } else {
     tensors->push_back(target_tensor(s.name, s.dtype, s.shape, e.values));
     s.sha256 = sha256_hex(tensors->back().data);

@@ -25,7 +25,7 @@ const SchemeEntry& scheme_by_slug(std::string_view slug) {
 }
 
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
-                             DType dtype) {
+                             DType dtype, int level) {
   const std::string text = read_json_text(config);
   const RopeModelConfig m = rope_config_parse(text, config.string());
   const std::string name = config_case_name(m, text);
@@ -48,7 +48,9 @@ ConfigCases cases_for_config(const std::filesystem::path& config, const std::vec
   out.model.append(std::to_string(m.n_kv_heads)).append(" kv heads, rule ").append(rule);
   out.notes = m.notes;
   out.notes.push_back("layout: " + m.layout_reason);
-  for (const RopeCaseDef& d : rope_cases_for_config(m, dtype, positions, name)) {
+  const std::vector<RopeCaseDef> defs =
+      level == 2 ? rope_level2_cases(m, dtype, name) : rope_cases_for_config(m, dtype, positions, name);
+  for (const RopeCaseDef& d : defs) {
     std::string desc = d.call + ": " + std::to_string(d.positions.size()) + " positions up to " +
                        std::to_string(d.positions.back().m);
     out.cases.push_back({d.scheme, d.id, desc, [d] { return rope_case_generate(d); }});

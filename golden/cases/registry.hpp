@@ -78,8 +78,9 @@ struct ConfigCases {
   std::vector<ConfigCase> cases;
 };
 /// GoldenFileError naming the file and key for a bad config; InvalidArgument for bad positions.
+/// level 2: rope_level2_cases (dense sweeps, windows, sampled rotations; positions unused).
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
-                             DType dtype);
+                             DType dtype, int level = 1);
 
 SchemeEntry rope_scheme();
 SchemeEntry rope_scaling_scheme();

@@ -3,6 +3,7 @@
 #include "golden/cases/rope_case.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cctype>
@@ -14,9 +15,11 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "golden/cases/budgets.hpp"
+#include "golden/cases/fast_rope.hpp"
 #include "golden/cases/float_interval.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
@@ -430,6 +433,19 @@ Json sig2(std::optional<double> v) {
 
 std::string dtype_text(DType t) { return std::string(dtype_short(t)); }
 
+/// The why of a level-2 sweep position (the manifest gives the sweep as a range instead).
+const std::string kSweepWhy = "sweep";
+
+/// Values already rounded to t (doubles exact in t) as a tensor of t.
+Tensor rounded_tensor(const std::string& name, DType t, std::vector<std::int64_t> shape, const std::vector<double>& v) {
+  if (t == DType::kF32) return tensor_from_f32(name, std::move(shape), std::vector<float>(v.begin(), v.end()));
+  std::vector<std::uint16_t> b(v.size());
+  for (std::size_t j = 0; j < v.size(); ++j) {
+    b[j] = t == DType::kBF16 ? float_to_bf16(static_cast<float>(v[j])) : double_to_f16(v[j]);
+  }
+  return tensor_from_bits16(name, t, std::move(shape), b);
+}
+
 }  // namespace
 
 // ---- case definitions -----------------------------------------------------------------------
@@ -568,6 +584,110 @@ void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_byte
   *largest_tensor_bytes = std::max<std::uint64_t>({8 * scores, 8 * (hq + hk) * t * hd, 8 * t * pairs});
   *file_bytes = inputs + per * expected + 65536;  // + the header
   *seconds = 9e-5 * static_cast<double>(scores) + 5e-3 * static_cast<double>(t);
+  if (d.tables_only) *seconds = 1e-6 * static_cast<double>(t * pairs);  // fast oracle and budgets
+}
+
+namespace {
+
+/// A tables-only case (RopeCaseDef::tables_only) of `positions`, its sweep range [first, last].
+RopeCaseDef level2_tables(const RopeModelConfig& m, const std::string& sid, DType t,
+                          std::vector<HardPosition> positions, const std::string& call, std::int64_t first,
+                          std::int64_t last) {
+  RopeCaseDef d = rope_case_for(m, sid, t, std::move(positions), call);
+  d.tables_only = true;
+  d.n_q_heads = 1;
+  d.n_kv_heads = 0;
+  d.resolution = false;
+  d.sweep_first = first;
+  d.sweep_last = last;
+  return d;
+}
+
+/// Tables-only chunks of sorted, unique positions: each chunk also holds the last position.
+void level2_chunks(const RopeModelConfig& m, const std::string& sid, DType t, const std::vector<std::int64_t>& pos,
+                   const std::string& call, std::int64_t chunk, std::vector<RopeCaseDef>* out) {
+  const std::int64_t last = pos.back();
+  for (std::size_t b = 0; b < pos.size(); b += static_cast<std::size_t>(chunk)) {
+    const std::size_t e = std::min(pos.size(), b + static_cast<std::size_t>(chunk));
+    std::vector<HardPosition> hp;
+    hp.reserve(e - b + 1);
+    for (std::size_t j = b; j < e; ++j) hp.push_back({pos[j], kSweepWhy});
+    if (pos[e - 1] != last) hp.push_back({last, "the call's last position: seq_len = " + std::to_string(last + 1)});
+    char tag[32];
+    std::snprintf(tag, sizeof tag, "_%09lld", static_cast<long long>(pos[b]));
+    out->push_back(level2_tables(m, sid, t, std::move(hp), call + tag, pos[b], pos[e - 1]));
+  }
+}
+
+/// A full case (q, k, rotations, scores) at `n` of the positions (first, last, evenly spread;
+/// `keep` first, each with its why).
+RopeCaseDef level2_sampled(const RopeModelConfig& m, const std::string& sid, DType t, const std::vector<std::int64_t>& pos,
+                           std::map<std::int64_t, std::string> keep, int n, const std::string& call) {
+  for (int j = 0; j < n && !pos.empty(); ++j) {
+    const std::size_t at = n == 1 ? 0 : static_cast<std::size_t>((pos.size() - 1) * static_cast<std::uint64_t>(j) / (n - 1));
+    keep.emplace(pos[at], "sampled: evenly spread over the call's positions");
+  }
+  std::vector<HardPosition> hp;
+  for (const auto& [x, why] : keep) hp.push_back({x, why});
+  RopeCaseDef d = rope_case_for(m, sid, t, std::move(hp), call);
+  d.resolution = false;
+  return d;
+}
+
+}  // namespace
+
+std::vector<RopeCaseDef> rope_level2_cases(const RopeModelConfig& m, DType t, const std::string& name,
+                                           const RopeLevel2Plan& plan) {
+  const std::string sid = name.empty() ? sanitize(m.id) : sanitize(name);
+  const RopeScaling& s = m.scaling;
+  const std::int64_t l = m.max_position > 0 ? m.max_position : 4096;
+  std::vector<std::pair<std::string, std::int64_t>> sweeps;  // call, last position
+  if (s.type == RopeScalingType::kLongRope) sweeps.emplace_back("l2_short", s.original_max_position - 1);
+  if (s.type == RopeScalingType::kDynamic) {
+    sweeps.emplace_back("l2_within", l - 1);
+    sweeps.emplace_back("l2_double", 2 * l - 1);
+  } else {
+    sweeps.emplace_back("l2_sweep", l - 1);
+  }
+  std::vector<RopeCaseDef> v;
+  for (const auto& [call, last] : sweeps) {
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(last + 1));
+    for (std::int64_t x = 0; x <= last; ++x) pos[static_cast<std::size_t>(x)] = x;
+    level2_chunks(m, sid, t, pos, call, plan.chunk, &v);
+  }
+  // Windows: every position within `window` of each boundary of the rule, 2^k and 2^24.
+  std::map<std::int64_t, std::string> centers;
+  for (const auto& e : rope_scaling_edges(m, optimized::kRopeMaxPosition)) centers.emplace(e.m, e.why);
+  for (std::int64_t x = 2; x <= 2 * l; x *= 2) centers.emplace(x, "2^" + std::to_string(std::countr_zero(static_cast<std::uint64_t>(x))));
+  centers.emplace(std::int64_t{1} << 24, "2^24, the last integer float32 holds with every neighbour");
+  std::map<std::int64_t, std::string> win;
+  for (const auto& [c, why] : centers) {
+    for (std::int64_t x = std::max<std::int64_t>(0, c - plan.window); x <= c + plan.window; ++x) {
+      if (x <= optimized::kRopeMaxPosition) win.emplace(x, x == c ? why : "within " + std::to_string(plan.window) + " of " + why);
+    }
+  }
+  std::vector<HardPosition> wp;
+  for (const auto& [x, why] : win) wp.push_back({x, why});
+  v.push_back(level2_tables(m, sid, t, std::move(wp), "l2_windows", -1, -1));
+  // Sampled tokens of the context: the boundaries inside it, then evenly spread.
+  std::map<std::int64_t, std::string> keep;
+  for (const auto& [c, why] : centers) {
+    if (c < l) keep.emplace(c, "sampled: " + why);
+  }
+  std::vector<std::int64_t> spread;
+  for (int j = 0; j < plan.samples; ++j) spread.push_back((l - 1) * j / std::max(1, plan.samples - 1));
+  v.push_back(level2_sampled(m, sid, t, spread, keep, plan.samples, "l2_sampled"));
+  return v;
+}
+
+std::vector<RopeCaseDef> rope_given_level2_cases(const RopeModelConfig& m, DType t, const std::string& name,
+                                                 const std::vector<std::int64_t>& positions,
+                                                 const RopeLevel2Plan& plan) {
+  const std::string sid = name.empty() ? sanitize(m.id) : sanitize(name);
+  std::vector<RopeCaseDef> v;
+  level2_chunks(m, sid, t, positions, "given", plan.chunk, &v);
+  v.push_back(level2_sampled(m, sid, t, positions, {}, plan.samples, "given_sampled"));
+  return v;
 }
 
 std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t,
@@ -575,12 +695,6 @@ std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t
   const std::string sid = name.empty() ? sanitize(m.id) : sanitize(name);
   std::vector<RopeCaseDef> v;
   if (!positions.empty()) {
-    if (positions.size() > kRopeMaxGivenPositions) {
-      throw_invalid("rope_cases_for_config",
-                    "at most " + std::to_string(kRopeMaxGivenPositions) +
-                        " positions (scores hold positions^2 values per head)",
-                    positions.size());
-    }
     std::vector<HardPosition> hp;
     std::set<std::int64_t> seen;
     for (std::int64_t x : positions) {
@@ -591,6 +705,11 @@ std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t
       if (seen.insert(x).second) hp.push_back({x, "given by --positions"});
     }
     std::sort(hp.begin(), hp.end(), [](const auto& a, const auto& b) { return a.m < b.m; });
+    if (hp.size() > kRopeMaxGivenPositions) {  // scores would hold T^2 values per head: level 2
+      std::vector<std::int64_t> sorted;
+      for (const auto& x : hp) sorted.push_back(x.m);
+      return rope_given_level2_cases(m, t, name, sorted);
+    }
     v.push_back(rope_case_for(m, sid, t, hp, "given"));
     return v;
   }
@@ -756,7 +875,46 @@ struct AltOracle {
   RopeOracle<mp50> o;
   mp50 softmax;
   double a;
+  std::vector<double> cos64, sin64;  // tables-only cases: the fast oracle's doubles
 };
+
+/// The fast oracle's tables (fast_rope.hpp) of one rule at every position: the target-dtype
+/// roundings (as doubles) and the double ones; a sample (every 997th element, the first and the
+/// last) cross-checked against mp100 as cross_check_one does.
+struct FastTables {
+  std::vector<double> cos_t, cos_x, sin_t, sin_x;
+};
+
+FastTables fast_tables(const std::string& id, const RopeOracle<mp50>& o50, const RopeOracle<mp100>& o100,
+                       const std::vector<std::int64_t>& pos, DType t) {
+  const FastRopeTables f(o50.inv_freq, o50.a);
+  const int np = f.pairs();
+  const auto n = static_cast<std::int64_t>(pos.size()) * np;
+  FastTables r;
+  for (auto* v : {&r.cos_t, &r.cos_x, &r.sin_t, &r.sin_x}) v->resize(static_cast<std::size_t>(n));
+#pragma omp parallel for schedule(static)
+  for (std::int64_t j = 0; j < n; ++j) {
+    FastRopeTables::Value c, s;
+    f.eval(pos[static_cast<std::size_t>(j / np)], static_cast<int>(j % np), t, &c, &s);
+    r.cos_t[j] = c.target;
+    r.cos_x[j] = c.exact;
+    r.sin_t[j] = s.target;
+    r.sin_x[j] = s.exact;
+  }
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (j % 997 != 0 && j != n - 1) continue;
+    const mp100 phi = mp100(pos[static_cast<std::size_t>(j / np)]) * o100.inv_freq[static_cast<std::size_t>(j % np)];
+    const mp100 yc = o100.a * cos(phi), ys = o100.a * sin(phi);
+    for (auto [name, y, tv, xv] : {std::tuple{"cos", yc, r.cos_t[j], r.cos_x[j]}, std::tuple{"sin", ys, r.sin_t[j], r.sin_x[j]}}) {
+      const double y64 = round_to_f64(y);
+      if (round_to_dtype(y, t) != tv || (y64 != xv && std::nextafter(xv, y64) != y64)) {
+        throw std::runtime_error("generate: " + id + ": the fast oracle and mp100 round " + name + "[" +
+                                 std::to_string(j) + "] differently (" + y.str(60) + ")");
+      }
+    }
+  }
+  return r;
+}
 
 /// The condition scales of q_rot or k_rot.
 struct PairScales {
@@ -793,6 +951,10 @@ struct RopeCaseGen {
   std::vector<int> identity_pairs, channel_pairs;
   PairScales qs, ks;
   std::vector<PairScales> alt_qs, alt_ks;
+  FastTables ft;             // tables-only cases: the fast oracle's tables
+  const std::vector<std::int64_t> no_positions;
+  // The positions the mp oracles run at: none in a tables-only case (the fast oracle's).
+  const std::vector<std::int64_t>& oracle_pos = def.tables_only ? no_positions : pos;
   GoldenCase g;
   TensorSpec scores_spec;
   std::vector<Tensor> tensors;
@@ -827,6 +989,13 @@ struct RopeCaseGen {
   // The signed angles pos[t] * inv[i], rounded to f64.
   std::vector<double> signed_angles(const std::vector<mp50>& inv) const {
     std::vector<double> v(static_cast<std::size_t>(tn * np));
+    if (def.tables_only) {  // within one ulp (double-double products), as budgets need them
+      const FastRopeTables f(inv, mp50(1));
+      for (std::int64_t tt = 0; tt < tn; ++tt) {
+        for (int i = 0; i < np; ++i) v[tt * np + i] = f.angle(pos[tt], i);
+      }
+      return v;
+    }
     for (std::int64_t tt = 0; tt < tn; ++tt) {
       for (int i = 0; i < np; ++i) v[tt * np + i] = round_to_f64(mp50(pos[tt]) * inv[i]);
     }
@@ -868,6 +1037,33 @@ struct RopeCaseGen {
     e.values = values;
     for (const auto& [al, v] : alt_values) {
       add_alternative(e, *al, *v, std::vector<double>(static_cast<std::size_t>(tn * np), al->a));
+    }
+    e.cond.assign(static_cast<std::size_t>(tn * np), a);
+    e.amp = e.cond;
+    for (std::int64_t tt = 0; tt < tn; ++tt) {
+      for (int i = 0; i < np; ++i) e.positions.push_back(pos[tt]);
+    }
+    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].table;
+    for (const auto& prof : angle_profiles) {
+      std::vector<double> x(static_cast<std::size_t>(tn * np));
+      for (std::size_t j = 0; j < x.size(); ++j) x[j] = a * pe[prof].angle[j];
+      e.extra[prof] = x;
+    }
+    return e;
+  }
+
+  // cos, sin of a tables-only case: the fast oracle's roundings (target dtype, double)
+  ExpectedTensor fast_table_tensor(const std::string& name, const std::vector<double>& target,
+                                   const std::vector<double>& exact, bool is_sin) {
+    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, CheckKind::kConditioned);
+    e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
+    e.rounded = rounded_tensor(name, t, {tn, np}, target);
+    e.exact64 = exact;
+    for (const auto& al : alts) {
+      const std::vector<double>& x = is_sin ? al.sin64 : al.cos64;
+      if (x == exact) continue;
+      e.alternatives.push_back({al.def->name, al.def->description, x,
+                                std::vector<double>(static_cast<std::size_t>(tn * np), al.a)});
     }
     e.cond.assign(static_cast<std::size_t>(tn * np), a);
     e.amp = e.cond;
@@ -977,8 +1173,8 @@ void RopeCaseGen::build_inputs() {
 void RopeCaseGen::run_oracle() {
   // The scores ([Hq, T, T]) are never held: computed element by element below and streamed to
   // disk (StreamedExpected), each cross-checked as it comes.
-  o50 = rope_oracle<mp50>(p, es, pos, hq, hk, q, k, false);
-  o100 = rope_oracle<mp100>(p, es, pos, hq, hk, q, k, false);
+  o50 = rope_oracle<mp50>(p, es, oracle_pos, hq, hk, q, k, false);
+  o100 = rope_oracle<mp100>(p, es, oracle_pos, hq, hk, q, k, false);
   cross_check(def.id, "inv_freq", DType::kF32, o50.inv_freq, o100.inv_freq);
   cross_check(def.id, "cos", t, o50.cos, o100.cos);
   cross_check(def.id, "sin", t, o50.sin, o100.sin);
@@ -992,8 +1188,13 @@ void RopeCaseGen::run_oracle() {
 
   a = round_to_f64(o50.a);
   inv64 = to_f64(o50.inv_freq);
-  phi.assign(static_cast<std::size_t>(tn * np), 0.0);
   phi_signed = signed_angles(o50.inv_freq);
+  if (def.tables_only) {
+    ft = fast_tables(def.id, o50, o100, pos, t);
+    phi = phi_signed;  // every angle is >= 0
+    return;
+  }
+  phi.assign(static_cast<std::size_t>(tn * np), 0.0);
   for (std::int64_t tt = 0; tt < tn; ++tt) {
     for (int i = 0; i < np; ++i) phi[tt * np + i] = static_cast<double>(abs(mp50(pos[tt]) * o50.inv_freq[i]));
   }
@@ -1007,9 +1208,14 @@ void RopeCaseGen::run_alternatives() {
     RopeScaling r = al.rule;
     r.seq_len = es.seq_len;
     reference::rope_scaling_check(p, r, "rope_case_generate");
-    AltOracle x{&al, r, rope_oracle<mp50>(p, r, pos, hq, hk, q, k, false), 0, 0};
-    auto y = rope_oracle<mp100>(p, r, pos, hq, hk, q, k, false);
+    AltOracle x{&al, r, rope_oracle<mp50>(p, r, oracle_pos, hq, hk, q, k, false), 0, 0, {}, {}};
+    auto y = rope_oracle<mp100>(p, r, oracle_pos, hq, hk, q, k, false);
     const std::string aid = def.id + " (alternative " + al.name + ")";
+    if (def.tables_only) {
+      FastTables at = fast_tables(aid, x.o, y, pos, t);
+      x.cos64 = std::move(at.cos_x);
+      x.sin64 = std::move(at.sin_x);
+    }
     cross_check(aid, "inv_freq", DType::kF32, x.o.inv_freq, y.inv_freq);
     cross_check(aid, "cos", t, x.o.cos, y.cos);
     cross_check(aid, "sin", t, x.o.sin, y.sin);
@@ -1154,6 +1360,12 @@ void RopeCaseGen::build_tensors() {
     alt_cos.emplace_back(&al, &al.o.cos);
     alt_sin.emplace_back(&al, &al.o.sin);
   }
+  if (def.tables_only) {
+    expected.push_back(add_expected(&tensors, fast_table_tensor("cos", ft.cos_t, ft.cos_x, false)));
+    expected.push_back(add_expected(&tensors, fast_table_tensor("sin", ft.sin_t, ft.sin_x, true)));
+    ft = {};
+    return;
+  }
   expected.push_back(add_expected(&tensors, table_tensor("cos", o50.cos, alt_cos)));
   expected.push_back(add_expected(&tensors, table_tensor("sin", o50.sin, alt_sin)));
   expected.push_back(add_expected(&tensors, rotated_tensor("q_rot", o50.q_rot, qs, hq, true)));
@@ -1171,7 +1383,11 @@ void RopeCaseGen::manifest_describe() {
                                 : "RoPE, ") +
                      def.model.id + " (" + layout + ", head_dim " + std::to_string(h) + ", rotary_dim " +
                      std::to_string(d) + ", base " + rope_base_tag(p.base) + "), target " + dtype_text(t);
-  if (def.dense) {
+  if (def.tables_only) {
+    desc += ", level 2, tables only (inv_freq, cos, sin; q holds one head of inputs, no rotations, "
+            "no scores), call \"" + def.call + "\": " + std::to_string(tn) + " positions up to " +
+            std::to_string(pos.back()) + " (seq_len " + std::to_string(pos.back() + 1) + ")";
+  } else if (def.dense) {
     desc += ", every position 0..511 and the hard positions above, one q head (no k, no scores)";
   } else if (!is_scaled && def.call.empty()) {
     desc += ", one token per hard position";
@@ -1286,6 +1502,7 @@ void RopeCaseGen::manifest_tables() {
   Json why = Json::array();
   for (const auto& hp : def.positions) {
     if (def.dense && hp.m <= kRopeDenseLast && hp.m >= 2) continue;
+    if (hp.m >= def.sweep_first && hp.m <= def.sweep_last && hp.why == kSweepWhy) continue;
     // A near-pi/2 position's distance in this case's own pair-0 frequency (scaled or not).
     why.push_back({{"position", hp.m},
                    {"why", is_near_half_pi_position(hp.m) ? near_half_pi_why(hp.m, o50.inv_freq[0])
@@ -1293,6 +1510,11 @@ void RopeCaseGen::manifest_tables() {
   }
   m["positions"] = why;
   if (def.dense) m["positions_dense"] = {{"from", 0}, {"to", kRopeDenseLast}};
+  if (def.sweep_last >= 0) {
+    m["positions_sweep"] = {{"from", def.sweep_first},
+                            {"to", def.sweep_last},
+                            {"what", "every entry of the positions tensor in [from, to] (not listed above)"}};
+  }
   Json inv = Json::array();
   for (int i = 0; i < np; ++i) {
     inv.push_back({{"i", i},

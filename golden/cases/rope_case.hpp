@@ -47,6 +47,12 @@ struct RopeCaseDef {
   // ones drawn from `seed`; empty = drawn (check/rope.hpp rotates a kernel's own output again).
   std::vector<double> q_values, k_values;
   bool dense = false;          // positions 0..kRopeDenseLast, then hard positions above
+  // Level 2 (`posenc generate --level 2`): tables only (inv_freq, factors, cos, sin; q is one
+  // head of inputs, no rotations, no scores), computed by the fast oracle (fast_rope.hpp) and
+  // cross-checked in mp100 on a sample. The manifest lists the positions in
+  // [sweep_first, sweep_last] as a range ("positions_sweep"), not one by one.
+  bool tables_only = false;
+  std::int64_t sweep_first = -1, sweep_last = -1;
   bool resolution = true;      // record the per-position resolution (plain cases)
   std::string call;            // what this call is (seq_len, which side of a boundary)
   // The convention the expected values follow: `expected` is model.scaling (seq_len set from
@@ -104,6 +110,27 @@ std::vector<RopeCaseDef> rope_cases_for_config(const RopeModelConfig& m, DType t
                                                const std::string& name = {});
 
 GoldenCase rope_case_generate(const RopeCaseDef& def);
+
+/// Level 2 of a model (`posenc generate --level 2`, never committed): tables-only cases (cos,
+/// sin for every position) of a dense sweep to the context length, cut into calls of `chunk`
+/// positions that each also hold the sweep's last position (so every chunk's seq_len is the
+/// sweep's: L, for LongRoPE also L0 with the short factors, for dynamic NTK also 2L); one
+/// tables-only case of every position within `window` of each boundary (rope_scaling_edges,
+/// 2^k up to the context, 2^24); and one full case (q, k, rotations, scores of every pair) at
+/// `samples` sampled positions (the boundaries, then evenly spread over the context).
+struct RopeLevel2Plan {
+  std::int64_t chunk = 8192, window = 8;
+  int samples = 48;
+};
+std::vector<RopeCaseDef> rope_level2_cases(const RopeModelConfig& m, DType t, const std::string& name,
+                                           const RopeLevel2Plan& plan = {});
+
+/// The tables-only chunks of a given list of positions (sorted, unique; `call` names them),
+/// plus a full case at `samples` of them (first, last, evenly spread): `generate --config
+/// --positions` with more than kRopeMaxGivenPositions positions.
+std::vector<RopeCaseDef> rope_given_level2_cases(const RopeModelConfig& m, DType t, const std::string& name,
+                                                 const std::vector<std::int64_t>& positions,
+                                                 const RopeLevel2Plan& plan = {});
 
 /// The built-in engine for rope and rope_scaling cases (params and the scaling rule from the
 /// manifest).
