@@ -175,7 +175,7 @@ std::vector<float> exact_slopes(int n) {
 }
 void optimized_alibi(const pc::AlibiCall& c) { alibi_kernel<AlibiBug::kNone>(c, exact_slopes); }
 void bloom_alibi(const pc::AlibiCall& c) {
-  alibi_kernel<AlibiBug::kNone>(c, posenc::golden::pipelines::bloom_slopes);
+  alibi_kernel<AlibiBug::kNone>(c, [](int n) { return posenc::golden::pipelines::bloom_slopes(n); });
 }
 
 pc::AlibiCheckOptions alibi_options(const std::string& profile) {

@@ -606,7 +606,7 @@ std::vector<std::int64_t> parse_positions(const std::string& text) {
     const std::int64_t b = dash == std::string::npos ? a : number(entry.substr(dash + 1), entry);
     if (b < a) throw UsageError("--positions: range \"" + entry + "\" ends before it starts");
     // More than 2048 positions make level-2 cases (tables chunked, scores at sampled tokens).
-    if (b - a >= kMaxGivenPositions || v.size() + static_cast<std::size_t>(b - a + 1) > kMaxGivenPositions) {
+    if (b - a >= static_cast<std::int64_t>(kMaxGivenPositions) || v.size() + static_cast<std::size_t>(b - a + 1) > kMaxGivenPositions) {
       throw UsageError("--positions: more than " + std::to_string(kMaxGivenPositions) + " positions (at \"" + entry + "\")");
     }
     for (std::int64_t x = a; x <= b; ++x) v.push_back(x);
