@@ -75,8 +75,11 @@ struct ConfigCases {
   std::vector<ConfigCase> cases;
 };
 /// GoldenFileError naming the file and key for a bad config; InvalidArgument for bad positions.
+/// A vision-language config (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) gives M-RoPE cases
+/// (golden/cases/mrope_case.hpp): `layout` (a layout file) replaces the standard layouts;
+/// positions must then be empty. `layout` with a text-only config is an InvalidArgument.
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
-                             DType dtype);
+                             DType dtype, const std::filesystem::path& layout = {});
 
 SchemeEntry rope_scheme();
 SchemeEntry rope_scaling_scheme();
@@ -90,5 +93,6 @@ SchemeEntry kv_cache_scheme();
 SchemeEntry shaw_scheme();
 SchemeEntry transformer_xl_scheme();
 SchemeEntry deberta_scheme();
+SchemeEntry mrope_scheme();
 
 }  // namespace posenc::golden
