@@ -621,16 +621,17 @@ void check_config_estimate(const ConfigCases& cc) {
                static_cast<double>(total) / 1e6, seconds);
 }
 
-int cmd_generate_config(const fs::path& config, const std::string& positions, const std::string& dtype,
-                        const fs::path& out, bool force) {
+int cmd_generate_config(const fs::path& config, const std::string& positions, const std::string& layout,
+                        const std::string& dtype, const fs::path& out, bool force) {
   const DType t = parse_case_dtype(dtype);
   const std::vector<std::int64_t> pos = positions.empty() ? std::vector<std::int64_t>() : parse_positions(positions);
-  const ConfigCases cc = cases_for_config(config, pos, t);
+  const ConfigCases cc = cases_for_config(config, pos, t, layout);
   std::fprintf(stderr, "config %s\n  %s\n", config.c_str(), cc.model.c_str());
   for (const auto& n : cc.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
   check_config_estimate(cc);
   OutputRule rule(force);
   rule.add_read(config);
+  if (!layout.empty()) rule.add_read(layout);
   rule.check_dir(out);
   for (const ConfigCase& c : cc.cases) {
     rule.check_file(case_tensors_path(out, c.scheme, c.id), OutputKind::kGoldenTensors);
@@ -1034,8 +1035,9 @@ int run_generate(tools::GenerateArgs a) {
     if (!a.sel.scheme.empty() || !a.sel.case_regex.empty() || !a.shard.empty() || a.no_catalog) {
       throw UsageError("generate --config takes no --scheme, --case, --shard or --no-catalog");
     }
-    return cmd_generate_config(a.config, a.positions, a.dtype, a.out, a.force);
+    return cmd_generate_config(a.config, a.positions, a.layout, a.dtype, a.out, a.force);
   }
+  if (!a.layout.empty()) throw UsageError("--layout needs --config (a vision-language model's config.json)");
   if (!a.positions.empty() || a.dtype != "f32") {
     throw UsageError("--positions and --dtype need --config (posenc's own cases fix theirs)");
   }
