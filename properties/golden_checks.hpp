@@ -128,7 +128,12 @@ inline void expect_each_stage_fails_alone(const std::string& slug, const std::st
     auto bad = good;
     golden::Tensor& t = bad.at(e.name);
     const std::int64_t at = t.numel() / 3;
-    if (t.dtype == DType::kI32) {
+    if (t.dtype == DType::kI64) {  // positions an engine exports (mrope)
+      std::vector<std::int64_t> b(static_cast<std::size_t>(t.numel()));
+      for (std::int64_t x = 0; x < t.numel(); ++x) b[x] = t.get_i64(x);
+      b[at] += 1;
+      t = golden::tensor_from_i64(e.name, t.shape, b);
+    } else if (t.dtype == DType::kI32) {
       std::vector<std::int32_t> b(static_cast<std::size_t>(t.numel()));
       for (std::int64_t x = 0; x < t.numel(); ++x) b[x] = static_cast<std::int32_t>(t.get_i64(x));
       b[at] += 1;

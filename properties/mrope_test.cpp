@@ -6,15 +6,24 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "golden/cases/diagnose.hpp"
 #include "golden/cases/hard_positions.hpp"
+#include "golden/cases/hf_config.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/gtest.hpp"
 #include "optimized/rope.hpp"
 #include "properties/compare.hpp"
 #include "properties/generators.hpp"
+#include "properties/golden_checks.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/mrope.hpp"
 #include "reference/rope.hpp"
@@ -811,6 +820,162 @@ TEST(MropeOptimized, RejectsBadArguments) {
         optimized::mrope_apply_qk_positions(p, m, pos, 0, s, x, y, {3, 1, s.layout}, kk, ko);
       },
       "k.n_tokens must equal q's 2 tokens (got 3)");
+}
+
+
+// ---- golden cases (golden/mrope_golden.cpp) ---------------------------------------------------
+
+TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 18); }
+TEST(MropeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("mrope"); }
+
+// Every mistake fails every valid case it can be seen in: rope_deltas only matter at decode.
+TEST(MropeGolden, EngineMistakesAreCaught) {
+  expect_engine_mistakes_caught("mrope", [](const std::string& id, const std::string& mistake) {
+    if (id.find("_invalid_") != std::string::npos) return true;  // NegativeControls below
+    return mistake == "no-rope-deltas" && id.find("decode") == std::string::npos;
+  });
+}
+
+TEST(MropeGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("mrope", 0.25, {"scores"}); }
+
+TEST(MropeGolden, FloatPipelinesFailStrict) {
+  expect_float_pipelines_fail_strict("mrope", [](const std::string& id, const std::string&) {
+    return id.find("_invalid_") == std::string::npos && id.find("_f32") != std::string::npos;
+  });
+}
+
+TEST(MropeGolden, EachStageFailsAlone) {
+  expect_each_stage_fails_alone("mrope", "mrope_qwen2_vl_7b_instruct_decode_after_image_f32.json");
+}
+
+/// The valid case a negative control was made from (same inputs): its id without
+/// "_<convention>_invalid".
+std::string twin_of(const golden::LoadedCase& lc) {
+  const std::string conv = lc.spec.manifest.at("negative_control").at("convention").get<std::string>();
+  std::string id = lc.spec.id;
+  const std::string tag = "_" + conv + "_invalid";
+  id.erase(id.find(tag), tag.size());
+  return id;
+}
+
+// Each negative control: the correct engine passes it (its output differs from the known-wrong
+// values), the engine with the mistake it models fails it; and its values, given as an engine's
+// output for its valid twin, fail the twin under every profile that applies there.
+TEST(MropeGolden, NegativeControlsFailUnderEveryProfile) {
+  const auto dir = golden::default_data_dir() / "mrope";
+  int n = 0;
+  for_each_golden_case("mrope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    if (lc.spec.result != "invalid") return;
+    ++n;
+    const std::string mistake = lc.spec.manifest.at("negative_control").at("mistake").get<std::string>();
+    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}), {"strict", {}, true}).status,
+              golden::Verdict::kPass) << lc.spec.id;
+    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {mistake}), {"strict", {}, true}).status,
+              golden::Verdict::kFail) << lc.spec.id << " with " << mistake;
+    const auto twin = generator_mutant_active() ? fresh_case(s, twin_of(lc)) : golden::load_case(dir / (twin_of(lc) + ".json"));
+    golden::TensorMap actual;
+    for (const auto& e : lc.spec.expected) actual.emplace(e.name, lc.golden.at(e.name));
+    int judged = 0;
+    for (const auto& prof : golden::profiles()) {
+      if (!profile_applies(twin.spec, prof.name)) continue;
+      ++judged;
+      const auto r = golden::verify_case(twin.spec, twin.golden, actual, {prof.name, {}, true});
+      EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id << " passes " << twin.spec.id << " under " << prof.name;
+    }
+    EXPECT_GE(judged, 3) << lc.spec.id;
+  });
+  EXPECT_EQ(n, 5);
+}
+
+// diagnose names the mistake of each negative control: its values as a float32 engine's output
+// for the twin are explained first by the control's own mistake.
+TEST(MropeGolden, DiagnoseNamesEachNegativeControlsMistake) {
+  const auto dir = golden::default_data_dir() / "mrope";
+  for_each_golden_case("mrope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    if (lc.spec.result != "invalid") return;
+    const std::string mistake = lc.spec.manifest.at("negative_control").at("mistake").get<std::string>();
+    const auto twin = generator_mutant_active() ? fresh_case(s, twin_of(lc)) : golden::load_case(dir / (twin_of(lc) + ".json"));
+    golden::EngineOptions eo;
+    eo.pipeline = "fp32";
+    eo.mistake = mistake;
+    const auto actual = s.run_engine(twin.spec, twin.golden, eo);
+    const auto d = golden::diagnose_case(twin, actual, "fp32");
+    EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
+    ASSERT_FALSE(d.ranked.empty());
+    EXPECT_EQ(d.ranked.front().mistake, mistake) << lc.spec.id << "\n" << golden::diagnosis_text(d, true);
+  });
+}
+
+// ---- the VL config reader (golden/cases/mrope_case.hpp) -----------------------------------------
+
+TEST(MropeConfig, EveryVlPresetGivesCases) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(golden::default_presets_dir())) {
+    if (e.path().filename().string().find("-vl-") == std::string::npos) continue;
+    ++n;
+    const auto cc = golden::cases_for_config(e.path(), {}, DType::kF32);
+    EXPECT_GE(cc.cases.size(), 3u) << e.path();
+    for (const auto& c : cc.cases) EXPECT_EQ(c.scheme, "mrope") << c.id;
+  }
+  EXPECT_EQ(n, 3);
+}
+
+TEST(MropeConfig, PresetFacts) {
+  const auto dir = golden::default_presets_dir();
+  const auto q2 = golden::cases_for_config(dir / "qwen2-vl-7b-instruct.json", {}, DType::kF32);
+  EXPECT_NE(q2.model.find("sectioned mrope_section [16, 24, 24], head_dim 128, base 1000000.0"), std::string::npos) << q2.model;
+  EXPECT_NE(q2.model.find("video time frame_index"), std::string::npos) << q2.model;
+  const auto q25 = golden::cases_for_config(dir / "qwen2.5-vl-7b-instruct.json", {}, DType::kF32);
+  EXPECT_NE(q25.model.find("video time scaled_float32"), std::string::npos) << q25.model;
+  const auto q3 = golden::cases_for_config(dir / "qwen3-vl-8b-instruct.json", {}, DType::kF32);
+  EXPECT_NE(q3.model.find("interleaved mrope_section [24, 20, 20], head_dim 128, base 5000000.0, 32 q / 8 kv"),
+            std::string::npos) << q3.model;
+  // A committed preset gives the catalog's own cases, byte for byte.
+  int same = 0;
+  for (const auto& c : q3.cases) {
+    if (c.id != "mrope_qwen3_vl_8b_instruct_text_image_text_f32") continue;
+    const auto f = golden::case_files(c.generate());
+    const auto committed = golden::case_files(golden::scheme_by_slug("mrope").generate(c.id));
+    EXPECT_EQ(f.tensors, committed.tensors);
+    EXPECT_EQ(f.manifest_text, committed.manifest_text);
+    ++same;
+  }
+  EXPECT_EQ(same, 1);
+}
+
+TEST(MropeConfig, BadValuesNameTheKey) {
+  const auto dir = std::filesystem::temp_directory_path() / ("posenc_mrope_config_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto expect_error = [&](const std::string& config, const std::string& layout, const std::string& what) {
+    std::ofstream(dir / "config.json") << config;
+    std::filesystem::path lp;
+    if (!layout.empty()) {
+      lp = dir / "layout.json";
+      std::ofstream(lp) << layout;
+    }
+    try {
+      golden::cases_for_config(dir / "config.json", {}, DType::kF32, 1, lp);
+      ADD_FAILURE() << "accepted: " << config << " " << layout;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  const std::string base = R"({"model_type": "qwen2_vl", "hidden_size": 256, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "rope_theta": 10000.0, "vision_config": {"spatial_merge_size": 2},
+    "rope_scaling": {"type": "mrope", "mrope_section": )";
+  expect_error(base + "[8, 12, 10]}}", "", "rope_scaling.mrope_section = [8,12,10]: must sum to head_dim / 2 = 32");
+  expect_error(base + "[8, 12, 12], \"factor\": 2}}", "", "rope_scaling.factor = 2: not an M-RoPE key");
+  expect_error(base + "[8, 12, 12], \"mrope_interleaved\": true}}", "", "mrope_interleaved = true: contradicts");
+  expect_error(base + "[8, 12, -12]}}", "", "mrope_section[2] = -12: must be an integer in [0, 512]");
+  const std::string ok = base + "[8, 12, 12]}}";
+  expect_error(ok, R"({"spans": [{"type": "text", "tokens": 2}, {"type": "image", "grid_thw": [1, 3, 4]}]})",
+               "spans[1].grid_thw[1] = 3: must be a multiple of vision_config.spatial_merge_size 2");
+  expect_error(ok, R"({"spans": [{"type": "image", "grid_thw": [1, 2, 2]}]})",
+               "spans[0].type = \"image\": a visual span must follow a text span");
+  expect_error(ok, R"({"spans": [{"type": "text", "tokens": 0}]})", "spans[0].tokens = 0: must be an integer in [1, 1024]");
+  expect_error(ok, R"({"spans": [{"type": "text", "tokens": 2}], "decode": 65})", "decode = 65: must be an integer in [0, 64]");
+  expect_error(ok, R"({"spans": [{"type": "audio"}]})", "spans[0].type = \"audio\": must be \"text\", \"image\" or \"video\"");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

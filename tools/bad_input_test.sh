@@ -188,6 +188,30 @@ printf '{"num_attention_heads": 4, "head_dim": 64, "rope_scaling": {"rope_type":
 expect 2 "freq.json: rope_scaling.high_freq_factor = 4: must be > low_freq_factor = 4" "llama3 high_freq_factor <= low_freq_factor (config)" generate --config freq.json --out cfg_out
 printf '{"num_attention_heads": 4, "head_dim": 64, "model_type": ["llama"]}' >mt.json
 expect 2 "mt.json: model_type = \[\"llama\"\]: must be a string" "model_type not a string (config)" generate --config mt.json --out cfg_out
+# Vision-language configs (M-RoPE) and prompt layouts (golden/cases/mrope_case.hpp).
+vl() {  # vl FILE MODEL_TYPE SECTION EXTRA_ROPE_KEYS VISION
+  printf '{"model_type": "%s", "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2, "rope_scaling": {"type": "mrope", "mrope_section": %s%s}, "vision_config": %s}' \
+    "$2" "$3" "$4" "$5" >"$1"
+}
+vl vl_sum.json qwen2_vl "[8, 12, 10]" "" '{}'
+expect 2 "vl_sum.json: rope_scaling.mrope_section = \[8,12,10\]: must sum to head_dim / 2 = 32 pairs \(sums to 30\)" "mrope_section sum (VL config)" generate --config vl_sum.json --out cfg_out
+vl vl_factor.json qwen2_vl "[8, 12, 12]" ', "factor": 2' '{}'
+expect 2 "vl_factor.json: rope_scaling.factor = 2: not an M-RoPE key" "scaling key in an M-RoPE block (VL config)" generate --config vl_factor.json --out cfg_out
+vl vl_il.json qwen2_vl "[8, 12, 12]" ', "mrope_interleaved": true' '{}'
+expect 2 "vl_il.json: rope_scaling.mrope_interleaved = true: contradicts model_type qwen2_vl" "mrope_interleaved on Qwen2-VL (VL config)" generate --config vl_il.json --out cfg_out
+vl vl_merge.json qwen2_vl "[8, 12, 12]" "" '{"spatial_merge_size": 0}'
+expect 2 "vl_merge.json: vision_config.spatial_merge_size = 0: must be an integer in \[1, 64\]" "spatial_merge_size 0 (VL config)" generate --config vl_merge.json --out cfg_out
+vl vl_tps.json qwen2_5_vl "[8, 12, 12]" "" '{"tokens_per_second": -1}'
+expect 2 "vl_tps.json: vision_config.tokens_per_second = -1: must be a number in \(0, 1e\+06\]" "tokens_per_second -1 (VL config)" generate --config vl_tps.json --out cfg_out
+vl vl_ok.json qwen2_vl "[8, 12, 12]" "" '{"spatial_merge_size": 2}'
+printf '{"spans": [{"type": "text", "tokens": 2}, {"type": "image", "grid_thw": [1, 3, 4]}]}' >layout_grid.json
+expect 2 "layout_grid.json: spans\[1\].grid_thw\[1\] = 3: must be a multiple of vision_config.spatial_merge_size 2" "layout grid not a multiple of the merge size" generate --config vl_ok.json --layout layout_grid.json --out cfg_out
+printf '{"spans": [{"type": "image", "grid_thw": [1, 2, 2]}]}' >layout_first.json
+expect 2 "layout_first.json: spans\[0\].type = \"image\": a visual span must follow a text span" "layout starting with an image" generate --config vl_ok.json --layout layout_first.json --out cfg_out
+printf '{"spans": [{"type": "text", "tokens": 2}, {"type": "image", "grid_thw": [1, 64, 66]}]}' >layout_big.json
+expect 2 "layout_big.json: the layout has more than 1024 tokens with spans\[0..1\]" "layout over 1024 tokens" generate --config vl_ok.json --layout layout_big.json --out cfg_out
+expect 2 "a vision-language config takes --layout, not --positions" "--positions with a VL config" generate --config vl_ok.json --positions 0-3 --out cfg_out
+expect 2 "--layout needs a vision-language config" "--layout with a text-only config" generate --config mt.json --layout layout_grid.json --out cfg_out
 # a hostile _name_or_path: the case names hold its sanitised basename and the config's hash
 printf '{"_name_or_path": "../../etc/x;rm -rf", "num_attention_heads": 4, "head_dim": 64}' >hostile.json
 expect 0 "rope/rope_x_rm_rf_[0-9a-f]{8}_all_f32 " "hostile _name_or_path (config)" generate --config hostile.json --out hostile_out

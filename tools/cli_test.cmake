@@ -286,6 +286,23 @@ expect(0 "" engine ${MINE} --data "${WORK}/mine/out" --out "${WORK}/mine/good.sa
 expect(0 "1 passed" verify "${WORK}/mine/out" --actual "${WORK}/mine/good.safetensors")
 expect(0 "" engine ${MINE} --data "${WORK}/mine/out" --mistake unscaled --out "${WORK}/mine/${MINE}.safetensors")
 expect(1 "0 passed, 1 failed" verify "${WORK}/mine/out" --actual "${WORK}/mine")
+# A vision-language config with the user's own prompt layout (--layout): posenc's engine passes
+# under strict and fp32, an engine that drops rope_deltas fails, and diagnose names the mistake.
+file(WRITE "${WORK}/vl/layout.json" [=[{"spans": [{"type": "text", "tokens": 4},
+  {"type": "image", "grid_thw": [1, 4, 4]}, {"type": "text", "tokens": 2},
+  {"type": "video", "grid_thw": [2, 4, 4], "second_per_grid": 0.5}, {"type": "text", "tokens": 2}],
+  "decode": 2}]=])
+file(SHA256 "${WORK}/vl/layout.json" vl_hash)
+string(SUBSTRING "${vl_hash}" 0 8 vl_hash)
+set(VL mrope_qwen2_5_vl_7b_instruct_layout_${vl_hash}_f32)
+expect(0 "layout_${vl_hash}: 22 tokens" generate --config "${SRC}/golden/presets/qwen2.5-vl-7b-instruct.json"
+       --layout "${WORK}/vl/layout.json" --out "${WORK}/vl/out")
+expect(0 "check: 1 passed, 0 failed" check --data "${WORK}/vl/out")
+expect(0 "check: 1 passed, 0 failed" check --data "${WORK}/vl/out" --pipeline fp32)
+expect(0 "" engine ${VL} --data "${WORK}/vl/out" --pipeline fp32 --mistake no-rope-deltas --out "${WORK}/vl/bad.safetensors")
+expect(1 "FAIL" verify "${WORK}/vl/out/mrope/${VL}.json" --actual "${WORK}/vl/bad.safetensors" --profile fp32)
+expect(1 "explained.*`no-rope-deltas`" diagnose "${WORK}/vl/out/mrope/${VL}.json" --actual "${WORK}/vl/bad.safetensors"
+       --profile fp32)
 # Bad configs and options: exit 2, naming the file and the key.
 file(WRITE "${WORK}/bad/unknown_key.json" [=[{"num_attention_heads": 4, "hidden_size": 256,
   "rope_scaling": {"rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0}}]=])

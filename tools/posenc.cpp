@@ -34,6 +34,7 @@
 #include "golden/format/limits.hpp"
 #include "golden/format/output_path.hpp"
 #include "golden/cases/registry.hpp"
+#include "golden/cases/mrope_case.hpp"
 #include "golden/verify/verify.hpp"
 #include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
@@ -648,16 +649,17 @@ void check_config_estimate(const ConfigCases& cc) {
                static_cast<double>(total) / 1e6, seconds);
 }
 
-int cmd_generate_config(const fs::path& config, const std::string& positions, const std::string& dtype,
-                        const fs::path& out, bool force) {
+int cmd_generate_config(const fs::path& config, const std::string& positions, const std::string& layout,
+                        const std::string& dtype, const fs::path& out, bool force) {
   const DType t = parse_case_dtype(dtype);
   const std::vector<std::int64_t> pos = positions.empty() ? std::vector<std::int64_t>() : parse_positions(positions);
-  const ConfigCases cc = cases_for_config(config, pos, t);
+  const ConfigCases cc = cases_for_config(config, pos, t, 1, layout);
   std::fprintf(stderr, "config %s\n  %s\n", config.c_str(), cc.model.c_str());
   for (const auto& n : cc.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
   check_config_estimate(cc);
   OutputRule rule(force);
   rule.add_read(config);
+  if (!layout.empty()) rule.add_read(layout);
   rule.check_dir(out);
   for (const ConfigCase& c : cc.cases) {
     rule.check_file(case_tensors_path(out, c.scheme, c.id), OutputKind::kGoldenTensors);
@@ -686,12 +688,15 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   return kExitPass;
 }
 
-/// The model configs of a level-2 run: --config's, else every committed preset (sorted).
+/// The model configs of a level-2 run: --config's, else every committed text-RoPE preset
+/// (sorted; the vision-language presets take prompt layouts, not sweeps).
 std::vector<fs::path> level2_configs(const std::string& config) {
   if (!config.empty()) return {fs::path(config)};
   std::vector<fs::path> v;
   for (const auto& f : fs::directory_iterator(default_presets_dir())) {
-    if (f.path().extension() == ".json") v.push_back(f.path());
+    if (f.path().extension() != ".json") continue;
+    if (mrope_config_is_vl(nlohmann::json::parse(read_json_text(f.path())))) continue;
+    v.push_back(f.path());
   }
   std::sort(v.begin(), v.end());
   return v;
@@ -1137,6 +1142,7 @@ std::optional<ReportFile> report_for(const std::string& report, const std::strin
 int run_generate(tools::GenerateArgs a) {
   if (!a.shard.empty()) parse_shard(a.shard, &a.sel.shard_index, &a.sel.shard_count);
   if (a.level != "1" && a.level != "2") throw UsageError("--level must be 1 or 2 (got \"" + a.level + "\")");
+  if (a.level == "2" && !a.layout.empty()) throw UsageError("generate --level 2 takes no --layout (level 2 sweeps text RoPE models)");
   if (a.level == "2") return cmd_generate_level2(a);
   if (!a.config.empty()) {
     if (a.out_option->count() == 0) {
@@ -1146,8 +1152,9 @@ int run_generate(tools::GenerateArgs a) {
     if (!a.sel.scheme.empty() || !a.sel.case_regex.empty() || !a.shard.empty() || a.no_catalog) {
       throw UsageError("generate --config takes no --scheme, --case, --shard or --no-catalog");
     }
-    return cmd_generate_config(a.config, a.positions, a.dtype, a.out, a.force);
+    return cmd_generate_config(a.config, a.positions, a.layout, a.dtype, a.out, a.force);
   }
+  if (!a.layout.empty()) throw UsageError("--layout needs --config (a vision-language model's config.json)");
   if (!a.positions.empty() || a.dtype != "f32") {
     throw UsageError("--positions and --dtype need --config (posenc's own cases fix theirs)");
   }

@@ -59,11 +59,17 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs* a) {
   gen->add_option(
       "--config", a->config,
       "A model's HF config.json (verbatim; rope_scaling or rope_parameters): golden cases "
-      "for that model, plain or scaled RoPE, into --out (required) with its catalog.json");
+      "for that model, plain or scaled RoPE, or M-RoPE for a Qwen2-VL / Qwen2.5-VL / Qwen3-VL "
+      "config, into --out (required) with its catalog.json");
   gen->add_option("--positions", a->positions,
                   "With --config: one call at exactly these token positions (e.g. 0-15,4095,4096; "
                   "the call's seq_len is the largest + 1); default: the rule's standard calls over "
                   "the hard positions and its boundaries");
+  gen->add_option("--layout", a->layout,
+                  "With a vision-language --config: one case for this prompt layout (JSON: "
+                  "{\"spans\": [{\"type\": \"text\", \"tokens\": n}, {\"type\": \"image\", "
+                  "\"grid_thw\": [t, h, w]}, {\"type\": \"video\", \"grid_thw\": [t, h, w], "
+                  "\"second_per_grid\": s}], \"decode\": n}); default: the standard layouts");
   gen->add_option("--dtype", a->dtype, "With --config or --level 2: f32 (default), bf16 or f16");
   gen->add_option("--level", a->level,
                   "1 (default): the catalog (or --config's standard calls); 2: dense sweeps of every "

@@ -27,7 +27,7 @@ struct ShowArgs {
 struct GenerateArgs {
   golden::CaseSelection sel;
   std::string shard, out = golden::default_data_dir().string();
-  std::string config, positions, dtype = "f32", level = "1";
+  std::string config, positions, layout, dtype = "f32", level = "1";
   bool no_catalog = false, force = false;
   const CLI::Option* out_option = nullptr;  // count() == 0: --out not given
 };

@@ -1,6 +1,7 @@
 #include "golden/cases/registry.hpp"
 
 #include "golden/cases/hf_config.hpp"
+#include "golden/cases/mrope_case.hpp"
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
@@ -11,7 +12,8 @@ const std::vector<SchemeEntry>& schemes() {
   static const std::vector<SchemeEntry> all = {
       rope_scheme(),     rope_scaling_scheme(), attention_scheme(), nope_scheme(),
       learned_scheme(),  sinusoidal_scheme(),   alibi_scheme(),     t5_bias_scheme(),
-      kv_cache_scheme(), shaw_scheme(),         transformer_xl_scheme(), deberta_scheme()};
+      kv_cache_scheme(), shaw_scheme(),         transformer_xl_scheme(), deberta_scheme(),
+      mrope_scheme()};
   return all;
 }
 
@@ -25,8 +27,30 @@ const SchemeEntry& scheme_by_slug(std::string_view slug) {
 }
 
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
-                             DType dtype, int level) {
+                             DType dtype, int level, const std::filesystem::path& layout) {
   const std::string text = read_json_text(config);
+  bool vl = false;
+  try {
+    check_json_depth(text, config.string(), input_limits().json_depth);
+    vl = mrope_config_is_vl(nlohmann::json::parse(text));
+  } catch (const nlohmann::json::exception&) {
+    vl = false;  // the RoPE reader reports the JSON error
+  }
+  if (vl) {
+    if (!positions.empty()) {
+      throw_invalid("cases_for_config", "a vision-language config takes --layout, not --positions (its "
+                    "positions come from the prompt layout)", config.string());
+    }
+    if (level != 1) {
+      throw_invalid("cases_for_config", "level 2 sweeps cover text RoPE configs; a vision-language "
+                    "config takes level 1 (its positions come from the prompt layout)", config.string());
+    }
+    return mrope_cases_for_config(text, config.string(), layout, dtype);
+  }
+  if (!layout.empty()) {
+    throw_invalid("cases_for_config", "--layout needs a vision-language config (model_type qwen2_vl, "
+                  "qwen2_5_vl, qwen3_vl); this one has none", config.string());
+  }
   const RopeModelConfig m = rope_config_parse(text, config.string());
   const std::string name = config_case_name(m, text);
   ConfigCases out;

@@ -78,9 +78,12 @@ struct ConfigCases {
   std::vector<ConfigCase> cases;
 };
 /// GoldenFileError naming the file and key for a bad config; InvalidArgument for bad positions.
+/// A vision-language config (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) gives M-RoPE cases
+/// (golden/cases/mrope_case.hpp): `layout` (a layout file) replaces the standard layouts;
+/// positions must then be empty. `layout` with a text-only config is an InvalidArgument.
 /// level 2: rope_level2_cases (dense sweeps, windows, sampled rotations; positions unused).
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
-                             DType dtype, int level = 1);
+                             DType dtype, int level = 1, const std::filesystem::path& layout = {});
 
 SchemeEntry rope_scheme();
 SchemeEntry rope_scaling_scheme();
@@ -94,5 +97,6 @@ SchemeEntry kv_cache_scheme();
 SchemeEntry shaw_scheme();
 SchemeEntry transformer_xl_scheme();
 SchemeEntry deberta_scheme();
+SchemeEntry mrope_scheme();
 
 }  // namespace posenc::golden

@@ -227,9 +227,7 @@ constexpr double kSecondOrder = 1.01;
 /// Mutant gold_rope_budgets_inflated: every budget 8x (the tightness test must notice).
 double inflation() { return POSENC_MUTANT("gold_rope_budgets_inflated") ? 8.0 : 1.0; }
 
-struct StageBudgets {
-  ProfileBudget inv_freq, table, rotated, scores, scalar;
-};
+using StageBudgets = RopeStageBudgets;
 
 StageBudgets rope_stage_budgets_derived(const std::string& profile, DType t, double A, int h) {
   const double r = bud::f32_in(t);
@@ -269,7 +267,9 @@ StageBudgets rope_stage_budgets_derived(const std::string& profile, DType t, dou
   return b;
 }
 
-StageBudgets rope_stage_budgets(const std::string& profile, DType t, double A, int h) {
+}  // namespace
+
+RopeStageBudgets rope_stage_budgets(const std::string& profile, DType t, double A, int h) {
   StageBudgets b = rope_stage_budgets_derived(profile, t, A, h);
   for (ProfileBudget* x : {&b.inv_freq, &b.table, &b.rotated, &b.scores, &b.scalar}) {
     x->bound *= inflation();
@@ -277,6 +277,8 @@ StageBudgets rope_stage_budgets(const std::string& profile, DType t, double A, i
   }
   return b;
 }
+
+namespace {
 
 /// What a float pipeline may get wrong, per element: the angle, inv_freq, the factors.
 struct PipelineErrors {

@@ -166,6 +166,14 @@ RopeAngleErrors rope_pipeline_angle_errors(const std::string& profile, const ref
                                            const reference::RopeScaling& s,
                                            const std::vector<std::int64_t>& pos);
 
+/// The budgets of the RoPE stages under one profile (bound and ulps; the angle extras are the
+/// caller's, from rope_pipeline_angle_errors): inv_freq, the cos/sin tables, the rotated q/k,
+/// the scores (head_dim h) and the scalar factors; A as in RopeAngleErrors. M-RoPE reuses them.
+struct RopeStageBudgets {
+  ProfileBudget inv_freq, table, rotated, scores, scalar;
+};
+RopeStageBudgets rope_stage_budgets(const std::string& profile, DType t, double A, int h);
+
 /// The scaling rule as manifest params, and back (GoldenFileError naming the key).
 nlohmann::json rope_scaling_to_json(const reference::RopeScaling& s);
 reference::RopeScaling rope_scaling_from_json(const nlohmann::json& j);

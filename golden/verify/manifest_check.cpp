@@ -302,6 +302,26 @@ bool has_tq(const Json& m) {
 }
 bool alibi_attention(const Json& m) { return m.value("alibi_case", Json()) == Json("attention"); }
 
+/// M-RoPE: RoPE's keys, the map, the index rule, the prompt's spans and the decode count.
+Form mrope_form() {
+  return {"mrope",
+          nullptr,
+          true,
+          rope_keys() + std::vector<Key>{object("map"), object("index"), object("prompt"),
+                                         integer("n_prompt"), integer("n_decode")},
+          {},
+          {},
+          {{"input_ids", {"n_tokens"}, true},
+           {"q", {"n_tokens", "n_q_heads", "head_dim"}, true},
+           {"k", {"n_tokens", "n_kv_heads", "head_dim"}},
+           {"q_rot", {"n_tokens", "n_q_heads", "head_dim"}},
+           {"k_rot", {"n_tokens", "n_kv_heads", "head_dim"}},
+           {"cos", {"n_tokens", "rotary_dim/2"}},
+           {"sin", {"n_tokens", "rotary_dim/2"}}},
+          "q",
+          rope_rules};
+}
+
 const std::map<std::string, std::vector<Form>>& forms() {
   static const std::map<std::string, std::vector<Form>> table = [] {
     std::map<std::string, std::vector<Form>> t;
@@ -317,6 +337,7 @@ const std::map<std::string, std::vector<Form>>& forms() {
                           rope_shapes(),
                           "q",
                           rope_rules}};
+    t["mrope"] = {mrope_form()};
     t["attention"] = {{"attention", nullptr, true, att, {}, {}, att_shapes, "q", attention_rules}};
     t["nope"] = {{"nope", nullptr, true, att, {}, {}, att_shapes, "q", attention_rules}};
     t["alibi"] = {{"alibi attention (alibi_case \"attention\")",

@@ -1,0 +1,1196 @@
+// Golden cases for M-RoPE (multimodal RoPE). Formula, maps and get_rope_index:
+// reference/mrope.hpp; facts and conventions: docs/schemes/mrope.md.
+//
+// Level 1 (committed): the VL presets of golden/presets (Qwen2-VL-7B, Qwen2.5-VL-7B, Qwen3-VL-8B;
+// read by the config reader below, exactly as `posenc generate --config` reads a user's file) x
+// prompt layouts (text-image-text, two images, text-video-text with Qwen2.5-VL's temporal
+// scaling, decode after an image with rope_deltas), 2 q heads and 1 kv head, stages:
+//   positions [3, T] int64   index, exact: the (t, h, w) streams the engine computed (HF's
+//                            position_ids [3, batch, T], one batch row); decode tokens at cache
+//                            position + rope_delta
+//   cos, sin [T, d/2]        table: pair i at the angle of its stream, p[s(i)] theta_i
+//   q_rot [T, Hq, h], k_rot [T, Hk, h]   rotated
+//   scores [Hq, T, T]        unscaled q_rot . k_rot, kv head = q head / (Hq / Hk)
+// Inputs: input_ids [T] (text filler ids, vision_start before each visual span, the image or
+// video token id over it, vision_end after), image_grid_thw / video_grid_thw [n, 3], q, k; the
+// manifest's params hold the layout, the map and the index rule.
+// Negative controls (result "invalid", each the twin of a valid case with its inputs): the
+// sectioned map on Qwen3-VL and the interleaved one on Qwen2-VL, the streams fed as (w, h, t),
+// rope_deltas dropped at decode, text after an image resuming at its token index.
+//
+// Budgets (docs/profiles.md): the RoPE stages' (rope_stage_budgets, golden/cases/rope_case.cpp)
+// with one change: a pair's angle error is RoPE's at the position its stream gives,
+//   E_P(t, i) = E_P,i(p[s(i)][t])         (rope_pipeline_angle_errors: HF's float32 angle
+//                                          fl(fl(p) inv_freq), ggml's recurrence theta *= ts,
+//                                          which MROPE / IMROPE run per stream)
+// so cos/sin get extra a E, q_rot/k_rot c E (c = a (|x_a| + |x_b|)), scores
+// sum_i w_i (E(q token, i) + E(k token, i)). Positions are integers: exact under every profile.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "golden/cases/hf_config.hpp"
+#include "golden/cases/mrope_case.hpp"
+#include "golden/cases/oracle_tensors.hpp"
+#include "golden/cases/pipelines.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/cases/rope_case.hpp"
+#include "golden/format/limits.hpp"
+#include "golden/format/prng.hpp"
+#include "optimized/common/mutant.hpp"
+#include "optimized/mrope.hpp"
+#include "optimized/rope.hpp"
+#include "reference/common/errors.hpp"
+#include "reference/mrope.hpp"
+
+namespace posenc::golden {
+namespace {
+
+using Json = nlohmann::json;
+using reference::MropeDecode;
+using reference::MropeIndexRule;
+using reference::MropeMap;
+using reference::MropeMapRule;
+using reference::MropeSpan;
+using reference::MropeSpanKind;
+using reference::MropeTemporal;
+using reference::MropeTextResume;
+using reference::RopeParams;
+
+// ---- the model ------------------------------------------------------------------------------
+
+/// What a VL config says about the decoder's rotation and positions.
+struct MropeModel {
+  std::string id, hf_model, source, note, model_type, name_or_path;
+  RopeParams p;  // half-split pairs, attention factor 1
+  int n_heads = 0, n_kv_heads = 0;
+  std::vector<int> sections;
+  MropeMapRule map = MropeMapRule::kSectioned;
+  MropeIndexRule index;
+  std::int64_t image_token = 151655, video_token = 151656, vision_start = 151652,
+               vision_end = 151653;
+  Json config;
+  std::vector<std::string> notes;
+};
+
+/// What a convention (case) or a mistake (engine) changes.
+struct MropeKnobs {
+  bool wrong_map = false;  // sectioned <-> interleaved
+  bool permuted = false;   // streams fed as (w, h, t)
+  MropeTextResume resume = MropeTextResume::kMaxPlusOne;
+  MropeDecode decode = MropeDecode::kRopeDeltas;
+};
+
+/// The interleaved rule of HF's apply_interleaved_mrope, slices clipped to the pairs (the
+/// reference refuses sections too large for it; an engine applying it to a sectioned model's
+/// [16, 24, 24] clips).
+MropeMap interleaved_clipped(const std::vector<int>& s, int n) {
+  MropeMap m{MropeMapRule::kInterleaved, 3, {}};
+  for (int i = 0; i < n; ++i) {
+    int st = 0;
+    if (i % 3 == 1 && i < 3 * s[1]) st = 1;
+    if (i % 3 == 2 && i < 3 * s[2]) st = 2;
+    m.pairs.push_back({st, i, 2 * n});
+  }
+  return m;
+}
+
+MropeMap model_map(const MropeModel& m, bool wrong) {
+  const int n = m.p.rotary_dim / 2;
+  const bool sectioned = (m.map == MropeMapRule::kSectioned) != wrong;
+  return sectioned ? reference::mrope_map_sectioned(m.sections, n)
+                   : interleaved_clipped(m.sections, n);
+}
+
+/// Positions [3, T] of the prompt `layout` and n_decode decode tokens after it.
+std::vector<std::int64_t> mrope_positions(const std::vector<MropeSpan>& layout, MropeIndexRule r,
+                                          std::int64_t n_decode, const MropeKnobs& k,
+                                          std::int64_t* n_tokens) {
+  r.text_resume = k.resume;
+  const auto P = reference::mrope_get_rope_index(layout, r);
+  const std::int64_t T = P.n_tokens + n_decode;
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * T));
+  for (int s = 0; s < 3; ++s) {
+    for (std::int64_t j = 0; j < P.n_tokens; ++j) pos[s * T + j] = P.at(s, j);
+  }
+  if (n_decode > 0) {
+    const auto d =
+        reference::mrope_decode_positions(P.rope_delta, P.n_tokens, n_decode, 3, k.decode);
+    for (int s = 0; s < 3; ++s) {
+      for (std::int64_t q = 0; q < n_decode; ++q) pos[s * T + P.n_tokens + q] = d[s * n_decode + q];
+    }
+  }
+  if (k.permuted) {
+    for (std::int64_t j = 0; j < T; ++j) std::swap(pos[j], pos[2 * T + j]);
+  }
+  *n_tokens = T;
+  return pos;
+}
+
+// ---- the case ---------------------------------------------------------------------------------
+
+struct MropeCaseDef {
+  MropeModel model;
+  std::string id, short_id, layout_name, what;
+  std::vector<MropeSpan> layout;
+  std::int64_t n_decode = 0;
+  DType dtype = DType::kF32;
+  std::uint64_t seed = 0;
+  int n_q_heads = 2, n_kv_heads = 1;
+  MropeKnobs expected;  // the convention the expected values follow
+  std::string result = "valid", convention, reason,
+              mistake;  // mistake: the engine's that reproduces it
+};
+
+double input_value(DType t, std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+  if (t == DType::kBF16) return std::ldexp(static_cast<double>(prng_int(seed, stream, i, 255)), -8);
+  if (t == DType::kF16)
+    return std::ldexp(static_cast<double>(prng_int(seed, stream, i, 2047)), -11);
+  return std::ldexp(static_cast<double>(prng_int(seed, stream, i, (1 << 24) - 1)), -24);
+}
+
+/// input_ids of a layout (HF's: vision_start ends the text before a visual span, vision_end
+/// starts the text after it, the image / video token id over the span) and the decode tokens.
+std::vector<std::int64_t> input_ids(const MropeModel& m, const std::vector<MropeSpan>& layout,
+                                    std::int64_t n_decode) {
+  std::vector<std::int64_t> ids;
+  const int merge = m.index.spatial_merge_size;
+  for (std::size_t k = 0; k < layout.size(); ++k) {
+    const MropeSpan& s = layout[k];
+    const std::int64_t n = reference::mrope_span_tokens(s, merge);
+    for (std::int64_t j = 0; j < n; ++j) {
+      std::int64_t id = 1000 + static_cast<std::int64_t>(ids.size()) % 1000;  // filler text
+      if (s.kind == MropeSpanKind::kImage) id = m.image_token;
+      if (s.kind == MropeSpanKind::kVideo) id = m.video_token;
+      if (s.kind == MropeSpanKind::kText && j == n - 1 && k + 1 < layout.size() &&
+          layout[k + 1].kind != MropeSpanKind::kText) {
+        id = m.vision_start;
+      } else if (s.kind == MropeSpanKind::kText && j == 0 && k > 0 &&
+                 layout[k - 1].kind != MropeSpanKind::kText) {
+        id = m.vision_end;
+      }
+      ids.push_back(id);
+    }
+  }
+  for (std::int64_t q = 0; q < n_decode; ++q) ids.push_back(2000 + q);
+  return ids;
+}
+
+Json layout_json(const std::vector<MropeSpan>& layout) {
+  Json a = Json::array();
+  for (const MropeSpan& s : layout) {
+    if (s.kind == MropeSpanKind::kText) {
+      a.push_back({{"type", "text"}, {"tokens", s.n_text}});
+      continue;
+    }
+    Json j = {{"type", s.kind == MropeSpanKind::kImage ? "image" : "video"},
+              {"grid_thw", {s.grid_t, s.grid_h, s.grid_w}}};
+    if (s.kind == MropeSpanKind::kVideo) j["second_per_grid"] = s.second_per_grid;
+    a.push_back(j);
+  }
+  return a;
+}
+
+template <class Real>
+struct MropeOracle {
+  std::vector<Real> cos, sin, q_rot, k_rot, scores;
+};
+
+/// cos, sin, the rotations and the scores, pair i at the angle of stream s(i) (the operations
+/// of reference::mrope_apply, with the table values computed once per token).
+template <class Real>
+MropeOracle<Real> mrope_oracle(const RopeParams& p, const MropeMap& map,
+                               const std::vector<std::int64_t>& pos, std::int64_t T, int hq, int hk,
+                               const std::vector<double>& q, const std::vector<double>& k) {
+  using std::cos;
+  using std::sin;
+  MropeOracle<Real> o;
+  const auto tables = reference::mrope_tables<Real>(p, map);
+  const int h = p.head_dim, np = p.rotary_dim / 2;
+  for (std::int64_t t = 0; t < T; ++t) {
+    for (int i = 0; i < np; ++i) {
+      const Real phi = reference::rope_angle(tables, pos[map.pairs[i].stream * T + t], i);
+      o.cos.push_back(tables.attention_factor * cos(phi));
+      o.sin.push_back(tables.attention_factor * sin(phi));
+    }
+  }
+  auto rotate = [&](const std::vector<double>& x, int heads, std::vector<Real>& out) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (int hh = 0; hh < heads; ++hh) {
+        const std::size_t off = static_cast<std::size_t>((t * heads + hh) * h);
+        std::vector<Real> y(x.begin() + off, x.begin() + off + h);
+        for (int i = 0; i < np; ++i) {
+          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+          const Real& c = o.cos[t * np + i];
+          const Real& sn = o.sin[t * np + i];
+          const Real xa = Real(x[off + ca]), xb = Real(x[off + cb]);
+          y[ca] = xa * c - xb * sn;
+          y[cb] = xa * sn + xb * c;
+        }
+        out.insert(out.end(), y.begin(), y.end());
+      }
+    }
+  };
+  rotate(q, hq, o.q_rot);
+  rotate(k, hk, o.k_rot);
+  const int group = hq / hk;
+  for (int hh = 0; hh < hq; ++hh) {
+    for (std::int64_t i = 0; i < T; ++i) {
+      for (std::int64_t j = 0; j < T; ++j) {
+        Real sum = 0;
+        const bool same =
+            pos[i] == pos[j] && pos[T + i] == pos[T + j] && pos[2 * T + i] == pos[2 * T + j];
+        if (same && tables.attention_factor == Real(1)) {
+          // Both rotated by the same angles: the score is q . k, exactly (the inputs are dyadic),
+          // so a value on a rounding tie of the target dtype rounds the same in mp50 and mp100.
+          for (int c = 0; c < h; ++c)
+            sum += Real(q[(i * hq + hh) * h + c]) * Real(k[(j * hk + hh / group) * h + c]);
+        } else {
+          for (int c = 0; c < h; ++c)
+            sum += o.q_rot[(i * hq + hh) * h + c] * o.k_rot[(j * hk + hh / group) * h + c];
+        }
+        o.scores.push_back(sum);
+      }
+    }
+  }
+  return o;
+}
+
+/// Per profile whose tables apply: the angle error bound of every (token, pair), RoPE's at the
+/// position the pair's stream gives (mutant gold_mrope_angle_term_dropped: 0).
+std::map<std::string, std::vector<double>> angle_errors(
+    const RopeParams& p, const MropeMap& map, const std::vector<std::int64_t>& pos, std::int64_t T,
+    const std::map<std::string, RopeStageBudgets>& sb) {
+  std::set<std::int64_t> distinct(pos.begin(), pos.end());
+  for (std::int64_t t = 0; t < T; ++t) distinct.insert(t);
+  const std::vector<std::int64_t> list(distinct.begin(), distinct.end());
+  std::map<std::int64_t, std::size_t> row;
+  for (std::size_t r = 0; r < list.size(); ++r) row[list[r]] = r;
+  const int np = p.rotary_dim / 2;
+  std::map<std::string, std::vector<double>> out;
+  for (const auto& [prof, b] : sb) {
+    if (prof == "strict" || !b.table.applies) continue;
+    const RopeAngleErrors e = rope_pipeline_angle_errors(prof, p, reference::RopeScaling{}, list);
+    std::vector<double>& x = out[prof];
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (int i = 0; i < np; ++i) {
+        const std::int64_t m = pos[map.pairs[i].stream * T + t];
+        x.push_back(POSENC_MUTANT("gold_mrope_angle_term_dropped") ? 0.0
+                                                                   : e.angle[row.at(m) * np + i]);
+      }
+    }
+  }
+  return out;
+}
+
+/// Condition scales of a rotated tensor: per element a (|x_a| + |x_b|) of its pair (0 in the
+/// tail), and per (token, head, pair) the same sum.
+void pair_scales(const RopeParams& p, const std::vector<double>& x, std::int64_t T, int heads,
+                 std::vector<double>* cond, std::vector<double>* pair_sum) {
+  const int h = p.head_dim, np = p.rotary_dim / 2;
+  cond->assign(x.size(), 0.0);
+  pair_sum->assign(static_cast<std::size_t>(T * heads * np), 0.0);
+  for (std::int64_t r = 0; r < T * heads; ++r) {
+    for (int i = 0; i < np; ++i) {
+      const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+      const double c = std::fabs(x[r * h + ca]) + std::fabs(x[r * h + cb]);
+      (*cond)[r * h + ca] = (*cond)[r * h + cb] = c;
+      (*pair_sum)[r * np + i] = c;
+    }
+  }
+}
+
+std::string map_words(const MropeModel& m, bool wrong) {
+  const bool sectioned = (m.map == MropeMapRule::kSectioned) != wrong;
+  return std::string(sectioned ? "sectioned" : "interleaved") + " mrope_section [" +
+         std::to_string(m.sections[0]) + ", " + std::to_string(m.sections[1]) + ", " +
+         std::to_string(m.sections[2]) + "]";
+}
+
+Json index_json(const MropeIndexRule& r) {
+  Json j = {{"spatial_merge_size", r.spatial_merge_size},
+            {"temporal", reference::mrope_temporal_name(r.temporal)}};
+  if (r.temporal != MropeTemporal::kFrameIndex) j["tokens_per_second"] = r.tokens_per_second;
+  return j;
+}
+
+/// The manifest's description, preset, conventions and params.
+void describe(Json& m, const MropeCaseDef& d, std::int64_t T) {
+  const MropeModel& mm = d.model;
+  std::string desc = "M-RoPE, " + mm.id + " (" + map_words(mm, false) + ", head_dim " +
+                     std::to_string(mm.p.head_dim) + ", base " + rope_base_tag(mm.p.base) + "), " +
+                     d.what + ", " + std::to_string(T) + " tokens, target " +
+                     std::string(dtype_short(d.dtype));
+  if (!d.convention.empty()) desc += "; convention " + d.convention + " (" + d.result + ")";
+  m["description"] = desc;
+  m["citation"] =
+      "P. Wang et al., Qwen2-VL, arXiv:2409.12191v2, Sec. 2.1; S. Bai et al., Qwen2.5-VL "
+      "Technical Report, arXiv:2502.13923v1, Sec. 2.1.2; HF transformers get_rope_index, "
+      "apply_multimodal_rotary_pos_emb, apply_interleaved_mrope";
+  m["preset"] = {
+      {"name", mm.id}, {"hf_model", mm.hf_model}, {"source", mm.source}, {"config", mm.config}};
+  if (!mm.notes.empty()) m["preset"]["reader_notes"] = mm.notes;
+  m["conventions"] = {
+      {"pairing", "half_split: pair i = channels (i, i + rotary_dim/2) (rotate_half)"},
+      {"map",
+       mm.map == MropeMapRule::kSectioned
+           ? "sectioned: pairs [0, s_t) read stream t, [s_t, s_t + s_h) h, the rest w"
+           : "interleaved: pair i reads h if i mod 3 = 1 and i < 3 s_h, w if i mod 3 = 2 and "
+             "i < 3 s_w, t otherwise"},
+      {"angle", "phi[t][i] = positions[s(i)][t] * base^(-2i/rotary_dim), exact"},
+      {"positions",
+       "get_rope_index: text at max(previous) + 1 on every stream; a visual token (frame f, "
+       "row y, column x) of a grid (T, H, W) merged by spatial_merge_size m at (st + tau(f), "
+       "st + y, st + x); decode tokens at cache position + rope_delta"},
+      {"layout",
+       "q, k, q_rot, k_rot are [tokens, heads, head_dim]; positions [3 (t, h, w), tokens] "
+       "(HF's position_ids [3, batch, tokens], one row); cos, sin [tokens, rotary_dim/2] (HF's "
+       "[tokens, rotary_dim] tables after the section selection, each column twice); scores "
+       "[q_heads, query token, key token]"},
+      {"scores",
+       "unscaled dot products q_rot . k_rot over all head_dim channels; kv head = q head / "
+       "(q_heads / kv_heads)"}};
+  std::int64_t n_prompt = T - d.n_decode;
+  m["params"] = {{"head_dim", mm.p.head_dim},
+                 {"rotary_dim", mm.p.rotary_dim},
+                 {"base", mm.p.base},
+                 {"layout", "half_split"},
+                 {"attention_factor", 1.0},
+                 {"map",
+                  {{"rule", mm.map == MropeMapRule::kSectioned ? "sectioned" : "interleaved"},
+                   {"mrope_section", mm.sections}}},
+                 {"index", index_json(mm.index)},
+                 {"prompt", {{"spans", layout_json(d.layout)}}},
+                 {"n_prompt", n_prompt},
+                 {"n_decode", d.n_decode},
+                 {"n_tokens", T},
+                 {"n_q_heads", d.n_q_heads},
+                 {"n_kv_heads", d.n_kv_heads},
+                 {"dtype", std::string(dtype_short(d.dtype))}};
+  if (!d.convention.empty()) {
+    m["negative_control"] = {
+        {"convention", d.convention}, {"reason", d.reason}, {"mistake", d.mistake}};
+  }
+}
+
+/// The expected tensors of one case (positions, cos, sin, q_rot, k_rot, scores) and their budgets.
+struct MropeGen {
+  const MropeCaseDef& d;
+  const RopeParams& p = d.model.p;
+  const int h = p.head_dim, np = p.rotary_dim / 2, hq = d.n_q_heads, hk = d.n_kv_heads;
+  const DType t = d.dtype;
+  std::int64_t T = 0;
+  std::vector<std::int64_t> pos;
+  MropeMap map;
+  std::vector<double> q, k;
+  std::map<std::string, RopeStageBudgets> sb;
+  std::map<std::string, std::vector<double>> E;  // profile -> [T, np] angle error bound
+
+  ExpectedTensor table(const std::string& name, const std::vector<mp50>& v) {
+    ExpectedTensor e = expected_tensor(name, "table", t, {T, np}, CheckKind::kConditioned,
+                                       {{"token", "", {}, {"input_ids"}}, {"pair", "", {}, {}}});
+    e.values = v;
+    e.cond.assign(v.size(), 1.0);
+    for (const auto& [prof, b] : sb) e.spec.check.profiles[prof] = b.table;
+    for (const auto& [prof, x] : E) e.extra[prof] = x;
+    return e;
+  }
+
+  ExpectedTensor rotated(const std::string& name, const std::vector<mp50>& v,
+                         const std::vector<double>& x, int heads) {
+    std::vector<int> channel_pairs(static_cast<std::size_t>(h));
+    for (int c = 0; c < h; ++c) channel_pairs[c] = reference::rope_pair_of_channel(p, c);
+    ExpectedTensor e = expected_tensor(name, "rotated", t, {T, heads, h}, CheckKind::kConditioned,
+                                       {{"token", "", {}, {"input_ids"}},
+                                        {"head", "", {}, {}},
+                                        {"channel", "", channel_pairs, {}}});
+    e.values = v;
+    std::vector<double> pair_sum;
+    pair_scales(p, x, T, heads, &e.cond, &pair_sum);
+    for (const auto& [prof, b] : sb) e.spec.check.profiles[prof] = b.rotated;
+    for (const auto& [prof, ang] : E) {
+      std::vector<double> ex(v.size(), 0.0);
+      for (std::int64_t r = 0; r < T * heads; ++r) {
+        for (int c = 0; c < p.rotary_dim; ++c)
+          ex[r * h + c] = e.cond[r * h + c] * ang[(r / heads) * np + channel_pairs[c]];
+      }
+      e.extra[prof] = ex;
+    }
+    return e;
+  }
+
+  ExpectedTensor scores(const std::vector<mp50>& v) {
+    ExpectedTensor e = expected_tensor(
+        "scores", "scores", t, {hq, T, T}, CheckKind::kConditioned,
+        {{"head", "", {}, {}}, {"query", "", {}, {"input_ids"}}, {"key", "", {}, {"input_ids"}}});
+    e.values = v;
+    std::vector<double> qc, qs, kc, ks;
+    pair_scales(p, q, T, hq, &qc, &qs);
+    pair_scales(p, k, T, hk, &kc, &ks);
+    const int group = hq / hk;
+    for (const auto& [prof, b] : sb) e.spec.check.profiles[prof] = b.scores;
+    for (const auto& [prof, ang] : E) e.extra[prof].assign(v.size(), 0.0);
+    e.cond.assign(v.size(), 0.0);
+    for (int hh = 0; hh < hq; ++hh) {
+      for (std::int64_t i = 0; i < T; ++i) {
+        for (std::int64_t j = 0; j < T; ++j) {
+          const std::size_t flat = static_cast<std::size_t>((hh * T + i) * T + j);
+          const std::int64_t qr = i * hq + hh, kr = j * hk + hh / group;
+          double c = 0;
+          for (int pi = 0; pi < np; ++pi) {
+            const double w = qs[qr * np + pi] * ks[kr * np + pi];
+            c += w;
+            for (auto& [prof, ang] : E)
+              e.extra[prof][flat] += w * (ang[i * np + pi] + ang[j * np + pi]);
+          }
+          for (int ch = p.rotary_dim; ch < h; ++ch) c += std::fabs(q[qr * h + ch] * k[kr * h + ch]);
+          e.cond[flat] = c;
+        }
+      }
+    }
+    return e;
+  }
+};
+
+GoldenCase mrope_case_generate(const MropeCaseDef& d) {
+  MropeGen g{d};
+  g.map = model_map(d.model, d.expected.wrong_map);
+  g.pos = mrope_positions(d.layout, d.model.index, d.n_decode, d.expected, &g.T);
+  const std::int64_t T = g.T;
+  g.q.resize(static_cast<std::size_t>(T * g.hq * g.h));
+  g.k.resize(static_cast<std::size_t>(T * g.hk * g.h));
+  for (std::size_t i = 0; i < g.q.size(); ++i) g.q[i] = input_value(d.dtype, d.seed, 1, i);
+  for (std::size_t i = 0; i < g.k.size(); ++i) g.k[i] = input_value(d.dtype, d.seed, 2, i);
+  const auto o50 = mrope_oracle<mp50>(g.p, g.map, g.pos, T, g.hq, g.hk, g.q, g.k);
+  const auto o100 = mrope_oracle<mp100>(g.p, g.map, g.pos, T, g.hq, g.hk, g.q, g.k);
+  for (const auto& [name, a, b] :
+       {std::tuple{"cos", &o50.cos, &o100.cos}, std::tuple{"sin", &o50.sin, &o100.sin},
+        std::tuple{"q_rot", &o50.q_rot, &o100.q_rot}, std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
+        std::tuple{"scores", &o50.scores, &o100.scores}}) {
+    cross_check(d.id, name, d.dtype, *a, *b);
+  }
+  for (const auto& prof : profiles())
+    g.sb[prof.name] = rope_stage_budgets(prof.name, d.dtype, 0.0, g.h);
+  g.E = angle_errors(g.p, g.map, g.pos, T, g.sb);
+
+  std::vector<Tensor> tensors;
+  std::vector<TensorSpec> inputs, expected;
+  tensors.push_back(tensor_from_i64("input_ids", {T}, input_ids(d.model, d.layout, d.n_decode)));
+  std::vector<std::int64_t> img, vid;
+  for (const MropeSpan& s : d.layout) {
+    if (s.kind == MropeSpanKind::kText) continue;
+    auto& v = s.kind == MropeSpanKind::kImage ? img : vid;
+    v.insert(v.end(), {s.grid_t, s.grid_h, s.grid_w});
+  }
+  if (!img.empty())
+    tensors.push_back(
+        tensor_from_i64("image_grid_thw", {static_cast<std::int64_t>(img.size() / 3), 3}, img));
+  if (!vid.empty())
+    tensors.push_back(
+        tensor_from_i64("video_grid_thw", {static_cast<std::int64_t>(vid.size() / 3), 3}, vid));
+  tensors.push_back(input_tensor("q", d.dtype, {T, g.hq, g.h}, g.q));
+  tensors.push_back(input_tensor("k", d.dtype, {T, g.hk, g.h}, g.k));
+  for (const auto& x : tensors) inputs.push_back(input_spec(x));
+
+  const Tensor pos_tensor = tensor_from_i64("positions", {3, T}, g.pos);
+  ExpectedTensor ep = expected_tensor("positions", "index", DType::kI64, {3, T}, CheckKind::kExact,
+                                      {{"stream", "", {}, {}}, {"token", "", {}, {"input_ids"}}});
+  ep.spec.check.profiles = exact_budgets(d.dtype);
+  ep.exact_tensor = &pos_tensor;
+  expected.push_back(add_expected(&tensors, std::move(ep)));
+  expected.push_back(add_expected(&tensors, g.table("cos", o50.cos)));
+  expected.push_back(add_expected(&tensors, g.table("sin", o50.sin)));
+  expected.push_back(add_expected(&tensors, g.rotated("q_rot", o50.q_rot, g.q, g.hq)));
+  expected.push_back(add_expected(&tensors, g.rotated("k_rot", o50.k_rot, g.k, g.hk)));
+  expected.push_back(add_expected(&tensors, g.scores(o50.scores)));
+
+  Json m = manifest_header(d.id, "mrope",
+                           d.model.map == MropeMapRule::kSectioned ? "sectioned" : "interleaved",
+                           d.result, 1);
+  describe(m, d, T);
+  m["oracle"] = mp_oracle_json();
+  m["seed"] = d.seed;
+  m["prng"] =
+      "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k; q, k = integer * 2^-24 "
+      "(f32), "
+      "2^-11 (f16) or 2^-8 (bf16), |integer| < 2^24, 2^11 or 2^8";
+  manifest_add_tensors(m, d.id, inputs, expected);
+  GoldenCase out;
+  out.manifest = std::move(m);
+  out.tensors = std::move(tensors);
+  return out;
+}
+
+// ---- the catalog ------------------------------------------------------------------------------
+
+MropeModel mrope_model_parse(std::string_view text, const std::string& source);
+
+MropeModel preset(const char* file) {
+  const auto path = default_presets_dir() / (std::string(file) + ".json");
+  return mrope_model_parse(read_json_text(path), path.string());
+}
+
+std::string model_short(const MropeModel& m) { return config_name_sanitize(m.id); }
+
+MropeCaseDef case_def(const MropeModel& m, const std::string& sid, const std::string& layout_name,
+                      const std::string& what, std::vector<MropeSpan> layout, std::int64_t n_decode,
+                      DType t) {
+  MropeCaseDef d;
+  d.model = m;
+  d.short_id = sid;
+  d.layout_name = layout_name;
+  d.what = what;
+  d.layout = std::move(layout);
+  d.n_decode = n_decode;
+  d.dtype = t;
+  d.n_kv_heads = m.n_kv_heads == m.n_heads ? 2 : 1;
+  d.id = "mrope_" + sid + "_" + layout_name + "_" + std::string(dtype_short(t));
+  d.seed = rope_seed_of(d.id);
+  return d;
+}
+
+/// A negative control of a valid case: the same inputs (seed), expected values under `k`.
+MropeCaseDef control(MropeCaseDef d, const std::string& name, MropeKnobs k,
+                     const std::string& mistake, const std::string& reason) {
+  d.expected = k;
+  d.result = "invalid";
+  d.convention = name;
+  d.mistake = mistake;
+  d.reason = reason;
+  d.id = "mrope_" + d.short_id + "_" + d.layout_name + "_" + name + "_invalid_" +
+         std::string(dtype_short(d.dtype));
+  return d;
+}
+
+std::vector<MropeSpan> text_image_text() {
+  return {reference::mrope_text(3), reference::mrope_image(1, 4, 6), reference::mrope_text(4)};
+}
+
+/// The standard layouts of a model: text-image-text, two images, text-video-text (not for
+/// Qwen3-VL, which lists video frames as single-frame spans), decode after an image.
+std::vector<MropeCaseDef> standard_defs(const MropeModel& m, const std::string& sid, DType t) {
+  using reference::mrope_image;
+  using reference::mrope_text;
+  std::vector<MropeCaseDef> v;
+  v.push_back(case_def(m, sid, "text_image_text",
+                       "text (3), image grid (1, 4, 6) (2 x 3 tokens), text (4)", text_image_text(),
+                       0, t));
+  v.push_back(case_def(
+      m, sid, "two_images",
+      "text (2), image grid (1, 4, 4), text (2), image grid (1, 6, 4), text (3)",
+      {mrope_text(2), mrope_image(1, 4, 4), mrope_text(2), mrope_image(1, 6, 4), mrope_text(3)}, 0,
+      t));
+  if (m.map == MropeMapRule::kSectioned) {
+    v.push_back(case_def(
+        m, sid, "text_video_text",
+        "text (2), video grid (3, 4, 4) at second_per_grid 1.0 (2 x 2 tokens per frame), text (3)",
+        {mrope_text(2), reference::mrope_video(3, 4, 4, 1.0), mrope_text(3)}, 0, t));
+  }
+  v.push_back(case_def(m, sid, "decode_after_image",
+                       "text (2), image grid (1, 4, 6), text (2), then 3 decode tokens at cache "
+                       "position + rope_delta",
+                       {mrope_text(2), mrope_image(1, 4, 6), mrope_text(2)}, 3, t));
+  return v;
+}
+
+const std::vector<MropeCaseDef>& case_table() {
+  static const std::vector<MropeCaseDef> table = [] {
+    std::vector<MropeCaseDef> v;
+    auto find = [&](const std::string& id) -> const MropeCaseDef& {
+      for (const auto& d : v) {
+        if (d.id == id) return d;
+      }
+      throw_invalid("mrope case table", "no case has this id", id);
+    };
+    for (const char* f :
+         {"qwen2-vl-7b-instruct", "qwen2.5-vl-7b-instruct", "qwen3-vl-8b-instruct"}) {
+      const MropeModel m = preset(f);
+      for (auto& d : standard_defs(m, model_short(m), DType::kF32)) v.push_back(std::move(d));
+    }
+    v.push_back(
+        standard_defs(preset("qwen2.5-vl-7b-instruct"), "qwen2_5_vl_7b_instruct", DType::kBF16)
+            .front());
+    v.push_back(
+        standard_defs(preset("qwen3-vl-8b-instruct"), "qwen3_vl_8b_instruct", DType::kF16).front());
+    const std::string q2 = "mrope_qwen2_vl_7b_instruct_", q3 = "mrope_qwen3_vl_8b_instruct_";
+    MropeKnobs k;
+    k.wrong_map = true;
+    std::vector<MropeCaseDef> c;
+    c.push_back(control(
+        find(q3 + "text_image_text_f32"), "sectioned_map", k, "wrong-map",
+        "Qwen3-VL rotated with the sectioned map of Qwen2-VL (contiguous [24, 20, 20] blocks) "
+        "instead of its interleaved one: an engine reusing the Qwen2-VL rotary code"));
+    c.push_back(control(
+        find(q2 + "text_image_text_f32"), "interleaved_map", k, "wrong-map",
+        "Qwen2-VL rotated with Qwen3-VL's interleaved map (HF's apply_interleaved_mrope slices "
+        "clipped to 64 pairs) instead of its sectioned one"));
+    k = {};
+    k.permuted = true;
+    c.push_back(control(
+        find(q2 + "text_image_text_f32"), "streams_permuted", k, "stream-permutation",
+        "the position streams fed as (w, h, t) instead of (t, h, w): a transposed position_ids"));
+    k = {};
+    k.decode = MropeDecode::kCachePosition;
+    c.push_back(control(
+        find(q2 + "decode_after_image_f32"), "cache_position", k, "no-rope-deltas",
+        "rope_deltas dropped: decode tokens at their cache slot instead of cache position + "
+        "rope_delta (transformers #43952: stale or missing rope_deltas)"));
+    k = {};
+    k.resume = MropeTextResume::kTokenIndex;
+    c.push_back(
+        control(find(q2 + "text_image_text_f32"), "token_index", k, "token-index-resume",
+                "text after the image resuming at its token index instead of max + 1 (transformers "
+                "#40154: Qwen2.5-VL text position ids mis-prepared in generate)"));
+    v.insert(v.end(), c.begin(), c.end());
+    return v;
+  }();
+  return table;
+}
+
+std::vector<CaseRow> cases() {
+  std::vector<CaseRow> rows;
+  for (const auto& c : case_table()) {
+    std::string desc = c.model.id + ", " + c.layout_name + ", " + std::string(dtype_short(c.dtype));
+    if (!c.convention.empty()) desc += ", invalid convention " + c.convention;
+    rows.push_back({c.id, desc});
+  }
+  return rows;
+}
+
+GoldenCase generate(const std::string& id) {
+  for (const auto& c : case_table()) {
+    if (c.id == id) return mrope_case_generate(c);
+  }
+  throw_invalid("mrope_generate", "no M-RoPE case has this id", id);
+}
+
+// ---- the config reader (golden/cases/mrope_case.hpp) ----------------------------------------
+
+const std::set<std::string>& vl_model_types() {
+  static const std::set<std::string> t = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"};
+  return t;
+}
+
+/// Reads keys of one JSON object for error messages that name the file, the key and the value.
+struct KeyReader {
+  const std::string& src;
+  const Json& obj;
+  std::string prefix;  // "text_config." etc.
+
+  [[noreturn]] void bad(const std::string& key, const Json& v, const std::string& what) const {
+    throw GoldenFileError(src + ": " + prefix + key + " = " + v.dump() + ": " + what);
+  }
+  const Json* find(const std::string& key) const {
+    if (!obj.is_object() || !obj.contains(key) || obj.at(key).is_null()) return nullptr;
+    return &obj.at(key);
+  }
+  std::int64_t integer(const std::string& key, std::int64_t lo, std::int64_t hi,
+                       std::optional<std::int64_t> dflt,
+                       std::vector<std::string>* notes = nullptr) const {
+    const Json* v = find(key);
+    const std::string range =
+        "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    if (!v) {
+      if (!dflt) throw GoldenFileError(src + ": " + prefix + key + " is missing (" + range + ")");
+      if (notes)
+        notes->push_back(prefix + key + " absent: " + std::to_string(*dflt) + " (HF's default)");
+      return *dflt;
+    }
+    if (v->is_number_integer() || v->is_number_unsigned()) {
+      if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
+        bad(key, *v, range);
+      const std::int64_t x = v->get<std::int64_t>();
+      if (x < lo || x > hi) bad(key, *v, range);
+      return x;
+    }
+    if (v->is_number_float()) {
+      const double x = v->get<double>();
+      if (x == std::floor(x) && x >= static_cast<double>(lo) && x <= static_cast<double>(hi)) {
+        return static_cast<std::int64_t>(x);
+      }
+    }
+    bad(key, *v, range);
+  }
+  double number(const std::string& key, double lo, double hi, std::optional<double> dflt,
+                std::vector<std::string>* notes = nullptr) const {
+    const Json* v = find(key);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "must be a number in (%g, %g]", lo, hi);
+    if (!v) {
+      if (!dflt) throw GoldenFileError(src + ": " + prefix + key + " is missing (" + buf + ")");
+      if (notes)
+        notes->push_back(prefix + key + " absent: " + Json(*dflt).dump() + " (HF's default)");
+      return *dflt;
+    }
+    if (!v->is_number() || !(v->get<double>() > lo && v->get<double>() <= hi)) bad(key, *v, buf);
+    return v->get<double>();
+  }
+};
+
+MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
+  if (!j.is_object()) throw GoldenFileError(src + ": the config must be a JSON object");
+  MropeModel m;
+  const Json* pj =
+      j.contains("_posenc") && j.at("_posenc").is_object() ? &j.at("_posenc") : nullptr;
+  m.name_or_path = j.value("_name_or_path", std::string());
+  m.id = pj ? pj->value("id", std::string()) : "";
+  if (m.id.empty())
+    m.id = m.name_or_path.empty() ? std::filesystem::path(src).stem().string() : m.name_or_path;
+  m.hf_model = pj ? pj->value("hf_model", m.name_or_path) : m.name_or_path;
+  m.source = pj ? pj->value("source", src) : src;
+  m.note = pj ? pj->value("note", std::string()) : "";
+  m.config = j;
+  m.config.erase("_posenc");
+  if (!j.contains("model_type") || !j.at("model_type").is_string() ||
+      !vl_model_types().count(j.at("model_type").get<std::string>())) {
+    throw GoldenFileError(src + ": model_type = " +
+                          (j.contains("model_type") ? j.at("model_type").dump() : "absent") +
+                          ": the M-RoPE reader knows qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe");
+  }
+  m.model_type = j.at("model_type").get<std::string>();
+  const bool has_text = j.contains("text_config") && j.at("text_config").is_object();
+  const Json& tj = has_text ? j.at("text_config") : j;
+  const KeyReader top{src, j, ""}, text{src, tj, has_text ? "text_config." : ""};
+  const int heads = static_cast<int>(text.integer("num_attention_heads", 1, 4096, std::nullopt));
+  const int kv = static_cast<int>(text.integer("num_key_value_heads", 1, heads, heads, &m.notes));
+  if (heads % kv != 0)
+    text.bad("num_key_value_heads", kv, "must divide num_attention_heads " + std::to_string(heads));
+  int head_dim = 0;
+  if (text.find("head_dim")) {
+    head_dim = static_cast<int>(text.integer("head_dim", 2, 1024, std::nullopt));
+  } else {
+    const std::int64_t hidden = text.integer("hidden_size", 1, 1 << 20, std::nullopt);
+    if (hidden % heads != 0)
+      text.bad("hidden_size", hidden, "must be a multiple of num_attention_heads");
+    head_dim = static_cast<int>(hidden / heads);
+  }
+  if (head_dim % 2 != 0 || head_dim > 1024)
+    text.bad("head_dim", head_dim, "must be even and <= 1024");
+  // The rope block: rope_scaling or rope_parameters, in the text block (or at the top level).
+  const char* block_key = nullptr;
+  const Json* rb = nullptr;
+  for (const Json* o : {&tj, &j}) {
+    for (const char* k : {"rope_parameters", "rope_scaling"}) {
+      if (!rb && o->contains(k) && o->at(k).is_object()) {
+        rb = &o->at(k);
+        block_key = k;
+      }
+    }
+  }
+  if (!rb)
+    throw GoldenFileError(src + ": " + text.prefix +
+                          "rope_scaling (or rope_parameters) with mrope_section is missing");
+  const KeyReader rope{src, *rb, text.prefix + block_key + "."};
+  for (const auto& [key, v] : rb->items()) {
+    static const std::set<std::string> known = {"type", "rope_type", "mrope_section",
+                                                "mrope_interleaved", "rope_theta"};
+    if (!known.count(key)) {
+      rope.bad(key, v,
+               "not an M-RoPE key (known: type, rope_type, mrope_section, mrope_interleaved, "
+               "rope_theta; "
+               "scaled M-RoPE is not modelled)");
+    }
+  }
+  for (const char* k : {"type", "rope_type"}) {
+    if (const Json* v = rope.find(k);
+        v && !(v->is_string() && (*v == "mrope" || *v == "default"))) {
+      rope.bad(k, *v, "must be \"mrope\" or \"default\" (scaled M-RoPE is not modelled)");
+    }
+  }
+  const Json* sec = rope.find("mrope_section");
+  if (!sec) throw GoldenFileError(src + ": " + rope.prefix + "mrope_section is missing");
+  if (!sec->is_array() || sec->size() != 3)
+    rope.bad("mrope_section", *sec, "must be a list of 3 integers (t, h, w)");
+  int sum = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (!(*sec)[i].is_number_integer() || (*sec)[i].get<std::int64_t>() < 0 ||
+        (*sec)[i].get<std::int64_t>() > 512) {
+      throw GoldenFileError(src + ": " + rope.prefix + "mrope_section[" + std::to_string(i) +
+                            "] = " + (*sec)[i].dump() + ": must be an integer in [0, 512]");
+    }
+    m.sections.push_back((*sec)[i].get<int>());
+    sum += m.sections.back();
+  }
+  if (sum != head_dim / 2) {
+    rope.bad("mrope_section", *sec,
+             "must sum to head_dim / 2 = " + std::to_string(head_dim / 2) + " pairs (sums to " +
+                 std::to_string(sum) + ")");
+  }
+  const bool qwen3 = m.model_type.rfind("qwen3_vl", 0) == 0;
+  const Json* il = rope.find("mrope_interleaved");
+  if (il && !il->is_boolean()) rope.bad("mrope_interleaved", *il, "must be true or false");
+  if (il && il->get<bool>() != qwen3) {
+    rope.bad("mrope_interleaved", *il,
+             "contradicts model_type " + m.model_type + " (HF's " + m.model_type +
+                 (qwen3 ? " always interleaves)" : " never interleaves)"));
+  }
+  if (!il && qwen3)
+    m.notes.push_back(rope.prefix + "mrope_interleaved absent: interleaved (HF's Qwen3-VL rule)");
+  m.map = qwen3 ? MropeMapRule::kInterleaved : MropeMapRule::kSectioned;
+  if (qwen3) {
+    try {
+      reference::mrope_map_interleaved(m.sections, head_dim / 2);
+    } catch (const InvalidArgument& e) {
+      rope.bad("mrope_section", *sec, e.what());
+    }
+  }
+  m.p.head_dim = m.p.rotary_dim = head_dim;
+  m.p.layout = reference::RopeLayout::kHalfSplit;
+  m.p.base = rope.find("rope_theta") ? rope.number("rope_theta", 1.0, 1e12, std::nullopt)
+                                     : text.number("rope_theta", 1.0, 1e12, 10000.0, &m.notes);
+  m.n_heads = heads;
+  m.n_kv_heads = kv;
+  const Json empty = Json::object();
+  const Json& vj = j.contains("vision_config") && j.at("vision_config").is_object()
+                       ? j.at("vision_config")
+                       : empty;
+  const KeyReader vision{src, vj, "vision_config."};
+  m.index.spatial_merge_size =
+      static_cast<int>(vision.integer("spatial_merge_size", 1, 64, 2, &m.notes));
+  if (m.model_type == "qwen2_5_vl") {
+    m.index.temporal = MropeTemporal::kScaledFloat32;
+    m.index.tokens_per_second = vision.number("tokens_per_second", 0.0, 1e6, 4.0, &m.notes);
+  }
+  const KeyReader& ids = j.contains("image_token_id") || !has_text ? top : text;
+  m.image_token = ids.integer("image_token_id", 0, (std::int64_t{1} << 31) - 1, 151655, &m.notes);
+  m.video_token = ids.integer("video_token_id", 0, (std::int64_t{1} << 31) - 1, 151656, &m.notes);
+  m.vision_start =
+      ids.integer("vision_start_token_id", 0, (std::int64_t{1} << 31) - 1, 151652, &m.notes);
+  m.vision_end =
+      ids.integer("vision_end_token_id", 0, (std::int64_t{1} << 31) - 1, 151653, &m.notes);
+  return m;
+}
+
+Json parse_json(std::string_view text, const std::string& source) {
+  check_json_depth(text, source, input_limits().json_depth);
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::exception& e) {
+    throw GoldenFileError(source + ": invalid JSON: " + e.what());
+  }
+}
+
+MropeModel mrope_model_parse(std::string_view text, const std::string& source) {
+  return mrope_model_from_json(parse_json(text, source), source);
+}
+
+/// A layout file (golden/cases/mrope_case.hpp) checked against the model.
+void read_layout(const std::filesystem::path& file, const MropeModel& m,
+                 std::vector<MropeSpan>* spans, std::int64_t* n_decode) {
+  const std::string src = file.string();
+  const Json j = parse_json(read_json_text(file), src);
+  if (!j.is_object() || !j.contains("spans") || !j.at("spans").is_array() ||
+      j.at("spans").empty() || j.at("spans").size() > 64) {
+    throw GoldenFileError(src + ": spans must be a list of 1 to 64 spans");
+  }
+  for (const auto& [key, v] : j.items()) {
+    if (key != "spans" && key != "decode")
+      KeyReader{src, j, ""}.bad(key, v, "unknown key (known: spans, decode)");
+  }
+  *n_decode = KeyReader{src, j, ""}.integer("decode", 0, kMropeCaseMaxDecode, 0);
+  const int merge = m.index.spatial_merge_size;
+  std::int64_t total = *n_decode;
+  for (std::size_t k = 0; k < j.at("spans").size(); ++k) {
+    const Json& s = j.at("spans")[k];
+    const KeyReader r{src, s, "spans[" + std::to_string(k) + "]."};
+    const Json* type = r.find("type");
+    if (!type || !type->is_string() || (*type != "text" && *type != "image" && *type != "video")) {
+      r.bad("type", type ? *type : Json(), "must be \"text\", \"image\" or \"video\"");
+    }
+    for (const auto& [key, v] : s.items()) {
+      static const std::set<std::string> known = {"type", "tokens", "grid_thw", "second_per_grid"};
+      if (!known.count(key))
+        r.bad(key, v, "unknown key (known: type, tokens, grid_thw, second_per_grid)");
+    }
+    if (*type == "text") {
+      spans->push_back(
+          reference::mrope_text(r.integer("tokens", 1, kMropeCaseMaxTokens, std::nullopt)));
+    } else {
+      if (k == 0 || (*spans)[k - 1].kind != MropeSpanKind::kText) {
+        r.bad("type", *type,
+              "a visual span must follow a text span (its last token is vision_start_token_id)");
+      }
+      const Json* g = r.find("grid_thw");
+      if (!g || !g->is_array() || g->size() != 3)
+        r.bad("grid_thw", g ? *g : Json(), "must be a list of 3 integers (t, h, w)");
+      std::vector<std::int64_t> gv;
+      for (int a = 0; a < 3; ++a) {
+        const Json& x = (*g)[static_cast<std::size_t>(a)];
+        if (!x.is_number_integer() || x.get<std::int64_t>() < 1 || x.get<std::int64_t>() > 4096) {
+          throw GoldenFileError(src + ": " + r.prefix + "grid_thw[" + std::to_string(a) +
+                                "] = " + x.dump() + ": must be an integer in [1, 4096]");
+        }
+        gv.push_back(x.get<std::int64_t>());
+      }
+      for (int a : {1, 2}) {
+        if (gv[a] % merge != 0) {
+          throw GoldenFileError(src + ": " + r.prefix + "grid_thw[" + std::to_string(a) +
+                                "] = " + std::to_string(gv[a]) +
+                                ": must be a multiple of vision_config.spatial_merge_size " +
+                                std::to_string(merge));
+        }
+      }
+      if (*type == "image") {
+        if (r.find("second_per_grid"))
+          r.bad("second_per_grid", *r.find("second_per_grid"), "only a video has it");
+        spans->push_back(reference::mrope_image(gv[0], gv[1], gv[2]));
+      } else {
+        const double spg =
+            r.find("second_per_grid") ? r.number("second_per_grid", 0.0, 1e3, std::nullopt) : 1.0;
+        spans->push_back(reference::mrope_video(gv[0], gv[1], gv[2], spg));
+      }
+    }
+    total += reference::mrope_span_tokens(spans->back(), merge);
+    if (total > kMropeCaseMaxTokens) {
+      throw GoldenFileError(src + ": the layout has more than " +
+                            std::to_string(kMropeCaseMaxTokens) + " tokens with spans[0.." +
+                            std::to_string(k) + "] (scores hold tokens^2 values per head)");
+    }
+  }
+}
+
+// ---- the built-in engine ----------------------------------------------------------------------
+
+std::vector<std::string> mistakes() {
+  return {"wrong-map", "stream-permutation", "no-rope-deltas", "token-index-resume"};
+}
+
+/// The case as the manifest tells an engine: model (rotation and index rule), layout, decode.
+struct EngineCase {
+  MropeModel m;
+  std::vector<MropeSpan> layout;
+  std::int64_t n_decode = 0;
+  int hq = 0, hk = 0;
+};
+
+EngineCase read_case(const CaseSpec& spec) {
+  const Json& pj = spec.manifest.at("params");
+  EngineCase c;
+  c.m.p.head_dim = pj.at("head_dim").get<int>();
+  c.m.p.rotary_dim = pj.at("rotary_dim").get<int>();
+  c.m.p.base = pj.at("base").get<double>();
+  c.m.p.layout = reference::RopeLayout::kHalfSplit;
+  c.m.map = pj.at("map").at("rule").get<std::string>() == "interleaved" ? MropeMapRule::kInterleaved
+                                                                        : MropeMapRule::kSectioned;
+  c.m.sections = pj.at("map").at("mrope_section").get<std::vector<int>>();
+  const Json& ix = pj.at("index");
+  c.m.index.spatial_merge_size = ix.at("spatial_merge_size").get<int>();
+  const std::string temporal = ix.at("temporal").get<std::string>();
+  c.m.index.temporal =
+      temporal == "scaled_float32" ? MropeTemporal::kScaledFloat32 : MropeTemporal::kFrameIndex;
+  c.m.index.tokens_per_second = ix.value("tokens_per_second", 2.0);
+  for (const Json& s : pj.at("prompt").at("spans")) {
+    const std::string type = s.at("type").get<std::string>();
+    if (type == "text") {
+      c.layout.push_back(reference::mrope_text(s.at("tokens").get<std::int64_t>()));
+      continue;
+    }
+    const auto g = s.at("grid_thw").get<std::vector<std::int64_t>>();
+    c.layout.push_back(type == "image"
+                           ? reference::mrope_image(g.at(0), g.at(1), g.at(2))
+                           : reference::mrope_video(g.at(0), g.at(1), g.at(2),
+                                                    s.at("second_per_grid").get<double>()));
+  }
+  c.n_decode = pj.at("n_decode").get<std::int64_t>();
+  c.hq = pj.at("n_q_heads").get<int>();
+  c.hk = pj.at("n_kv_heads").get<int>();
+  return c;
+}
+
+/// The engine's float tables [T, np]: pair i at its stream's position, by the pipeline's own
+/// numerics (exact: posenc's RoPE kernel tables, which mrope_apply_qk_positions builds).
+void engine_tables(const std::string& pipeline, const RopeParams& p, const MropeMap& map,
+                   const std::vector<std::int64_t>& pos, std::int64_t T, std::vector<float>* cs,
+                   std::vector<float>* sn) {
+  const int np = p.rotary_dim / 2;
+  std::set<std::int64_t> distinct(pos.begin(), pos.end());
+  const std::vector<std::int64_t> list(distinct.begin(), distinct.end());
+  std::map<std::int64_t, std::size_t> row;
+  for (std::size_t r = 0; r < list.size(); ++r) row[list[r]] = r;
+  std::vector<float> c, s;
+  if (pipeline == "exact") {
+    const auto cache = optimized::rope_cache_init(p, list);
+    c = cache.cos_f32;
+    s = cache.sin_f32;
+  } else {
+    const auto tb = rope_pipeline_tables(pipeline, p, reference::RopeScaling{}, p.head_dim, list);
+    c = tb.cos;
+    s = tb.sin;
+  }
+  cs->resize(static_cast<std::size_t>(T * np));
+  sn->resize(cs->size());
+  for (std::int64_t t = 0; t < T; ++t) {
+    for (int i = 0; i < np; ++i) {
+      const std::size_t r = row.at(pos[map.pairs[i].stream * T + t]);
+      (*cs)[t * np + i] = c[r * np + i];
+      (*sn)[t * np + i] = s[r * np + i];
+    }
+  }
+}
+
+TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  const auto known = mistakes();
+  if (!o.mistake.empty() && std::find(known.begin(), known.end(), o.mistake) == known.end()) {
+    throw_invalid(
+        "mrope_run_engine",
+        "unknown mistake for an mrope case (known: wrong-map, stream-permutation, no-rope-deltas, "
+        "token-index-resume)",
+        o.mistake);
+  }
+  const EngineCase c = read_case(spec);
+  const DType t = golden.at("q").dtype;
+  if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
+    throw_invalid("mrope_run_engine", why, o.pipeline);
+  }
+  MropeKnobs k;
+  k.wrong_map = o.mistake == "wrong-map";
+  k.permuted = o.mistake == "stream-permutation";
+  if (o.mistake == "no-rope-deltas") k.decode = MropeDecode::kCachePosition;
+  if (o.mistake == "token-index-resume") k.resume = MropeTextResume::kTokenIndex;
+  std::int64_t T = 0;
+  const std::vector<std::int64_t> pos = mrope_positions(c.layout, c.m.index, c.n_decode, k, &T);
+  const MropeMap map = model_map(c.m, k.wrong_map);
+  const RopeParams& p = c.m.p;
+  const int h = p.head_dim, np = p.rotary_dim / 2;
+  const std::vector<float> q = tensor_to_f32(golden.at("q")), kk = tensor_to_f32(golden.at("k"));
+  std::vector<float> qr(q.size()), kr(kk.size()), cs, sn;
+  engine_tables(o.pipeline, p, map, pos, T, &cs, &sn);
+  const DType ct = pipelines::compute_dtype(o.pipeline);
+  if (o.pipeline == "exact") {
+    const optimized::RopeShape qs{T, c.hq, optimized::RopeTensorLayout::kTokensHeadsDim};
+    const optimized::RopeShape ks{T, c.hk, optimized::RopeTensorLayout::kTokensHeadsDim};
+    optimized::mrope_apply_qk_positions(p, map, pos, 0.0, qs, q, qr, ks, kk, kr);
+  } else {
+    for (auto& v : cs) v = pipelines::fl(v, ct);
+    for (auto& v : sn) v = pipelines::fl(v, ct);
+    auto rotate = [&](const std::vector<float>& x, int heads, std::vector<float>& y) {
+      for (std::int64_t r = 0; r < T * heads; ++r) {
+        const std::int64_t tt = r / heads;
+        for (int cc = p.rotary_dim; cc < h; ++cc) y[r * h + cc] = x[r * h + cc];
+        for (int i = 0; i < np; ++i) {
+          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+          const float co = cs[tt * np + i], si = sn[tt * np + i], xa = x[r * h + ca],
+                      xb = x[r * h + cb];
+          y[r * h + ca] =
+              pipelines::fl(pipelines::fl(xa * co, ct) + pipelines::fl(-xb * si, ct), ct);
+          y[r * h + cb] =
+              pipelines::fl(pipelines::fl(xb * co, ct) + pipelines::fl(xa * si, ct), ct);
+        }
+      }
+    };
+    rotate(q, c.hq, qr);
+    rotate(kk, c.hk, kr);
+  }
+  std::vector<float> scores;
+  const int group = c.hq / c.hk;
+  for (int hh = 0; hh < c.hq; ++hh) {
+    for (std::int64_t i = 0; i < T; ++i) {
+      for (std::int64_t j = 0; j < T; ++j) {
+        const float* x = &qr[(i * c.hq + hh) * h];
+        const float* y = &kr[(j * c.hk + hh / group) * h];
+        if (o.pipeline == "exact") {
+          double sum = 0;
+          for (int cc = 0; cc < h; ++cc) sum += static_cast<double>(x[cc]) * y[cc];
+          scores.push_back(static_cast<float>(sum));
+        } else {
+          float sum = 0;
+          for (int cc = 0; cc < h; ++cc) sum += pipelines::fl(x[cc], ct) * pipelines::fl(y[cc], ct);
+          scores.push_back(pipelines::fl(sum, ct));
+        }
+      }
+    }
+  }
+  TensorMap out;
+  out.emplace("positions", tensor_from_i64("positions", {3, T}, pos));
+  out.emplace("cos", engine_tensor("cos", t, {T, np}, cs));
+  out.emplace("sin", engine_tensor("sin", t, {T, np}, sn));
+  out.emplace("q_rot", engine_tensor("q_rot", t, {T, c.hq, h}, qr));
+  out.emplace("k_rot", engine_tensor("k_rot", t, {T, c.hk, h}, kr));
+  out.emplace("scores", engine_tensor("scores", t, {c.hq, T, T}, scores));
+  return out;
+}
+
+}  // namespace
+
+bool mrope_config_is_vl(const Json& config) {
+  if (!config.is_object()) return false;
+  if (config.contains("model_type") && config.at("model_type").is_string() &&
+      vl_model_types().count(config.at("model_type").get<std::string>())) {
+    return true;
+  }
+  for (const Json* o :
+       {&config, config.contains("text_config") ? &config.at("text_config") : &config}) {
+    for (const char* k : {"rope_parameters", "rope_scaling"}) {
+      if (o->is_object() && o->contains(k) && o->at(k).is_object() &&
+          o->at(k).contains("mrope_section"))
+        return true;
+    }
+  }
+  return false;
+}
+
+ConfigCases mrope_cases_for_config(std::string_view text, const std::string& source,
+                                   const std::filesystem::path& layout_file, DType dtype) {
+  const MropeModel m = mrope_model_parse(text, source);
+  RopeModelConfig named;  // config_case_name's inputs
+  named.id = m.id;
+  named.name_or_path = m.name_or_path;
+  named.model_type = m.model_type;
+  const std::string name = config_case_name(named, text);
+  ConfigCases out;
+  out.model = m.id + " (cases named " + name + "): M-RoPE " + map_words(m, false) + ", head_dim " +
+              std::to_string(m.p.head_dim) + ", base " + Json(m.p.base).dump() + ", " +
+              std::to_string(m.n_heads) + " q / " + std::to_string(m.n_kv_heads) +
+              " kv heads, spatial_merge_size " + std::to_string(m.index.spatial_merge_size) +
+              ", video time " + reference::mrope_temporal_name(m.index.temporal);
+  out.notes = m.notes;
+  std::vector<MropeCaseDef> defs;
+  if (!layout_file.empty()) {
+    std::vector<MropeSpan> spans;
+    std::int64_t n_decode = 0;
+    read_layout(layout_file, m, &spans, &n_decode);
+    // The layout's own name: its file's SHA-256 (two layouts never share a case name).
+    const std::string lh = sha256_file(layout_file).substr(0, 8);
+    defs.push_back(
+        case_def(m, name, "layout_" + lh,
+                 "the layout of " + layout_file.filename().string() + " (SHA-256 " + lh + "...)",
+                 spans, n_decode, dtype));
+  } else {
+    defs = standard_defs(m, name, dtype);
+  }
+  for (const MropeCaseDef& d : defs) {
+    std::int64_t T = d.n_decode;
+    for (const auto& s : d.layout) T += reference::mrope_span_tokens(s, m.index.spatial_merge_size);
+    ConfigCase c{"mrope", d.id, d.layout_name + ": " + std::to_string(T) + " tokens",
+                 [d] { return mrope_case_generate(d); }};
+    const std::uint64_t h = static_cast<std::uint64_t>(m.p.head_dim), np = h / 2,
+                        tt = static_cast<std::uint64_t>(T);
+    const std::uint64_t hq = static_cast<std::uint64_t>(d.n_q_heads),
+                        hk = static_cast<std::uint64_t>(d.n_kv_heads);
+    const std::uint64_t scores = hq * tt * tt, expected = 2 * tt * np + (hq + hk) * tt * h + scores;
+    c.largest_tensor_bytes = 8 * std::max(scores, (hq + hk) * tt * h);
+    c.file_bytes = 32 * expected + 65536;
+    c.seconds = 2e-4 * static_cast<double>(scores) * static_cast<double>(h) / 128.0 +
+                5e-3 * static_cast<double>(tt);
+    out.cases.push_back(std::move(c));
+  }
+  return out;
+}
+
+SchemeEntry mrope_scheme() {
+  return SchemeEntry{
+      "mrope",
+      "multimodal RoPE (Qwen2-VL, Qwen2.5-VL sectioned; Qwen3-VL interleaved), positions "
+      "from get_rope_index",
+      &cases,
+      &generate,
+      &run_engine,
+      &mistakes};
+}
+
+}  // namespace posenc::golden
