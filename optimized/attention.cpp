@@ -45,6 +45,26 @@ float scale_of(const AttentionParams& p) {
   return 1.0f;
 }
 
+/// Folds a sink logit into the running softmax of nq rows (after the last key chunk): the sink
+/// is one more score with a zero value, so it raises the maximum (rescaling acc, l and the slot
+/// weights by exp(m_old - m_new)) and adds exp(sink - m_new) to l only. A row that saw no key
+/// (m = -inf, l = 0) ends with l = 1 and acc = 0: all its mass on the sink, output 0.
+void add_sink(float sink, int nq, float* row_max, float* row_sum, RowMatrix& acc,
+              std::vector<float>& wacc, int n_slots) {
+  if (sink == -std::numeric_limits<float>::infinity()) return;
+  for (int r = 0; r < nq; ++r) {
+    const float new_max = std::max(row_max[r], sink);
+    const float alpha = row_sum[r] > 0.0f ? std::exp(row_max[r] - new_max) : 0.0f;
+    row_sum[r] = row_sum[r] * alpha + std::exp(sink - new_max);
+    if (alpha != 1.0f) {
+      acc.row(r) *= alpha;
+      float* w = wacc.empty() ? nullptr : wacc.data() + static_cast<std::size_t>(r) * n_slots;
+      for (int x = 0; w && x < n_slots; ++x) w[x] *= alpha;
+    }
+    row_max[r] = new_max;
+  }
+}
+
 }  // namespace
 
 void attention_forward(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
@@ -75,6 +95,10 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
   }
   const float scale = scale_of(p);
   const int group = H / Hkv;
+  const bool has_sink = !p.sinks.empty();
+  const auto sink_of = [&p](int h) {
+    return static_cast<float>(p.sinks[static_cast<std::size_t>(h)]);
+  };
   const std::int64_t n_qblocks = (tq + kAttentionQueryTile - 1) / kAttentionQueryTile;
   const std::int64_t n_tasks = static_cast<std::int64_t>(H) * n_qblocks;
   const bool mut_causal = POSENC_MUTANT("opt_causal_includes_next");
@@ -109,11 +133,15 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
       if (value_hook) std::fill(wacc.begin(), wacc.end(), 0.0f);
       const std::int64_t qpos_first = p.query_offset + i0;
       const std::int64_t qpos_last = qpos_first + nq - 1;
-      // Keys any row of the block can see: [j_first, j_end) (causal and window masks).
-      const std::int64_t j_end =
+      // Keys any row of the block can see: [j_first, j_end) (causal, window and chunk masks).
+      std::int64_t j_end =
           p.causal ? std::min<std::int64_t>(tk, qpos_last + (mut_causal ? 1 : 0) + 1) : tk;
-      const std::int64_t j_first =
+      std::int64_t j_first =
           p.window > 0 ? std::max<std::int64_t>(0, qpos_first - p.window + 1) : 0;
+      if (p.chunk > 0) {
+        j_first = std::max(j_first, reference::attention_chunk_start(p.chunk, qpos_first));
+        j_end = std::min(j_end, reference::attention_chunk_start(p.chunk, qpos_last) + p.chunk);
+      }
       // Key chunks start at multiples of the chunk length (a fixed grid: the same chunks for
       // any thread count); the first and last are trimmed to [j_first, j_end).
       for (std::int64_t g0 = j_first / kAttentionKeyTile * kAttentionKeyTile; g0 < j_end;
@@ -134,6 +162,11 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
           std::int64_t c_lo = 0, c_hi = nk;
           if (p.causal) c_hi = std::min<std::int64_t>(c_hi, qpos + (mut_causal ? 1 : 0) - j0 + 1);
           if (p.window > 0) c_lo = std::max<std::int64_t>(c_lo, qpos - p.window + 1 - j0);
+          if (p.chunk > 0) {  // the chunk of qpos: [start, start + C)
+            const std::int64_t cs = reference::attention_chunk_start(p.chunk, qpos);
+            c_lo = std::max<std::int64_t>(c_lo, cs - j0);
+            c_hi = std::min<std::int64_t>(c_hi, cs + p.chunk - j0);
+          }
           c_lo = std::min<std::int64_t>(c_lo, nk);
           c_hi = std::max(c_hi, c_lo);
           const int lo = static_cast<int>(c_lo), hi = static_cast<int>(c_hi);
@@ -212,6 +245,7 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
         }
         acc.topRows(nq).noalias() += st * vb;
       }
+      if (has_sink) add_sink(sink_of(h), nq, row_max.data(), row_sum.data(), acc, wacc, n_slots);
       for (int r = 0; r < nq; ++r) {
         float* o = out.data() + ((i0 + r) * H + h) * dv;
         const float inv = row_sum[r] > 0.0f ? 1.0f / row_sum[r] : 0.0f;
@@ -261,17 +295,22 @@ void attention_probs(const AttentionParams& p, const AttentionMask& m, std::int6
         for (int c = 0; c < d; ++c) dot += qi[c] * kj[c];
         float sc = dot * scale + (bias ? brow[static_cast<std::size_t>(j)] : 0.0f);
         const bool vis = (!p.causal || j <= qpos + (mut_causal ? 1 : 0)) && (p.window == 0 || qpos - p.window < j) &&
+                         (p.chunk == 0 || reference::attention_chunk_start(p.chunk, j) ==
+                                              reference::attention_chunk_start(p.chunk, qpos)) &&
                          (m.key_padding.empty() || !m.key_padding[static_cast<std::size_t>(j)]) &&
                          (m.allowed.empty() || m.allowed[static_cast<std::size_t>(i * tk + j)]);
         if (!vis) sc = -std::numeric_limits<float>::infinity();
         pr[j] = sc;
         mx = std::max(mx, sc);
       }
+      const float sink = p.sinks.empty() ? -std::numeric_limits<float>::infinity()
+                                         : static_cast<float>(p.sinks[static_cast<std::size_t>(h)]);
+      mx = std::max(mx, sink);  // a sink takes part in the maximum and the sum, not in the row
       if (mx == -std::numeric_limits<float>::infinity()) {
         std::fill(pr, pr + tk, 0.0f);
         continue;
       }
-      float sum = 0.0f;
+      float sum = std::exp(sink - mx);
       for (std::int64_t j = 0; j < tk; ++j) sum += (pr[j] = std::exp(pr[j] - mx));
       for (std::int64_t j = 0; j < tk; ++j) pr[j] /= sum;
     }

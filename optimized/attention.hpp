@@ -17,9 +17,14 @@
 //   valid range:  any Tq, Tk >= 0; scores must stay finite in float
 //   layout:       q [Tq, H, d], k [Tk, Hkv, d], v [Tk, Hkv, dv], out [Tq, H, dv], row-major;
 //                 out must not alias the inputs
-//   masks:        causal, sliding window, key padding and an arbitrary [Tq, Tk] boolean mask,
-//                 with query i at absolute position query_offset + i; a fully masked row gives
-//                 the zero vector (as the reference)
+//   masks:        causal, sliding window, chunks (Llama 4), key padding and an arbitrary
+//                 [Tq, Tk] boolean mask, with query i at absolute position query_offset + i; a
+//                 fully masked row gives the zero vector (as the reference); causal, window and
+//                 chunk masks trim the key range a task visits, so chunked attention costs about
+//                 Tq * C key visits, not Tq * Tk
+//   sinks:        optional per-head sink logits (GPT-OSS) fold into the running maximum and sum
+//                 after the last key chunk (std::exp, a rescale as for a key chunk); the bound
+//                 keeps its form, with p the exact probabilities (which sum to < 1)
 //   bias:         an AttentionBias fills one [64-query tile, <= 256-key chunk] block at a time
 //                 (chunks on a fixed 256-key grid, trimmed to the keys the masks leave visible)
 //   value hook:   optional (Shaw's relative values): an AttentionValueHook names a slot per

@@ -15,12 +15,25 @@
 //     window w > 0    query_offset + i - w < j          (the last w keys, spec class M)
 //     key_padding     key_padding[j] == 0
 //     allowed         allowed[i * Tk + j] != 0          (arbitrary boolean mask)
+//     chunk C > 0     floor(j / C) == floor((query_offset + i) / C)   (Llama 4's chunked
+//                     attention: a query sees only the keys of its own chunk of C positions;
+//                     with causal, the keys of its chunk up to itself)
 //   A fully masked row has no defined softmax: here its probabilities are all 0 and its
 //   output is the zero vector, on purpose (never NaN by accident).
+//   Learned sinks (GPT-OSS): head h has a sink logit s_h, a score with no key, no value and no
+//   position, that joins the softmax denominator only:
+//     M_i = max(max_j s_ij, s_h),  Z_i = sum_j exp(s_ij - M_i) + exp(s_h - M_i)
+//     p_ij = exp(s_ij - M_i) / Z_i                       (sum_j p_ij = 1 - exp(s_h - M_i) / Z_i)
+//   The sink is compared with the scaled scores (it is not multiplied by the scale); s_h = -inf
+//   is plain softmax; a fully masked row puts all its mass on the sink (output 0, as above).
 //   Multi-head tensors are [tokens, heads, dim]; grouped-query: kv head = h / (H / Hkv).
 //
 // Source: A. Vaswani et al., "Attention Is All You Need", arXiv:1706.03762v7, Sec. 3.2.1
-//   (scaled dot-product attention, eq. 1) and Sec. 3.2.3 (masking future positions).
+//   (scaled dot-product attention, eq. 1) and Sec. 3.2.3 (masking future positions). Chunks:
+//   Meta Llama 4 (HF Llama4TextConfig attention_chunk_size, the chunked causal mask). Sinks:
+//   G. Xiao et al., "Efficient Streaming Language Models with Attention Sinks",
+//   arXiv:2309.17453v4, Sec. 3.3 (a learnable sink token) and OpenAI gpt-oss (HF GptOss
+//   attention `sinks`: one logit per head concatenated to the scores, dropped after softmax).
 // Index note: the paper has no positions; the causal mask is stated over 0-based indices.
 // Names elsewhere: torch scaled_dot_product_attention (is_causal, attn_mask, scale); ONNX
 //   Attention (opset 23); ggml_soft_max_ext (mask, scale, max_bias for ALiBi); HF
@@ -54,6 +67,8 @@ struct AttentionParams {
   bool causal = false;
   std::int64_t window = 0;        // 0 = no sliding window
   std::int64_t query_offset = 0;  // absolute position of query 0
+  std::int64_t chunk = 0;         // 0 = no chunks; C > 0: Llama 4's attention_chunk_size
+  std::vector<double> sinks;      // empty = none; else [H] sink logits, finite or -inf
 };
 
 /// Per-token and per-pair masks (optional; empty = everything visible).
@@ -90,6 +105,21 @@ inline void attention_check(const AttentionParams& p, std::int64_t tq, std::int6
   if (p.query_offset < 0) throw_invalid(function, "query_offset must be >= 0", p.query_offset);
   if (tq < 0) throw_invalid(function, "query length must be >= 0", tq);
   if (tk < 0) throw_invalid(function, "key length must be >= 0", tk);
+  if (p.chunk < 0) throw_invalid(function, "chunk must be >= 0", p.chunk);
+  if (!p.sinks.empty() && p.sinks.size() != static_cast<std::size_t>(p.n_heads)) {
+    throw_invalid(function, "sinks must have n_heads = " + std::to_string(p.n_heads) + " entries",
+                  p.sinks.size());
+  }
+  for (double s : p.sinks) {
+    if (std::isnan(s) || s == std::numeric_limits<double>::infinity()) {
+      throw_invalid(function, "sinks must be finite or -inf", s);
+    }
+  }
+}
+
+/// First position of the chunk holding position `pos` (pos >= 0, chunk > 0).
+inline std::int64_t attention_chunk_start(std::int64_t chunk, std::int64_t pos) {
+  return pos / chunk * chunk;
 }
 
 /// The score scale as a Real: 1/sqrt(d), 1, or the given value.
@@ -112,6 +142,9 @@ inline bool attention_visible(const AttentionParams& p, const AttentionMask& m, 
   if (p.window > 0 && !(qpos - p.window < j)) return false;
   if (!m.key_padding.empty() && m.key_padding[static_cast<std::size_t>(j)]) return false;
   if (!m.allowed.empty() && !m.allowed[static_cast<std::size_t>(i * tk + j)]) return false;
+  if (p.chunk > 0 && attention_chunk_start(p.chunk, j) != attention_chunk_start(p.chunk, qpos)) {
+    return false;
+  }
   return true;
 }
 
@@ -136,6 +169,47 @@ std::vector<Real> attention_softmax(const std::vector<Real>& s, const std::vecto
   }
   for (Real& x : p) x /= sum;
   return p;
+}
+
+/// Softmax of one score row with a sink logit in the denominator (GPT-OSS): the sink is one
+/// more score with no key; its own probability is dropped. sink = -inf gives attention_softmax.
+template <class Real>
+std::vector<Real> attention_softmax_sink(const std::vector<Real>& s,
+                                         const std::vector<bool>& visible, const Real& sink) {
+  using std::exp;
+  using std::isinf;
+  if (isinf(sink)) return attention_softmax(s, visible);  // -inf: checked, never +inf
+  std::vector<Real> p(s.size(), Real(0));
+  Real mx = sink;
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    if (visible[j] && s[j] > mx) mx = s[j];
+  }
+  Real sum = exp(sink - mx);
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    if (!visible[j]) continue;
+    p[j] = exp(s[j] - mx);
+    sum += p[j];
+  }
+  for (Real& x : p) x /= sum;
+  return p;
+}
+
+/// The sink's share of row i: 1 - sum_j p_ij = exp(s_h - M_i) / Z_i (0 without a sink).
+template <class Real>
+Real attention_sink_mass(const std::vector<Real>& s, const std::vector<bool>& visible,
+                         const Real& sink) {
+  using std::exp;
+  using std::isinf;
+  if (isinf(sink)) return Real(0);
+  Real mx = sink;
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    if (visible[j] && s[j] > mx) mx = s[j];
+  }
+  Real sum = exp(sink - mx);
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    if (visible[j]) sum += exp(s[j] - mx);
+  }
+  return exp(sink - mx) / sum;
 }
 
 /// Everything one head produces: scores (masked entries hold 0), probabilities, output.
@@ -170,7 +244,10 @@ AttentionHeadResult<Real> attention_head(const AttentionParams& p, const Attenti
       if (!vis[j]) r.scores(i, j) = Real(0);
       s[j] = r.scores(i, j);
     }
-    const std::vector<Real> prow = attention_softmax(s, vis);
+    const std::vector<Real> prow =
+        p.sinks.empty()
+            ? attention_softmax(s, vis)
+            : attention_softmax_sink(s, vis, Real(p.sinks[static_cast<std::size_t>(head)]));
     std::vector<Real> o(static_cast<std::size_t>(p.value_dim), Real(0));
     for (std::int64_t j = 0; j < tk; ++j) {
       r.probs(i, j) = prow[j];

@@ -1,5 +1,5 @@
-"""Independent numpy engines for the golden catalog, written the way real engines compute
-(issue 23, "Done when"): none of them calls `posenc engine`; each reads a case's inputs and
+"""Independent numpy engines for the golden catalog, written the way real engines compute:
+none of them calls `posenc engine`; each reads a case's inputs and
 parameters and computes its outputs in the arithmetic of the engine family it imitates.
 
   hf32   HF transformers in float32: inv_freq = 1 / base ** (arange(0, d, 2) / d) in float32

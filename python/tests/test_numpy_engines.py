@@ -1,5 +1,5 @@
-"""Independent numpy engines (numpy_engines.py, engine_runs.py) against the whole catalog
-(issue 23, "Done when"): each engine's outputs pass `posenc verify` under its pipeline's
+"""Independent numpy engines (numpy_engines.py, engine_runs.py) against the whole catalog:
+each engine's outputs pass `posenc verify` under its pipeline's
 profile, and `posenc diagnose` agrees (verdict "correct"; a negative control, which diagnose
 does not diagnose, passes because the output differs from the known-wrong convention).
 
@@ -7,7 +7,7 @@ One parameter per (engine, case of a scheme the engine models); a case the engin
 compute is skipped with the reason. The runs are batched: one verify and one diagnose per
 engine, two engines at a time (about 25 s of the 2-core CI machine, mostly diagnose).
 
-Besides the engines of real pipelines, three variants pin the false FAILs issue 23 fixed:
+Besides the engines of real pipelines, three variants pin false FAILs that the profiles once gave:
 `hf32-negpow` (a sinusoid as powf(base, -2i/d), failed fp32 at up to 8.3), `ggml-kv16`
 (llama.cpp's 16-bit KV cache: scores from 16-bit q, k with ggml's tables, failed
 fp32-recurrence at up to 15.9) and `ggml-dynamic` (dynamic NTK as a host-computed base, was
