@@ -50,6 +50,7 @@ NOT_MODELLED = {
     "deberta": "disentangled attention: not written here",
     "transformer_xl": "relative shift + memory: not written here",
     "kv_cache": "multi-call traces (prefill, decode, shifts): not written here",
+    "mrope": "multimodal RoPE (positions from the prompt layout): the numpy M-RoPE engine is not written yet",
 }
 
 
