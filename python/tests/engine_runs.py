@@ -18,7 +18,8 @@ ENGINES = {
     "hf32": ("fp32", {"rope": ne.rope_hf, "rope_scaling": ne.rope_hf, "alibi": ne.alibi_hf,
                       "sinusoidal": ne.sinusoid_outputs,
                       "attention": lambda c: ne.attention_outputs(c, "f32"),
-                      "nope": lambda c: ne.attention_outputs(c, "f32")}),
+                      "nope": lambda c: ne.attention_outputs(c, "f32"),
+                      "mrope": ne.mrope_hf}),
     # A float32 sinusoid that writes base ** (-2i/d) (a faithful powf of the negated exponent)
     "hf32-negpow": ("fp32", {"sinusoidal": lambda c: _paper_only(c, "negpow")}),
     "ggml": ("fp32-recurrence", {"rope": ne.rope_ggml, "rope_scaling": ne.rope_ggml,
@@ -50,7 +51,6 @@ NOT_MODELLED = {
     "deberta": "disentangled attention: not written here",
     "transformer_xl": "relative shift + memory: not written here",
     "kv_cache": "multi-call traces (prefill, decode, shifts): not written here",
-    "mrope": "multimodal RoPE (positions from the prompt layout): the numpy M-RoPE engine is not written yet",
 }
 
 

@@ -7,6 +7,8 @@ parameters and computes its outputs in the arithmetic of the engine family it im
          positions, outer product, cos/sin in float32, outputs cast to the target; BLOOM's
          torch.pow slopes with the paper's bias form; sinusoids as tensor2tensor / fairseq
          (concat) and 1 / base ** (2i / d) (paper); float32 attention.
+         M-RoPE as Qwen2-VL / Qwen3-VL: get_rope_index on the prompt layout, each pair's angle
+         at its stream's position (sectioned or interleaved map), rotate_half, float32.
   ggml   ggml / llama.cpp: theta_scale = powf(base, -2/d), theta_i = theta_{i-1} * ts in
          float32 (rope_ext's scaling rules), ALiBi slopes powf(m0, h + 1).
   bloom  BLOOM's ALiBi bias form in float32: bias = slope x key index (the softmax equals the
@@ -465,3 +467,72 @@ def sinusoid_outputs(case, mode="f32", paper_inv="reciprocal"):
         pe[:, :n], pe[:, n: 2 * n] = sin, cos
     pe = rnd(pe, dt)
     return {"inv_freq": inv, "pe": pe, "h": rnd(_f32(case, "e") + pe, dt)}
+
+
+# ---- M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) ---------------------------------------------------
+
+def mrope_positions(case):
+    """HF's get_rope_index on the case's prompt layout (params.prompt.spans): text positions run
+    on from max(previous) + 1 in all three streams; a visual span of grid (t, h, w) takes
+    (t_index, h / m, w / m) after the text before it, with Qwen2.5-VL's t_index =
+    long(arange(t) * second_per_grid * tokens_per_second) in float32; decode tokens at their
+    cache position + rope_delta (max + 1 - prompt length). Returns int64 [3, T]."""
+    p = case.params
+    m = p["index"]["spatial_merge_size"]
+    tps = p["index"].get("tokens_per_second")
+    scaled = p["index"].get("temporal", "").startswith("scaled")
+    cols, nxt = [], 0
+    for s in p["prompt"]["spans"]:
+        if s["type"] == "text":
+            n = s["tokens"]
+            cols.append(np.tile(np.arange(n, dtype=np.int64) + nxt, (3, 1)))
+        else:
+            t, h, w = (int(x) for x in s["grid_thw"])
+            h, w = h // m, w // m
+            ti = np.arange(t, dtype=np.int64)
+            if s["type"] == "video" and scaled:
+                spg = F32(s.get("second_per_grid", 1.0))
+                ti = (ti.astype(F32) * spg * F32(tps)).astype(np.int64)
+            tt = np.repeat(ti, h * w)
+            hh = np.tile(np.repeat(np.arange(h, dtype=np.int64), w), t)
+            ww = np.tile(np.arange(w, dtype=np.int64), t * h)
+            cols.append(np.stack([tt, hh, ww]) + nxt)
+        nxt = int(cols[-1].max()) + 1
+    pos = np.concatenate(cols, axis=1)
+    n_prompt = pos.shape[1]
+    delta = nxt - n_prompt
+    dec = np.arange(n_prompt, n_prompt + p.get("n_decode", 0), dtype=np.int64) + delta
+    return np.concatenate([pos, np.tile(dec, (3, 1))], axis=1)
+
+
+def mrope_stream_of_pair(case, rule=None):
+    """The stream each of the d/2 pairs reads: `sectioned` (contiguous mrope_section blocks, as
+    apply_multimodal_rotary_pos_emb splits the table) or `interleaved` (Qwen3-VL's
+    apply_interleaved_mrope: pair i reads h when i % 3 == 1 and i < 3 sec[1], w when i % 3 == 2
+    and i < 3 sec[2], else t)."""
+    p = case.params
+    sec = p["map"]["mrope_section"]
+    rule = rule or p["map"]["rule"]
+    half = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"]) // 2
+    if rule == "sectioned":
+        return np.repeat(np.arange(3), sec)[:half]
+    s = np.zeros(half, dtype=np.int64)
+    for axis in (1, 2):
+        idx = np.arange(axis, 3 * sec[axis], 3)
+        s[idx[idx < half]] = axis
+    return s
+
+
+def mrope_hf(case, rule=None):
+    """HF float32 M-RoPE: float32 inv_freq and positions, the angle of each pair at its stream's
+    position, float32 cos/sin, rotate_half, float32 scores. `rule` overrides the case's map (a
+    wrong-map engine)."""
+    p = case.params
+    d = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
+    inv = _hf_default_inv_freq(p["base"], d)
+    pos = mrope_positions(case)
+    stream = mrope_stream_of_pair(case, rule)
+    angles = pos[stream, :].T.astype(F32) * inv[None, :]
+    out = rope_outputs(case, angles.astype(F32), inv, 1.0, None, "f32")
+    out["positions"] = pos
+    return {n: a for n, a in out.items() if n in case.expected}

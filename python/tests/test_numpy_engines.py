@@ -54,3 +54,20 @@ def test_every_scheme_is_modelled_or_named():
     modelled = {s for _, fns in er.ENGINES.values() for s in fns}
     schemes = {posenc.load_case(c).scheme for c in posenc.case_ids()}
     assert schemes - modelled == set(er.NOT_MODELLED), (schemes - modelled, set(er.NOT_MODELLED))
+
+
+def test_mrope_sectioned_map_on_an_interleaved_model_fails_and_is_named(tmp_path):
+    """An HF-style float32 M-RoPE that splits Qwen3-VL's table into contiguous sections (Qwen2-VL's
+    map) instead of interleaving them fails `fp32`, and diagnose names the map."""
+    b = posenc_bin()
+    if b is None:
+        pytest.skip("no posenc binary: set POSENC_BIN (ctest does) or put posenc on PATH")
+    import numpy_engines as ne
+    case = posenc.load_case("mrope_qwen3_vl_8b_instruct_text_image_text_f32")
+    assert case.params["map"]["rule"] == "interleaved"
+    case.write_outputs(str(tmp_path), ne.mrope_hf(case, rule="sectioned"))
+    v = posenc.verify(case, str(tmp_path), profile="fp32", posenc=b).case(case.id)
+    assert v.status == "FAIL", v
+    (d,) = posenc.diagnose(case, str(tmp_path), profile="fp32", posenc=b)
+    assert d["verdict"] == "explained", d
+    assert "`wrong-map`" in d["summary"], d["summary"]
