@@ -201,7 +201,7 @@ void default_inv_freq(const RopeParams& p, double* out) {
 /// values of a, so the table costs about one sincos_f64 row per 16 tokens plus four products
 /// per pair and token, where a sincos_f64 per pair and token made the kernel compute-bound.
 constexpr int kRopeLowBits = 4;
-constexpr int kRopeLowSpan = 1 << kRopeLowBits;
+static_assert(kRopeLowSpan == 1 << kRopeLowBits);
 
 /// sincos(b theta_i) for b in [0, kRopeLowSpan): [kRopeLowSpan, np] each, in double.
 struct LowAngles {
@@ -242,10 +242,7 @@ void block_table(const std::int64_t* positions, int nt, int np, const double* in
     float* st = s + static_cast<std::size_t>(t) * np;
 #pragma omp simd
     for (int i = 0; i < np; ++i) {
-      const double cv = hi_c[i] * lc[i] - hi_s[i] * ls[i];
-      const double sv = hi_s[i] * lc[i] + hi_c[i] * ls[i];
-      ct[i] = static_cast<float>(factor * cv);
-      st[i] = static_cast<float>(factor * sv);
+      rope_angle_sum(hi_c[i], hi_s[i], lc[i], ls[i], factor, ct + i, st + i);
     }
   }
 }
