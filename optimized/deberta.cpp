@@ -7,10 +7,14 @@
 // terms per C2P / P2C element, its multiplication by the float scale 1/sqrt(d sf), and in
 // fill() one addition C2P + P2C; the attention kernel adds scale * (q . k).
 //
-// Speed: the projection (P W^T, [2k, hidden] x [hidden, H d]) and C2P / P2C (per head
-// [T, d] x [d, 2k]) are float Eigen GEMMs over fixed blocks (kDebertaRowBlock rows of P; of one
-// head's queries / keys), one block per OpenMP iteration with Eigen single-threaded inside:
-// each element's summation order depends on the block, never on the thread count.
+// Speed: the projection (P W^T, [2k, hidden] x [hidden, H d]), C2P (per head [Tq, d] x [d, 2k])
+// and P2C (per head [2k, d] x [d, Tk], index-major) are float Eigen GEMMs over fixed blocks
+// (kDebertaRowBlock rows of P; of one head's queries / keys), one block per OpenMP iteration
+// with Eigen single-threaded inside: each element's summation order depends on the block, never
+// on the thread count. fill() walks a tile row by runs of keys whose relative positions share
+// one (c2p, p2c) index pair: outside the bucket's linear band (|delta| > buckets / 2) a run spans
+// many keys, and the row is one broadcast C2P value plus a contiguous P2C stretch (the old
+// per-element gather, P2C row-major [Tk, 2k], read a different row for every key).
 #define EIGEN_DONT_PARALLELIZE  // one OpenMP level: blocks, not GEMM threads
 #include "optimized/deberta.hpp"
 
@@ -29,11 +33,19 @@ namespace {
 
 /// Rows of one table GEMM (a fixed block: bits do not depend on the thread count).
 constexpr std::int64_t kDebertaRowBlock = 64;
+/// Queries (C2P) or keys (P2C) of one head per table GEMM (fixed, as kDebertaRowBlock): larger
+/// than the projection's blocks so that each GEMM packs its [2k, d] operand for more rows.
+constexpr std::int64_t kDebertaTableBlock = 256;
+/// Index runs of at least this many keys are added as one broadcast plus a contiguous stretch;
+/// stretches of shorter runs (the bucket's linear band and the log buckets near it) element by
+/// element, without a run's setup per key.
+constexpr std::int64_t kDebertaLongRun = 16;
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Map = Eigen::Map<RowMatrix>;
 using ConstMap = Eigen::Map<const RowMatrix>;
 using ConstStrided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+using StridedOut = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
 /// y = P W^T + b in float, [2k, out]: one GEMM per block of kDebertaRowBlock rows of P.
 std::vector<float> project(std::int64_t k2, std::int64_t hidden, std::int64_t out,
@@ -130,42 +142,118 @@ DebertaBias::DebertaBias(const DebertaParams& p,
     p2c_idx_[static_cast<std::size_t>(x)] =
         static_cast<std::int32_t>(reference::deberta_index_of(p, literal ? -r : r));
   }
+  // Segments of x (delta - d_min) for fill(): a run of at least kDebertaLongRun equal (c2p,
+  // p2c) index pairs, or a maximal stretch of shorter runs. seg_lo_[x]: the segment's first x;
+  // seg_long_[x]: whether it is one long run.
+  seg_lo_.resize(rel_.size());
+  seg_long_.resize(rel_.size());
+  for (std::size_t x0 = 0; x0 < rel_.size();) {
+    std::size_t x1 = x0 + 1;  // [x0, x1): one run of equal index pairs
+    while (x1 < rel_.size() && c2p_idx_[x1] == c2p_idx_[x0] && p2c_idx_[x1] == p2c_idx_[x0]) ++x1;
+    const bool is_long = static_cast<std::int64_t>(x1 - x0) >= kDebertaLongRun;
+    const bool joins = !is_long && x0 > 0 && !seg_long_[x0 - 1];  // extends a short stretch
+    const std::int32_t lo = joins ? seg_lo_[x0 - 1] : static_cast<std::int32_t>(x0);
+    for (std::size_t x = x0; x < x1; ++x) {
+      seg_lo_[x] = lo;
+      seg_long_[x] = is_long;
+    }
+    x0 = x1;
+  }
   const float scale = static_cast<float>(deberta_scale_value(p));
-  // dst[h, r, c] = scale * (x_h[r] . t_h[c]): per (head, block of kDebertaRowBlock rows) one
-  // GEMM [nr, d] x [d, 2k], then the float scale.
-  const auto products = [&](span<const float> x, std::int64_t rows, const std::vector<float>& t,
-                            std::vector<float>& dst) {
-    dst.assign(static_cast<std::size_t>(H * rows * k2_), 0.0f);
-    const std::int64_t n_blocks = (rows + kDebertaRowBlock - 1) / kDebertaRowBlock;
+  // C2P: dst[h, r, c] = scale * (q_h[r] . Kr_h[c]), per (head, block of kDebertaTableBlock
+  // queries) one GEMM [nr, d] x [d, 2k], then the float scale. Not zeroed first: the GEMMs write
+  // every entry.
+  if (p.c2p) {
+    c2p_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * tq * k2_));
+    const std::int64_t n_blocks = (tq + kDebertaTableBlock - 1) / kDebertaTableBlock;
 #pragma omp parallel for schedule(static)
     for (std::int64_t hb = 0; hb < H * n_blocks; ++hb) {
-      const std::int64_t h = hb / n_blocks, r0 = (hb % n_blocks) * kDebertaRowBlock;
-      const std::int64_t nr = std::min(kDebertaRowBlock, rows - r0);
-      const ConstStrided xm(x.data() + (r0 * H + h) * d, nr, d, Eigen::OuterStride<>(H * d));
-      const ConstStrided tm(t.data() + h * d, k2_, d, Eigen::OuterStride<>(H * d));
-      Map out(dst.data() + (h * rows + r0) * k2_, nr, k2_);
+      const std::int64_t h = hb / n_blocks, r0 = (hb % n_blocks) * kDebertaTableBlock;
+      const std::int64_t nr = std::min(kDebertaTableBlock, tq - r0);
+      const ConstStrided xm(q.data() + (r0 * H + h) * d, nr, d, Eigen::OuterStride<>(H * d));
+      const ConstStrided tm(layers.kr.data() + h * d, k2_, d, Eigen::OuterStride<>(H * d));
+      Map out(c2p_.get() + (h * tq + r0) * k2_, nr, k2_);
       out.noalias() = xm * tm.transpose();
       out *= scale;
     }
-  };
-  if (p.c2p) products(q, tq, layers.kr, c2p_);
-  if (p.p2c) products(k, tk, layers.qr, p2c_);
+  }
+  // P2C: dst[h, j, c] = scale * (k_h[j] . Qr_h[c]), per (head, block of kDebertaTableBlock
+  // keys) one GEMM [nr, d] x [d, 2k], then the float scale; then the block's columns of the
+  // indices of long runs copied index-major (p2c_long_[h, slot, j]): fill() reads a stretch of
+  // short runs from the row-major table (one row per key, nearby indices) and a long run as
+  // contiguous keys of one index.
+  if (p.p2c) {
+    long_slot_.assign(static_cast<std::size_t>(k2_), -1);
+    std::vector<std::int32_t> long_index;
+    for (std::size_t x = 0; x < rel_.size(); ++x) {
+      const std::int32_t m = p2c_idx_[x];
+      if (seg_long_[x] && long_slot_[m] < 0) {
+        long_slot_[m] = static_cast<std::int32_t>(long_index.size());
+        long_index.push_back(m);
+      }
+    }
+    n_long_ = static_cast<std::int64_t>(long_index.size());
+    // Rows padded by 16 floats: at a power-of-two stride the keys of a short stretch (one
+    // element per row) would share a few L1 sets.
+    p2c_ld_ = k2_ + 16;
+    p2c_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * tk * p2c_ld_));
+    p2c_long_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * n_long_ * tk));
+    const std::int64_t n_blocks = (tk + kDebertaTableBlock - 1) / kDebertaTableBlock;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t hb = 0; hb < H * n_blocks; ++hb) {
+      const std::int64_t h = hb / n_blocks, j0 = (hb % n_blocks) * kDebertaTableBlock;
+      const std::int64_t nr = std::min(kDebertaTableBlock, tk - j0);
+      const ConstStrided km(k.data() + (j0 * H + h) * d, nr, d, Eigen::OuterStride<>(H * d));
+      const ConstStrided tm(layers.qr.data() + h * d, k2_, d, Eigen::OuterStride<>(H * d));
+      StridedOut out(p2c_.get() + (h * tk + j0) * p2c_ld_, nr, k2_, Eigen::OuterStride<>(p2c_ld_));
+      out.noalias() = km * tm.transpose();
+      out *= scale;
+      for (std::int64_t slot = 0; slot < n_long_; ++slot) {
+        float* dst = p2c_long_.get() + (h * n_long_ + slot) * tk + j0;
+        for (std::int64_t y = 0; y < nr; ++y) dst[y] = out(y, long_index[slot]);
+      }
+    }
+  }
 }
 
 void DebertaBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
                        float* tile) const {
-  const float* c2p = p_.c2p ? c2p_.data() + head * tq_ * k2_ : nullptr;
-  const float* p2c = p_.p2c ? p2c_.data() + head * tk_ * k2_ : nullptr;
-  for (int r = 0; r < nq; ++r) {
+  const float* c2p = p_.c2p ? c2p_.get() + head * tq_ * k2_ : nullptr;
+  const float* p2c = p_.p2c ? p2c_.get() + (head * tk_ + k0) * p2c_ld_ : nullptr;  // key k0's row
+  const float* p2c_long = p_.p2c ? p2c_long_.get() + head * n_long_ * tk_ + k0 : nullptr;
+  const std::int32_t* cidx = c2p_idx_.data();
+  const std::int32_t* pidx = p2c_idx_.data();
+  if (!c2p && !p2c) std::fill(tile, tile + static_cast<std::size_t>(nq) * nk, 0.0f);
+  for (int r = 0; r < nq && (c2p || p2c); ++r) {
     const std::int64_t i = q0 + r;
     const float* crow = c2p ? c2p + i * k2_ : nullptr;
-    for (int c = 0; c < nk; ++c) {
-      const std::int64_t j = k0 + c;
-      const std::size_t x = static_cast<std::size_t>(query_offset_ + i - j - d_min_);
-      float b = 0.0f;
-      if (crow) b = crow[c2p_idx_[x]];
-      if (p2c) b += p2c[j * k2_ + p2c_idx_[x]];
-      tile[static_cast<std::size_t>(r) * nk + c] = b;
+    float* out = tile + static_cast<std::size_t>(r) * nk;
+    // Column c reads x = x0 - c. A long run of one index pair adds one C2P value to a
+    // contiguous stretch of keys of one P2C index; a stretch of short runs is gathered element
+    // by element (C2P from row i, P2C from each key's row, at nearby indices).
+    const std::int64_t x0 = query_offset_ + i - k0 - d_min_;
+    for (int c = 0; c < nk;) {
+      const std::int64_t x = x0 - c;
+      const int len = static_cast<int>(std::min<std::int64_t>(x - seg_lo_[x] + 1, nk - c));
+      if (seg_long_[x]) {
+        if (!p2c) {
+          std::fill(out + c, out + c + len, crow[cidx[x]]);
+        } else {
+          const float cv = crow ? crow[cidx[x]] : 0.0f;
+          const float* prow = p2c_long + static_cast<std::int64_t>(long_slot_[pidx[x]]) * tk_ + c;
+#pragma omp simd
+          for (int l = 0; l < len; ++l) out[c + l] = cv + prow[l];
+        }
+      } else if (!p2c) {
+        for (int l = c; l < c + len; ++l) out[l] = crow[cidx[x0 - l]];
+      } else if (!crow) {
+        for (int l = c; l < c + len; ++l) out[l] = 0.0f + p2c[l * p2c_ld_ + pidx[x0 - l]];
+      } else {
+        for (int l = c; l < c + len; ++l) {
+          out[l] = crow[cidx[x0 - l]] + p2c[l * p2c_ld_ + pidx[x0 - l]];
+        }
+      }
+      c += len;
     }
   }
   if (POSENC_MUTANT("opt_deberta_thread_dependent")) mutant_nudge(tile, nq * nk, omp_get_thread_num());

@@ -10,9 +10,12 @@
 //   projections:  Kr = P Wk^T + bk, Qr = P Wq^T + bq in float ([2k, H*d]; share_att_key picks
 //                 key_proj / query_proj, else pos_key_proj / pos_query_proj)
 //   relative term: per head, C2P = Q Kr^T / sqrt(d sf) [Tq, 2k] and P2C = K Qr^T / sqrt(d sf)
-//                 [Tk, 2k], computed once (float Eigen GEMMs over fixed 64-row blocks: float
-//                 dot products whose order depends on the block only); fill() gathers
-//                 C2P[i, c_ij] + P2C[j, c_ij] per tile: no Tq x Tk x d (nor Tq x Tk) tensor
+//                 [Tk, 2k], computed once over the 2k bucket band (float Eigen GEMMs over fixed
+//                 256-query / 256-key blocks: float dot products whose order depends on the
+//                 block only), plus an index-major copy of P2C's columns for the indices that
+//                 cover runs of >= 16 relative positions (beyond the buckets: the clamped ends);
+//                 fill() adds C2P[i, c_ij] + P2C[j, c_ij] per tile, such a run as one C2P value
+//                 plus contiguous P2C values: no Tq x Tk x d (nor Tq x Tk) tensor
 //   score scale:  c2c through the attention kernel's given scale 1/sqrt(d sf) (as a float)
 //   error metric: the attention output's (optimized/attention.hpp) with the score condition
 //                   S_ij = (sum_x |q_ix k_jx| + sum_x |q_ix| |Kr|_cx + sum_x |k_jx| |Qr|_cx)
@@ -25,12 +28,13 @@
 //   layout:       rel_embeddings [2k, hidden]; weights [H*d, hidden], biases [H*d] (HF
 //                 nn.Linear); q [Tq, H, d], k [Tk, H, d], v [Tk, H, dv], out [Tq, H, dv];
 //                 relative / index matrices [Tq, Tk]
-//   threading:    OpenMP over fixed blocks (64 rows of P for Kr / Qr; head x 64 rows for C2P /
-//                 P2C), schedule static, one single-threaded Eigen GEMM per block;
+//   threading:    OpenMP over fixed blocks (64 rows of P for Kr / Qr; head x 256 queries for
+//                 C2P, head x 256 keys for P2C), schedule static, one single-threaded Eigen GEMM per block;
 //                 DebertaBias::fill is const and thread-safe; bits do not depend on the thread
 //                 count
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "optimized/attention.hpp"
@@ -74,8 +78,17 @@ class DebertaBias final : public AttentionBias {
   DebertaParams p_;
   std::int64_t tq_ = 0, tk_ = 0, query_offset_ = 0, d_min_ = 0, k2_ = 0;
   std::vector<std::int32_t> rel_, c2p_idx_, p2c_idx_;  // by delta - d_min
-  std::vector<float> c2p_;                             // [H, Tq, 2k]
-  std::vector<float> p2c_;                             // [H, Tk, 2k]
+  // fill()'s segments by delta - d_min: the first x of its segment, and whether the segment is
+  // one long run of an index pair (else a stretch of short runs)
+  std::vector<std::int32_t> seg_lo_;
+  std::vector<std::uint8_t> seg_long_;
+  // Tables (uninitialised on allocation; the GEMMs write every entry):
+  std::unique_ptr<float[]> c2p_;       // [H, Tq, 2k]
+  std::unique_ptr<float[]> p2c_;       // [H, Tk, 2k], rows p2c_ld_ floats apart
+  std::int64_t p2c_ld_ = 0;
+  std::vector<std::int32_t> long_slot_;  // by p2c index: its row in p2c_long_, or -1
+  std::int64_t n_long_ = 0;              // p2c indices with a long run
+  std::unique_ptr<float[]> p2c_long_;  // [H, n_long, Tk]: those indices' P2C, index-major
 };
 
 /// DeBERTa self-attention (no causal mask) with the relative term fused per tile; mask: key

@@ -94,4 +94,20 @@ inline void sincos_f64(double phi, double* sin_out, double* cos_out) {
   *cos_out = ((q + 1u) & 2u) != 0 ? -cv : cv;
 }
 
+/// Positions split for the RoPE tables: m = m_hi + m_lo with m_hi a multiple of
+/// kRopeLowSpan and 0 <= m_lo < kRopeLowSpan (m_hi = floor(m / 16) * 16).
+inline constexpr int kRopeLowSpan = 16;
+
+/// cos(m theta) and sin(m theta) times `factor`, rounded to float, from sincos_f64 of
+/// m_hi theta (ch, sh) and of m_lo theta (cl, sl) by the angle-addition formulas in double:
+/// absolute error <= 2 * 2^-50 + 3 * 2^-53 < 2^-48 before the factor and the rounding. The RoPE
+/// and M-RoPE kernels both call this, so a position gives the same bits in either.
+inline void rope_angle_sum(double ch, double sh, double cl, double sl, double factor, float* c,
+                           float* s) {
+  const double cv = ch * cl - sh * sl;
+  const double sv = sh * cl + ch * sl;
+  *c = static_cast<float>(factor * cv);
+  *s = static_cast<float>(factor * sv);
+}
+
 }  // namespace posenc::optimized

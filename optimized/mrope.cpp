@@ -1,8 +1,9 @@
 // M-RoPE float kernel. Formula: see reference/mrope.hpp; contract: optimized/mrope.hpp.
 //
 // Numerics: the RoPE kernel's (optimized/rope.cpp), per pair: theta_i in long double rounded
-// once to double, phi = p * theta_i in double, sincos_f64, times the factor, one rounding to
-// float; then two products and a sum per element: the 2 eps_f32 bound.
+// once to double, p = p_hi + p_lo (p_hi a multiple of 16), sincos_f64 of p_hi theta_i and of
+// p_lo theta_i, the angle-addition formulas in double (rope_angle_sum), times the factor, one
+// rounding to float; then two products and a sum per element: the 2 eps_f32 bound.
 #include "optimized/mrope.hpp"
 
 #include <omp.h>
@@ -76,22 +77,28 @@ void rotate_row(int head_dim, int d, bool interleaved, bool alias, const float* 
 
 /// cos and sin (times factor, rounded to float) of tokens [t0, t0 + nt) into c, s as [nt, np];
 /// pair i of token t reads positions[stream[i] * n_tok + t].
+/// low_c, low_s: cos / sin of b theta_i for b in [0, kRopeLowSpan), [kRopeLowSpan, np]; m, lo:
+/// np values of scratch each. The values are the RoPE kernel's (rope_angle_sum of the same
+/// sincos_f64 results), so a text token gets rope_apply_qk_positions's bits.
 void block_table(const std::int64_t* positions, std::int64_t n_tok, std::int64_t t0, int nt, int np,
-                 const int* stream, const double* inv_freq, double factor, double* m, float* c,
-                 float* s) {
+                 const int* stream, const double* inv_freq, const double* low_c,
+                 const double* low_s, double factor, double* m, int* lo, float* c, float* s) {
   const bool t_only = POSENC_MUTANT("opt_mrope_stream_t_only");
   for (int t = 0; t < nt; ++t) {
     for (int i = 0; i < np; ++i) {
-      m[i] = static_cast<double>(positions[(t_only ? 0 : stream[i]) * n_tok + t0 + t]);
+      const std::int64_t pos = positions[(t_only ? 0 : stream[i]) * n_tok + t0 + t];
+      const std::int64_t hi = pos >> 4;  // floor(pos / 16), also for pos < 0
+      m[i] = static_cast<double>(hi * kRopeLowSpan);
+      lo[i] = static_cast<int>(pos - hi * kRopeLowSpan);
     }
     float* ct = c + static_cast<std::size_t>(t) * np;
     float* st = s + static_cast<std::size_t>(t) * np;
 #pragma omp simd
     for (int i = 0; i < np; ++i) {
-      double sv, cv;
-      sincos_f64(m[i] * inv_freq[i], &sv, &cv);
-      ct[i] = static_cast<float>(factor * cv);
-      st[i] = static_cast<float>(factor * sv);
+      double sh, ch;
+      sincos_f64(m[i] * inv_freq[i], &sh, &ch);
+      const std::size_t at = static_cast<std::size_t>(lo[i]) * np + i;
+      rope_angle_sum(ch, sh, low_c[at], low_s[at], factor, ct + i, st + i);
     }
   }
 }
@@ -156,17 +163,27 @@ void mrope_apply_qk_positions(const RopeParams& p, const MropeMap& map,
   const bool interleaved = p.layout == reference::RopeLayout::kInterleaved;
   const bool alias = POSENC_MUTANT("opt_mrope_inplace_alias");
   const bool thread_dependent = POSENC_MUTANT("opt_mrope_thread_dependent");
+  // cos / sin of b theta_i, b < kRopeLowSpan (as rope_apply_qk_positions builds them).
+  std::vector<double> low_c(static_cast<std::size_t>(kRopeLowSpan) * np), low_s(low_c.size());
+  for (int b = 0; b < kRopeLowSpan; ++b) {
+#pragma omp simd
+    for (int i = 0; i < np; ++i) {
+      sincos_f64(static_cast<double>(b) * freq[i], &low_s[static_cast<std::size_t>(b) * np + i],
+                 &low_c[static_cast<std::size_t>(b) * np + i]);
+    }
+  }
 #pragma omp parallel
   {
     std::vector<float> ct(static_cast<std::size_t>(block) * np);
     std::vector<float> st(ct.size());
     std::vector<double> mt(static_cast<std::size_t>(np));
+    std::vector<int> lo(static_cast<std::size_t>(np));
 #pragma omp for schedule(static)
     for (std::int64_t b = 0; b < n_blocks; ++b) {
       const std::int64_t t0 = b * block;
       const int nt = static_cast<int>(std::min<std::int64_t>(block, n_tok - t0));
-      block_table(positions.data(), n_tok, t0, nt, np, stream.data(), freq.data(), attention_factor,
-                  mt.data(), ct.data(), st.data());
+      block_table(positions.data(), n_tok, t0, nt, np, stream.data(), freq.data(), low_c.data(),
+                  low_s.data(), attention_factor, mt.data(), lo.data(), ct.data(), st.data());
       for (int which = 0; which < (has_k ? 2 : 1); ++which) {
         const RopeShape& s = which == 0 ? qs : ks;
         const float* x = which == 0 ? q.data() : k.data();

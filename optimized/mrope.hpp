@@ -2,11 +2,13 @@
 //
 // Contract
 //   dtypes:       float in / float out; theta_i = base^(-2 k(i) / D(i)) in long double rounded
-//                 once to double (for k = i, D = rotary_dim: the RoPE kernel's bits), the angle
-//                 p_{s(i)} * theta_i in double, sin and cos by sincos_f64
-//                 (optimized/fast_math.hpp, absolute error <= 2^-50), times the attention
-//                 factor, rounded once to float: the table of optimized/rope.hpp's
-//                 rope_apply_qk_positions, with the position of each pair's stream
+//                 once to double (for k = i, D = rotary_dim: the RoPE kernel's bits), the
+//                 position p = p_{s(i)} split as p_hi + p_lo (p_hi a multiple of 16), sin and
+//                 cos of p_hi theta_i and p_lo theta_i by sincos_f64 (optimized/fast_math.hpp,
+//                 absolute error <= 2^-50), the angle-addition formulas in double (< 2^-48 in
+//                 all), times the attention factor, rounded once to float: the table of
+//                 optimized/rope.hpp's rope_apply_qk_positions, with the position of each
+//                 pair's stream
 //   error metric: per element of a rotated pair (x_a, x_b):
 //                   |y - y*| <= kMropeMaxError * eps_f32 * a * (|x_a| + |x_b|)
 //                 y* the exact value (the mp50 oracle); tail channels are bit-identical copies

@@ -88,13 +88,18 @@ inline constexpr int kRopeTokenBlockHeadsMajor = 64;
 ///   inv_freq:   empty = the default base^(-2i/d) (long double pow, rounded once); else
 ///               rotary_dim/2 finite values in (0, 2] (the scaling schemes' hook)
 ///   attention_factor <= 0 means p.attention_factor
-/// Numerics: phi = m * theta_i in double (as rope_cache_init), sin and cos by sincos_f64
-/// (optimized/fast_math.hpp: absolute error <= 2^-50, vectorised by `omp simd`, where
-/// rope_cache_init calls glibc), times the factor, rounded once to float. The table entries are
-/// then within 0.5 ulp + 2^-50 of the exact values, as the cache's are, so the float contract
-/// above holds unchanged: |y - y*| <= kRopeMaxError * eps_f32 * a * (|x_a| + |x_b|). The bits
-/// can differ from rope_apply_qk with a cache in the rare element whose cos or sin lies within
-/// 2^-50 of a rounding boundary of float.
+/// Numerics: m = m_hi + m_lo (m_hi a multiple of 16, 0 <= m_lo < 16); phi_hi = m_hi theta_i
+/// and phi_lo = m_lo theta_i in double (each rounded once, as rope_cache_init's m * theta_i
+/// is), their sin and cos by sincos_f64 (optimized/fast_math.hpp: absolute error <= 2^-50, vectorised by `omp simd`,
+/// where rope_cache_init calls glibc), then cos(phi_hi + phi_lo) and sin(phi_hi + phi_lo) by
+/// the angle-addition formulas in double (absolute error <= 2 * 2^-50 + 3 * 2^-53 < 2^-48; the
+/// angle roundings add (|phi_hi| + |phi_lo|) 2^-53, as |m theta_i| 2^-53 did for one product),
+/// times the factor, rounded once to float. One sincos_f64 row per value of m_hi serves a block
+/// of consecutive positions. The table entries are within 0.5 ulp + 2^-48 of the exact values
+/// (the cache's: 0.5 ulp + glibc's), so the float contract above holds unchanged:
+/// |y - y*| <= kRopeMaxError * eps_f32 * a * (|x_a| + |x_b|). The bits can differ from
+/// rope_apply_qk with a cache in the rare element whose cos or sin lies within 2^-48 of a
+/// rounding boundary of float.
 /// Threading: OpenMP over token blocks (schedule static); each token's table and rows are
 /// computed by the same instructions whatever the thread count (identical bits).
 void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> positions,

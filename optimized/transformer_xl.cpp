@@ -1,8 +1,9 @@
 // Transformer-XL kernel. Formula: see reference/transformer_xl.hpp; contract:
 // optimized/transformer_xl.hpp.
 //
-// Numerics: the sinusoid is evaluated in double at exact integer positions (|error| < 2^-50
-// for positions below 2^20), projected by r_net in double, and every table entry u . k and
+// Numerics: the sinusoid is evaluated in double at exact integer positions (sincos_f64,
+// optimized/fast_math.hpp: |error| <= 2^-50 up to its kSinCosMaxAngle, glibc beyond), projected
+// by r_net in double, and every table entry u . k and
 // (q + v) . r is a double dot product rounded once to float, so the bias carries two float
 // roundings and the float add in fill(). The BD table is indexed by position, not by (i, j):
 // row i of it covers the P distinct positions, and fill() gathers pos = min(mlen + i - j,
@@ -12,8 +13,10 @@
 // [qlen, d] x [d, P]) are double Eigen GEMMs over fixed blocks (kTxlPositionBlock positions;
 // kTxlQueryBlock queries of one head), one block per OpenMP iteration with Eigen single-threaded
 // inside, so each entry's summation order depends on the block, never on the thread count. A
-// query block computes only the positions its rows can see (pos <= mlen + i, the causal
-// triangle: about half of [qlen, P]); the entries it skips are never read by fill().
+// query block computes only the positions its rows can see (pos <= mlen + i0 + nb for the nb
+// rows from i0, the causal triangle: about half of [qlen, P]); the entries it skips are
+// neither zeroed nor read by fill(). Each BD row is stored reversed, so that fill() reads the
+// descending positions of a tile row as one forward run (one vector loop with u . k).
 #define EIGEN_DONT_PARALLELIZE  // one OpenMP level: blocks, not GEMM threads
 #include "optimized/transformer_xl.hpp"
 
@@ -23,9 +26,10 @@
 #include <cmath>
 #include <string>
 
+#include "optimized/common/mutant.hpp"
+#include "optimized/fast_math.hpp"
 #include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {
@@ -70,6 +74,8 @@ std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos
   }
   const std::int64_t n_blocks = (n_pos + kTxlPositionBlock - 1) / kTxlPositionBlock;
   const bool threaded = n_pos * hd * dm >= kTxlThreadedWork;
+  // omega <= 1: every angle is below n_pos, inside sincos_f64's range when n_pos is.
+  const bool fast_sincos = static_cast<double>(n_pos) <= kSinCosMaxAngle;
 #pragma omp parallel if (threaded)
   {
     RowMatrixD r(kTxlPositionBlock, dm);  // the sinusoid rows of one block
@@ -78,10 +84,16 @@ std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos
       const std::int64_t p0 = blk * kTxlPositionBlock;
       const std::int64_t np = std::min(kTxlPositionBlock, n_pos - p0);
       for (std::int64_t y = 0; y < np; ++y) {
-        for (int c = 0; c < half; ++c) {
-          const double a = static_cast<double>(p0 + y) * omega[c];
-          r(y, c) = std::sin(a);
-          r(y, half + c) = std::cos(a);
+        double* row = &r(y, 0);
+        const double pos = static_cast<double>(p0 + y);
+        if (fast_sincos) {
+#pragma omp simd
+          for (int c = 0; c < half; ++c) sincos_f64(pos * omega[c], row + c, row + half + c);
+        } else {
+          for (int c = 0; c < half; ++c) {
+            row[c] = std::sin(pos * omega[c]);
+            row[half + c] = std::cos(pos * omega[c]);
+          }
         }
       }
       MapD out(table.data() + static_cast<std::size_t>(p0) * hd, np, hd);
@@ -136,7 +148,8 @@ TransformerXlBias::TransformerXlBias(const TransformerXlParams& p, std::int64_t 
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const bool no_u = POSENC_MUTANT("opt_txl_u_missing"), no_v = POSENC_MUTANT("opt_txl_v_missing");
   uk_.assign(static_cast<std::size_t>(H) * klen, 0.0f);
-  bd_.assign(static_cast<std::size_t>(H) * qlen * n_pos_, 0.0f);
+  // Not zeroed: fill() reads only the entries the GEMMs below write (pos <= mlen + i).
+  bd_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H) * qlen * n_pos_);
   const std::int64_t n_k = static_cast<std::int64_t>(H) * klen;
   const std::int64_t n_qblocks = (qlen + kTxlQueryBlock - 1) / kTxlQueryBlock;
   const std::int64_t n_tasks = static_cast<std::int64_t>(H) * n_qblocks;
@@ -162,7 +175,9 @@ TransformerXlBias::TransformerXlBias(const TransformerXlParams& p, std::int64_t 
       const int h = static_cast<int>(t / n_qblocks);
       const std::int64_t i0 = (t % n_qblocks) * kTxlQueryBlock;
       const std::int64_t nb = std::min(kTxlQueryBlock, qlen - i0);
-      const std::int64_t np = std::min(n_pos_, mlen_ + i0 + nb);
+      // pos <= mlen + i0 + nb: each row's visible positions and one more, so that every entry
+      // fill() may touch (a row reads pos <= mlen + i) lies in what this block writes.
+      const std::int64_t np = std::min(n_pos_, mlen_ + i0 + nb + 1);
       if (np <= 0) continue;
       for (std::int64_t y = 0; y < nb; ++y) {
         for (int c = 0; c < d; ++c) {
@@ -174,10 +189,10 @@ TransformerXlBias::TransformerXlBias(const TransformerXlParams& p, std::int64_t 
                              Eigen::OuterStride<>(hd));
       auto b = bd.topLeftCorner(nb, np);
       b.noalias() = qv.topRows(nb) * rh.transpose();
-      for (std::int64_t y = 0; y < nb; ++y) {
-        float* row = bd_.data() + (static_cast<std::size_t>(h) * qlen + i0 + y) * n_pos_;
+      for (std::int64_t y = 0; y < nb; ++y) {  // reversed: row[n_pos - 1 - pos]
+        float* row = bd_.get() + (static_cast<std::size_t>(h) * qlen + i0 + y) * n_pos_ + n_pos_ - 1;
         for (std::int64_t pos = 0; pos < np; ++pos) {
-          row[pos] = static_cast<float>(scale * b(y, pos));
+          row[-pos] = static_cast<float>(scale * b(y, pos));
         }
       }
     }
@@ -193,15 +208,31 @@ std::int32_t TransformerXlBias::position(std::int64_t i, std::int64_t j) const {
 
 void TransformerXlBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
                              float* tile) const {
-  const float* uk = uk_.data() + static_cast<std::size_t>(head) * klen_;
+  const float* uk = uk_.data() + static_cast<std::size_t>(head) * klen_ + k0;
+  const bool shifted = POSENC_MUTANT("opt_txl_delta_off_by_one");
   for (int r = 0; r < nq; ++r) {
     const std::int64_t i = q0 + r;
-    const float* bd = bd_.data() + (static_cast<std::size_t>(head) * qlen_ + i) * n_pos_;
+    // Row i of BD is stored reversed (rev[n_pos - 1 - pos]), so the positions of columns
+    // c = 0, 1, ... (pos = delta0 - c, descending) are read forwards.
+    const float* rev = bd_.get() + (static_cast<std::size_t>(head) * qlen_ + i) * n_pos_;
     float* out = tile + static_cast<std::size_t>(r) * nk;
-    for (int c = 0; c < nk; ++c) {
-      const std::int32_t pos = position(i, k0 + c);
-      out[c] = pos < 0 ? 0.0f : uk[k0 + c] + bd[pos];  // a future key is masked: read nothing
+    const std::int64_t delta0 = mlen_ + i - k0 + (shifted ? 1 : 0);
+    // Columns [0, c_clamp): pos clamped to n_pos - 1; [c_clamp, c_future): pos = delta0 - c;
+    // [c_future, nk): future keys (masked), which read nothing.
+    const int c_future = static_cast<int>(std::clamp<std::int64_t>(delta0 + 1, 0, nk));
+    const int c_clamp = static_cast<int>(std::clamp<std::int64_t>(delta0 - (n_pos_ - 1), 0, c_future));
+    if (c_clamp > 0) {
+      const float last = rev[0];
+#pragma omp simd
+      for (int c = 0; c < c_clamp; ++c) out[c] = uk[c] + last;
     }
+    const int n_run = c_future - c_clamp;
+    if (n_run > 0) {
+      const float* run = rev + (n_pos_ - 1 - delta0 + c_clamp);  // pos of column c_clamp
+#pragma omp simd
+      for (int c = 0; c < n_run; ++c) out[c_clamp + c] = uk[c_clamp + c] + run[c];
+    }
+    std::fill(out + c_future, out + nk, 0.0f);
   }
   if (POSENC_MUTANT("opt_txl_thread_dependent")) mutant_nudge(tile, nq * nk, omp_get_thread_num());
 }

@@ -20,13 +20,16 @@
 //                 [T, T] bias per head beyond that table; future keys (masked) read nothing
 //   tables:       r_h = R W_r^T and BD = (q + v) r_h^T are double Eigen GEMMs (64 positions;
 //                 64 queries of one head per block), each entry rounded once to float; a query
-//                 block computes only the positions its rows can see (pos <= mlen + i)
+//                 block computes only the positions its rows can see (pos <= mlen + i0 + nb
+//                 for its nb rows from i0); the table is not zeroed, and fill() reads only
+//                 entries the block wrote
 //   threading:    the tables are built with OpenMP over those fixed blocks, schedule static,
 //                 Eigen single-threaded inside, so each entry's order depends on the block,
 //                 not on the thread count; fill is const and thread-safe; bits do not depend on
 //                 the thread count
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "optimized/attention.hpp"
@@ -68,7 +71,9 @@ class TransformerXlBias final : public AttentionBias {
   TransformerXlParams p_;
   std::int64_t qlen_ = 0, klen_ = 0, mlen_ = 0, n_pos_ = 0;
   std::vector<float> uk_;  // [H, klen]: scale * u_h . k_j
-  std::vector<float> bd_;  // [H, qlen, n_pos]: scale * (q_i + v_h) . r_h(pos)
+  // [H, qlen, n_pos]: scale * (q_i + v_h) . r_h(pos), each row reversed (pos = n_pos - 1 first);
+  // only the causal entries (pos <= mlen + i) are written, and only they are read
+  std::unique_ptr<float[]> bd_;
 };
 
 /// Transformer-XL attention (causal with mlen = klen - qlen memory keys, same_length as a

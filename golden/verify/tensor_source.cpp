@@ -1,7 +1,15 @@
 #include "golden/verify/tensor_source.hpp"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "reference/common/errors.hpp"
 #include "optimized/common/mutant.hpp"
@@ -179,33 +187,74 @@ void FileSource::start_golden_check(const CaseSpec& spec, const std::string& sou
 }
 
 void FileSource::finish_golden_check(const CaseSpec& spec, const std::string& source) {
-  constexpr std::uint64_t kPiece = 4u << 20;
-  std::vector<std::uint8_t> buffer;
   flush();
-  auto check = [&](const std::string& name, const std::string& sha) {
-    Slot& s = *slots_.at(name);
-    if (s.hashed < s.entry.bytes) {
-      buffer.resize(static_cast<std::size_t>(std::min(kPiece, s.entry.bytes - s.hashed)));
-      for (std::uint64_t at = s.hashed; at < s.entry.bytes;) {
-        const std::uint64_t n = std::min<std::uint64_t>(buffer.size(), s.entry.bytes - at);
-        const std::span<std::uint8_t> piece(buffer.data(), n);
-        s.file->read_at(s.entry.offset + at, piece);
-        s.sha.update(piece);
-        at += n;
-      }
-      s.hashed = s.entry.bytes;
+  // The tensors in the manifest's order, each once.
+  std::vector<std::pair<std::string, std::string>> listed;  // name, manifest digest
+  for (const auto& t : spec.inputs) listed.emplace_back(t.name, t.sha256);
+  for (const auto& t : spec.expected) {
+    listed.emplace_back(t.name, t.sha256);
+    for (const auto& c : t.companions) listed.emplace_back(c.name, c.sha256);
+  }
+  // Those not read to their end (inputs, other profiles' companions) are hashed from where
+  // their hash stopped, one tensor per thread (up to the OpenMP thread limit): a tensor's
+  // digest is one sequential SHA-256, but tensors are independent.
+  std::vector<Slot*> rest;
+  std::set<const Slot*> seen;
+  for (const auto& [name, sha] : listed) {
+    Slot* s = slots_.at(name).get();
+    if (s->hashed < s->entry.bytes && seen.insert(s).second) rest.push_back(s);
+  }
+  const std::vector<std::exception_ptr> errors = hash_to_end(rest);
+  for (const auto& [name, sha] : listed) {
+    Slot* slot = slots_.at(name).get();
+    for (std::size_t i = 0; i < rest.size(); ++i) {  // its read error, as a sequential run met it
+      if (rest[i] == slot && errors[i]) std::rethrow_exception(errors[i]);
     }
-    if (s.sha.hex() != sha && !POSENC_MUTANT("golden_companion_hash_unchecked")) {
+    if (slot->sha.hex() != sha && !POSENC_MUTANT("golden_companion_hash_unchecked")) {
       throw GoldenFileError(source + ": golden tensor \"" + name +
                             "\" does not match its SHA-256 in the manifest (corrupted or tampered file?)");
     }
-  };
-  for (const auto& t : spec.inputs) check(t.name, t.sha256);
-  for (const auto& t : spec.expected) {
-    check(t.name, t.sha256);
-    for (const auto& c : t.companions) check(c.name, c.sha256);
   }
   hashing_ = false;
+}
+
+std::vector<std::exception_ptr> FileSource::hash_to_end(const std::vector<Slot*>& slots) {
+  auto one = [](Slot& s) {
+    constexpr std::uint64_t kPiece = 4u << 20;
+    std::vector<std::uint8_t> buffer(
+        static_cast<std::size_t>(std::min(kPiece, s.entry.bytes - s.hashed)));
+    for (std::uint64_t at = s.hashed; at < s.entry.bytes;) {
+      const std::uint64_t n = std::min<std::uint64_t>(buffer.size(), s.entry.bytes - at);
+      const std::span<std::uint8_t> piece(buffer.data(), n);
+      s.file->read_at(s.entry.offset + at, piece);
+      s.sha.update(piece);
+      at += n;
+    }
+    s.hashed = s.entry.bytes;
+  };
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  threads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)),
+                                                   slots.size()));
+  // Plain threads taking the next tensor; each tensor's read error is kept for the caller.
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(slots.size());
+  auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < slots.size();) {
+      try {
+        one(*slots[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return errors;
 }
 
 }  // namespace posenc::golden

@@ -8,10 +8,12 @@
 // release(). With hashing on, every golden tensor's SHA-256 is computed while its bytes stream:
 // a range that continues where the hash stopped is hashed (by flush(), or before the tensor's
 // buffer is reused); finish_golden_check() reads
-// what no one read (inputs, other profiles' companions) and compares each tensor's digest with
-// the manifest, refusing a mismatch as check_golden_tensors does.
+// what no one read (inputs, other profiles' companions; one tensor per thread, up to the OpenMP
+// thread limit) and compares each tensor's digest with the manifest in the manifest's order,
+// refusing a mismatch as check_golden_tensors does.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -92,6 +94,9 @@ class FileSource : public TensorSource {
 
  private:
   struct Slot;
+  /// Reads and hashes each slot from where its hash stopped to its end, several slots at once
+  /// (one per thread, up to the OpenMP thread limit); returns each slot's read error, if any.
+  std::vector<std::exception_ptr> hash_to_end(const std::vector<Slot*>& slots);
   std::vector<std::unique_ptr<InputFile>> files_;
   std::map<std::string, std::unique_ptr<Slot>> slots_;
   std::map<std::string, std::string> metadata_;

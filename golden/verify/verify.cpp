@@ -467,33 +467,59 @@ std::int64_t judge_chunk(const JudgeSetup& js, ChunkScratch& s, std::int64_t m, 
 
 /// Adds the chunk's judged elements [cb, cb + m) (ratios in s.ratio) to one convention's
 /// account: counts, worst element, per-position stats; skip / skip_count per position rank.
+/// Elements come in runs of one position rank (a row of the last axis): each run is counted in
+/// registers and added once (a counter in memory incremented per element made every element
+/// wait for the previous one's store: 38 % of the verify loop's time).
 void accumulate(ConventionAcc& acc, const ChunkScratch& s, std::int64_t cb, std::int64_t m,
                 bool has_positions, const std::vector<std::uint8_t>& skip,
                 const std::vector<std::uint8_t>& skip_count, bool keep_ratios) {
   const double* ratio = s.ratio.data();
-  for (std::int64_t j = 0; j < m; ++j) {
-    const double q = ratio[j];
-    const bool over = q > 1.0;
-    acc.n_over_all += over;
-    if (keep_ratios) acc.ratios[cb + j] = has_positions && skip[s.pos[j]] ? std::nan("") : q;
-    if (has_positions && skip_count[s.pos[j]]) {
-      ++acc.n_skipped;
+  for (std::int64_t j = 0; j < m;) {
+    const std::int32_t p = has_positions ? s.pos[j] : 0;
+    std::int64_t e = j + 1;
+    if (has_positions) {
+      while (e < m && s.pos[e] == p) ++e;
+    } else {
+      e = m;
+    }
+    // The run [j, e): one position rank.
+    std::int64_t n_over = 0;
+    for (std::int64_t i = j; i < e; ++i) n_over += ratio[i] > 1.0;
+    acc.n_over_all += n_over;
+    if (keep_ratios) {
+      const bool nan = has_positions && skip[p];
+      for (std::int64_t i = j; i < e; ++i) acc.ratios[cb + i] = nan ? std::nan("") : ratio[i];
+    }
+    if (has_positions && skip_count[p]) {
+      acc.n_skipped += e - j;
+      j = e;
       continue;
     }
-    ++acc.n;
-    acc.n_over += over;
-    if (q > acc.worst_ratio) {
-      acc.worst_ratio = q;
-      acc.worst = cb + j;
-      acc.worst_diff = s.diff[j];
-      acc.worst_budget = s.budget[j];
+    acc.n += e - j;
+    acc.n_over += n_over;
+    double worst = acc.worst_ratio, run_max = 0;
+    std::int64_t at = -1;
+    for (std::int64_t i = j; i < e; ++i) {
+      const double q = ratio[i];
+      run_max = std::max(run_max, q);
+      if (q > worst) {  // strict: the first of equal ratios stays the worst
+        worst = q;
+        at = i;
+      }
+    }
+    if (at >= 0) {
+      acc.worst_ratio = worst;
+      acc.worst = cb + at;
+      acc.worst_diff = s.diff[at];
+      acc.worst_budget = s.budget[at];
     }
     if (has_positions) {
-      PositionAcc& ps = acc.by_position[s.pos[j]];
-      ps.worst_ratio = std::max(ps.worst_ratio, q);
-      ++ps.n;
-      ps.n_over += over;
+      PositionAcc& ps = acc.by_position[p];
+      ps.worst_ratio = std::max(ps.worst_ratio, run_max);
+      ps.n += e - j;
+      ps.n_over += n_over;
     }
+    j = e;
   }
 }
 
