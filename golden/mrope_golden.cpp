@@ -219,25 +219,8 @@ MropeOracle<Real> mrope_oracle(const RopeParams& p, const MropeMap& map,
       o.sin.push_back(tables.attention_factor * sin(phi));
     }
   }
-  auto rotate = [&](const std::vector<double>& x, int heads, std::vector<Real>& out) {
-    for (std::int64_t t = 0; t < T; ++t) {
-      for (int hh = 0; hh < heads; ++hh) {
-        const std::size_t off = static_cast<std::size_t>((t * heads + hh) * h);
-        std::vector<Real> y(x.begin() + off, x.begin() + off + h);
-        for (int i = 0; i < np; ++i) {
-          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
-          const Real& c = o.cos[t * np + i];
-          const Real& sn = o.sin[t * np + i];
-          const Real xa = Real(x[off + ca]), xb = Real(x[off + cb]);
-          y[ca] = xa * c - xb * sn;
-          y[cb] = xa * sn + xb * c;
-        }
-        out.insert(out.end(), y.begin(), y.end());
-      }
-    }
-  };
-  rotate(q, hq, o.q_rot);
-  rotate(k, hk, o.k_rot);
+  rope_rotate_heads(p, o.cos, o.sin, static_cast<std::size_t>(T), q, hq, &o.q_rot);
+  rope_rotate_heads(p, o.cos, o.sin, static_cast<std::size_t>(T), k, hk, &o.k_rot);
   const int group = hq / hk;
   for (int hh = 0; hh < hq; ++hh) {
     for (std::int64_t i = 0; i < T; ++i) {

@@ -90,28 +90,8 @@ RopeOracle<Real> rope_oracle(const RopeParams& p, const RopeScaling& s,
       o.sin.push_back(tables.attention_factor * sin(phi));
     }
   }
-  // The rotation of reference::rope_apply, y_a = x_a (a cos) - x_b (a sin), y_b = x_a (a sin) +
-  // x_b (a cos), with the table values just computed: the same operations on the same angle,
-  // without evaluating every cos and sin once more per head.
-  auto rotate = [&](const std::vector<double>& x, int heads, std::vector<Real>& out) {
-    for (std::size_t t = 0; t < t_n; ++t) {
-      for (int hh = 0; hh < heads; ++hh) {
-        const std::size_t off = (t * heads + hh) * h;
-        std::vector<Real> y(x.begin() + off, x.begin() + off + h);
-        for (int i = 0; i < np; ++i) {
-          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
-          const Real& c = o.cos[t * np + i];
-          const Real& sn = o.sin[t * np + i];
-          const Real xa = Real(x[off + ca]), xb = Real(x[off + cb]);
-          y[ca] = xa * c - xb * sn;
-          y[cb] = xa * sn + xb * c;
-        }
-        out.insert(out.end(), y.begin(), y.end());
-      }
-    }
-  };
-  rotate(q, hq, o.q_rot);
-  rotate(k, hk, o.k_rot);
+  rope_rotate_heads(p, o.cos, o.sin, t_n, q, hq, &o.q_rot);
+  rope_rotate_heads(p, o.cos, o.sin, t_n, k, hk, &o.k_rot);
   if (!scores) return o;
   const int group = hq / hk;
   for (int hh = 0; hh < hq; ++hh) {
