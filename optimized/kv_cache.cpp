@@ -46,6 +46,14 @@ KvCache::KvCache(KvCacheConfig c) : c_(std::move(c)) {
   if (c_.capacity <= 0) throw_invalid(fn, "capacity must be > 0", c_.capacity);
   if (c_.batch <= 0) throw_invalid(fn, "batch must be > 0", c_.batch);
   if (c_.n_sink < 0) throw_invalid(fn, "n_sink must be >= 0", c_.n_sink);
+  if (c_.attn.chunk != 0) {
+    throw_invalid(fn, "attn.chunk: chunked attention is not modelled in a KV cache (must be 0)",
+                  c_.attn.chunk);
+  }
+  if (!c_.attn.sinks.empty()) {
+    throw_invalid(fn, "attn.sinks: learned sink logits are not modelled in a KV cache (must be "
+                  "empty)", c_.attn.sinks.size());
+  }
   if (c_.attn.window > 0 && c_.capacity < c_.attn.window) {
     throw_invalid(fn, "capacity must hold the window " + std::to_string(c_.attn.window), c_.capacity);
   }

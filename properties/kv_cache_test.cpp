@@ -377,6 +377,18 @@ TEST(KvCacheReference, BadParametersNameFunctionAndValue) {
   EXPECT_THROW(a.shift(0, 1), InvalidArgument);  // absolute encodings cannot renumber
   p.n_sink = 1;
   EXPECT_THROW(KvSession<double>{p}, InvalidArgument);
+  // Chunk masks and sink logits of the attention core are refused, not ignored.
+  p.n_sink = 0;
+  p.attn.chunk = 4;
+  try {
+    KvSession<double> c(p);
+    FAIL() << "a chunk mask accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("attn.chunk"), std::string::npos) << e.what();
+  }
+  p.attn.chunk = 0;
+  p.attn.sinks = {0.5, 0.5};
+  EXPECT_THROW(KvSession<double>{p}, InvalidArgument);
 }
 
 // ---- optimized cache against the reference --------------------------------------------------
@@ -643,6 +655,12 @@ TEST(KvCacheOptimized, BadInputNamesTheParameter) {
   c.capacity = 0;
   EXPECT_THROW(optimized::KvCache{c}, InvalidArgument);
   c.capacity = 2;
+  c.attn.chunk = 2;
+  EXPECT_THROW(optimized::KvCache{c}, InvalidArgument);  // chunk masks: not modelled, refused
+  c.attn.chunk = 0;
+  c.attn.sinks = {0.0};
+  EXPECT_THROW(optimized::KvCache{c}, InvalidArgument);  // sink logits: likewise
+  c.attn.sinks.clear();
   optimized::KvCache cache(c);
   std::vector<float> x(12, 0.5f), out(12);
   std::vector<std::int64_t> pos(3);

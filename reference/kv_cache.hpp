@@ -127,6 +127,16 @@ inline void kv_cache_check(const KvCacheParams& p, const char* function = "kv_ca
   attention_check(p.attn, 0, 0, function);
   if (p.capacity < 0) throw_invalid(function, "capacity must be >= 0", p.capacity);
   if (p.n_sink < 0) throw_invalid(function, "n_sink must be >= 0", p.n_sink);
+  // Llama 4's chunk mask and GPT-OSS's sink logits are not part of a session's visibility rules
+  // yet: refused rather than ignored.
+  if (p.attn.chunk != 0) {
+    throw_invalid(function, "attn.chunk: chunked attention is not modelled in a KV session "
+                  "(must be 0)", p.attn.chunk);
+  }
+  if (!p.attn.sinks.empty()) {
+    throw_invalid(function, "attn.sinks: learned sink logits are not modelled in a KV session "
+                  "(must be empty)", p.attn.sinks.size());
+  }
   if (p.attn.window > 0 && p.capacity > 0 && p.capacity < p.attn.window) {
     throw_invalid(function, "capacity must hold the window " + std::to_string(p.attn.window),
                   p.capacity);
