@@ -1,0 +1,93 @@
+// Model plans: which position scheme each layer of a model uses.
+//
+// Current models choose the position scheme per layer: Gemma 2/3 alternate sliding-window and
+// global layers with different RoPE bases and scaling, Cohere2 (Command R7B) rotates only its
+// sliding layers, Llama 4 interleaves chunked RoPE layers with NoPE layers that scale the query by
+// a temperature, GPT-OSS alternates 128-token windows with full attention and adds a learned sink
+// logit, DeepSeek-V3 rotates only the decoupled MLA sub-head. A ModelPlan is that choice, read
+// from the model's HF config (transformers v5 `layer_types` + per-type `rope_parameters`, or the
+// v4 model-specific keys): the distinct layer types, each a complete description of what one
+// layer computes on positions, and the type of every layer.
+//
+// Golden files are written per layer type (golden/cases/plan_case.hpp); the plan manifest lists
+// every layer with the case that checks it, so `posenc verify` can name the layers a failure
+// affects.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/cases/hf_config.hpp"
+#include "reference/query_temperature.hpp"
+#include "reference/rope.hpp"
+#include "reference/rope_proportional.hpp"
+#include "reference/rope_scaling.hpp"
+
+namespace posenc::golden {
+
+/// How a layer's keys are masked, on absolute positions m (query) and j (key).
+enum class PlanMask {
+  kCausal,   // j <= m
+  kSliding,  // causal and m - j < window (HF's sliding_window W: a query sees W keys, itself included)
+  kChunked,  // causal and floor(j / chunk) == floor(m / chunk) (Llama 4)
+};
+
+constexpr const char* plan_mask_name(PlanMask m) {
+  return m == PlanMask::kCausal ? "causal" : m == PlanMask::kSliding ? "sliding" : "chunked";
+}
+
+/// What the rotation of a layer type is.
+enum class PlanRope {
+  kRope,          // RoPE (rope.hpp), scaled by `scaling` when its type is not kNone
+  kProportional,  // proportional RoPE (rope_proportional.hpp; Gemma 4 full-attention layers)
+  kNone,          // NoPE: q and k are not rotated
+};
+
+constexpr const char* plan_rope_name(PlanRope r) {
+  return r == PlanRope::kRope ? "rope" : r == PlanRope::kProportional ? "proportional" : "none";
+}
+
+/// One layer type: everything a layer of that type does with positions.
+struct PlanLayerType {
+  std::string name;  // as the config names it ("sliding_attention", "full_attention"), or
+                     // posenc's name for v4 configs ("chunked_rope", "nope_global"); a file-safe
+                     // [a-z0-9_] string, unique within the plan
+  PlanRope rope = PlanRope::kRope;
+  reference::RopeParams params;         // head_dim, rotary_dim, base, layout (ignored for kNone)
+  reference::RopeScaling scaling;       // kNone = unscaled (kRope only)
+  reference::RopeProportional proportional;  // kProportional only
+  int mla_rope_dim = 0;                 // > 0: DeepSeek MLA, RoPE on this decoupled sub-head only
+  PlanMask mask = PlanMask::kCausal;
+  std::int64_t window = 0;              // kSliding: W > 0
+  std::int64_t chunk = 0;               // kChunked: C > 0
+  bool has_temperature = false;         // query temperature (query_temperature.hpp)
+  reference::QueryTemperature temperature;
+  bool sinks = false;                   // learned per-head sink logits (GPT-OSS)
+  double query_pre_attn_scalar = 0;     // > 0: softmax scale 1/sqrt(this) instead of 1/sqrt(d)
+  double logit_softcap = 0;             // > 0: scores -> cap * tanh(scores / cap) (Gemma 2)
+  std::vector<std::string> config_keys; // the config keys this type was read from, for notes
+};
+
+/// A model's per-layer plan.
+struct ModelPlan {
+  RopeModelConfig model;              // the config as the RoPE reader sees it (ids, heads, L)
+  std::vector<PlanLayerType> types;   // distinct types, in order of first appearance
+  std::vector<int> layer_type;        // [num_hidden_layers]: index into `types`
+  std::vector<std::string> notes;     // defaults filled in and conventions chosen, with reasons
+  bool uniform() const { return types.size() == 1; }
+};
+
+/// The plan of a parsed config. Every model has one: a model without per-layer keys is uniform
+/// (one type, every layer). GoldenFileError naming the file (`source`) and the key for missing,
+/// inconsistent or out-of-range plan keys (a `layer_types` list whose length is not
+/// num_hidden_layers, an unknown layer type, a pattern that is not a positive integer).
+ModelPlan model_plan_from_config(const RopeModelConfig& model, const std::string& source);
+
+/// The plan as JSON: {"model", "layers": [{"index", "type", ...}], "types": {name: {...}}}
+/// (the plan manifest's body; the case ids are added by the writer).
+nlohmann::json model_plan_to_json(const ModelPlan& plan);
+
+}  // namespace posenc::golden
