@@ -26,6 +26,8 @@
 // so cos/sin get extra a E, q_rot/k_rot c E (c = a (|x_a| + |x_b|)), scores
 // sum_i w_i (E(q token, i) + E(k token, i)). Positions are integers: exact under every profile.
 #include <algorithm>
+#include <array>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -635,23 +637,6 @@ const std::vector<MropeCaseDef>& case_table() {
   return table;
 }
 
-std::vector<CaseRow> cases() {
-  std::vector<CaseRow> rows;
-  for (const auto& c : case_table()) {
-    std::string desc = c.model.id + ", " + c.layout_name + ", " + std::string(dtype_short(c.dtype));
-    if (!c.convention.empty()) desc += ", invalid convention " + c.convention;
-    rows.push_back({c.id, desc});
-  }
-  return rows;
-}
-
-GoldenCase generate(const std::string& id) {
-  for (const auto& c : case_table()) {
-    if (c.id == id) return mrope_case_generate(c);
-  }
-  throw_invalid("mrope_generate", "no M-RoPE case has this id", id);
-}
-
 // ---- the config reader (golden/cases/mrope_case.hpp) ----------------------------------------
 
 const std::set<std::string>& vl_model_types() {
@@ -939,8 +924,94 @@ void read_layout(const std::filesystem::path& file, const MropeModel& m,
 
 // ---- the built-in engine ----------------------------------------------------------------------
 
+/// The engine mistakes with their words (diagnose names the bug in engine terms). The last four
+/// are KV-cache mistakes: they change nothing in a case without a trace.
+const std::vector<std::pair<std::string, std::string>>& mistake_table() {
+  static const std::vector<std::pair<std::string, std::string>> v = {
+      {"wrong-map", "the pair -> stream map of the other family: sectioned <-> interleaved"},
+      {"stream-permutation", "the position streams fed as (w, h, t) instead of (t, h, w)"},
+      {"no-rope-deltas", "rope_deltas dropped: tokens after the prompt at their cache position"},
+      {"token-index-resume", "text after a visual span resuming at its token index, not max + 1"},
+      {"stale-rope-deltas",
+       "rope_deltas kept from the previous request: a later request decodes at cache position + "
+       "the earlier prompt's delta"},
+      {"prompt-not-sliced",
+       "prompt positions not sliced: a prefill chunk starting at token k > 0 takes the positions "
+       "of tokens [0, n) (each chunk starts its three streams over)"},
+      {"draft-slot-from-t",
+       "the speculative drafter's KV slot taken from the temporal RoPE position instead of the "
+       "cache position (it overwrites a prompt token's key)"},
+      {"seq-rm-count",
+       "cache removal given a token count where a RoPE position is meant (seq_rm / context shift "
+       "after an image removes the wrong tokens)"}};
+  return v;
+}
+
 std::vector<std::string> mistakes() {
-  return {"wrong-map", "stream-permutation", "no-rope-deltas", "token-index-resume"};
+  std::vector<std::string> names;
+  for (const auto& m : mistake_table()) names.push_back(m.first);
+  return names;
+}
+
+std::string mistake_words(const std::string& mistake) {
+  for (const auto& m : mistake_table()) {
+    if (m.first == mistake) return m.second;
+  }
+  return "";
+}
+
+/// The position and map knobs of an engine mistake (throws for an unknown one).
+MropeKnobs knobs_of(const std::string& mistake) {
+  const auto known = mistakes();
+  if (!mistake.empty() && std::find(known.begin(), known.end(), mistake) == known.end()) {
+    std::string list;
+    for (const auto& m : known) list += (list.empty() ? "" : ", ") + m;
+    throw_invalid("mrope_run_engine", "unknown mistake for an mrope case (known: " + list + ")",
+                  mistake);
+  }
+  MropeKnobs k;
+  k.wrong_map = mistake == "wrong-map";
+  k.permuted = mistake == "stream-permutation";
+  if (mistake == "no-rope-deltas") k.decode = MropeDecode::kCachePosition;
+  if (mistake == "token-index-resume") k.resume = MropeTextResume::kTokenIndex;
+  return k;
+}
+
+/// The spans of a manifest's "spans" list (written by layout_json).
+std::vector<MropeSpan> spans_from_json(const Json& spans) {
+  std::vector<MropeSpan> layout;
+  for (const Json& s : spans) {
+    const std::string type = s.at("type").get<std::string>();
+    if (type == "text") {
+      layout.push_back(reference::mrope_text(s.at("tokens").get<std::int64_t>()));
+      continue;
+    }
+    const auto g = s.at("grid_thw").get<std::vector<std::int64_t>>();
+    layout.push_back(type == "image"
+                         ? reference::mrope_image(g.at(0), g.at(1), g.at(2))
+                         : reference::mrope_video(g.at(0), g.at(1), g.at(2),
+                                                  s.at("second_per_grid").get<double>()));
+  }
+  return layout;
+}
+
+/// The rotation and index rule a manifest's params tell an engine (half-split pairs).
+MropeModel model_from_params(const Json& pj) {
+  MropeModel m;
+  m.p.head_dim = pj.at("head_dim").get<int>();
+  m.p.rotary_dim = pj.at("rotary_dim").get<int>();
+  m.p.base = pj.at("base").get<double>();
+  m.p.layout = reference::RopeLayout::kHalfSplit;
+  m.map = pj.at("map").at("rule").get<std::string>() == "interleaved" ? MropeMapRule::kInterleaved
+                                                                      : MropeMapRule::kSectioned;
+  m.sections = pj.at("map").at("mrope_section").get<std::vector<int>>();
+  const Json& ix = pj.at("index");
+  m.index.spatial_merge_size = ix.at("spatial_merge_size").get<int>();
+  const std::string temporal = ix.at("temporal").get<std::string>();
+  m.index.temporal =
+      temporal == "scaled_float32" ? MropeTemporal::kScaledFloat32 : MropeTemporal::kFrameIndex;
+  m.index.tokens_per_second = ix.value("tokens_per_second", 2.0);
+  return m;
 }
 
 /// The case as the manifest tells an engine: model (rotation and index rule), layout, decode.
@@ -954,31 +1025,8 @@ struct EngineCase {
 EngineCase read_case(const CaseSpec& spec) {
   const Json& pj = spec.manifest.at("params");
   EngineCase c;
-  c.m.p.head_dim = pj.at("head_dim").get<int>();
-  c.m.p.rotary_dim = pj.at("rotary_dim").get<int>();
-  c.m.p.base = pj.at("base").get<double>();
-  c.m.p.layout = reference::RopeLayout::kHalfSplit;
-  c.m.map = pj.at("map").at("rule").get<std::string>() == "interleaved" ? MropeMapRule::kInterleaved
-                                                                        : MropeMapRule::kSectioned;
-  c.m.sections = pj.at("map").at("mrope_section").get<std::vector<int>>();
-  const Json& ix = pj.at("index");
-  c.m.index.spatial_merge_size = ix.at("spatial_merge_size").get<int>();
-  const std::string temporal = ix.at("temporal").get<std::string>();
-  c.m.index.temporal =
-      temporal == "scaled_float32" ? MropeTemporal::kScaledFloat32 : MropeTemporal::kFrameIndex;
-  c.m.index.tokens_per_second = ix.value("tokens_per_second", 2.0);
-  for (const Json& s : pj.at("prompt").at("spans")) {
-    const std::string type = s.at("type").get<std::string>();
-    if (type == "text") {
-      c.layout.push_back(reference::mrope_text(s.at("tokens").get<std::int64_t>()));
-      continue;
-    }
-    const auto g = s.at("grid_thw").get<std::vector<std::int64_t>>();
-    c.layout.push_back(type == "image"
-                           ? reference::mrope_image(g.at(0), g.at(1), g.at(2))
-                           : reference::mrope_video(g.at(0), g.at(1), g.at(2),
-                                                    s.at("second_per_grid").get<double>()));
-  }
+  c.m = model_from_params(pj);
+  c.layout = spans_from_json(pj.at("prompt").at("spans"));
   c.n_decode = pj.at("n_decode").get<std::int64_t>();
   c.hq = pj.at("n_q_heads").get<int>();
   c.hk = pj.at("n_kv_heads").get<int>();
@@ -1016,75 +1064,84 @@ void engine_tables(const std::string& pipeline, const RopeParams& p, const Mrope
   }
 }
 
-TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
-  const auto known = mistakes();
-  if (!o.mistake.empty() && std::find(known.begin(), known.end(), o.mistake) == known.end()) {
-    throw_invalid(
-        "mrope_run_engine",
-        "unknown mistake for an mrope case (known: wrong-map, stream-permutation, no-rope-deltas, "
-        "token-index-resume)",
-        o.mistake);
+/// x [T, heads, head_dim] rotated at positions [streams, T] by the pipeline: exact, posenc's
+/// kernel (mrope_apply_qk_positions); a float pipeline, its tables rounded to its compute dtype
+/// and y_a = x_a c - x_b s, y_b = x_b c + x_a s, each product and sum rounded.
+std::vector<float> engine_rotate(const std::string& pipeline, const RopeParams& p,
+                                 const MropeMap& map, const std::vector<std::int64_t>& pos,
+                                 std::int64_t T, const std::vector<float>& x, int heads) {
+  const int h = p.head_dim, np = p.rotary_dim / 2;
+  std::vector<float> y(x.size());
+  if (pipeline == "exact") {
+    const optimized::RopeShape s{T, heads, optimized::RopeTensorLayout::kTokensHeadsDim};
+    optimized::mrope_apply_qk_positions(p, map, pos, 0.0, s, x, y, {}, {}, {});
+    return y;
   }
-  const EngineCase c = read_case(spec);
-  const DType t = golden.at("q").dtype;
+  std::vector<float> cs, sn;
+  engine_tables(pipeline, p, map, pos, T, &cs, &sn);
+  const DType ct = pipelines::compute_dtype(pipeline);
+  for (auto& v : cs) v = pipelines::fl(v, ct);
+  for (auto& v : sn) v = pipelines::fl(v, ct);
+  for (std::int64_t r = 0; r < T * heads; ++r) {
+    const std::int64_t tt = r / heads;
+    for (int cc = p.rotary_dim; cc < h; ++cc) y[r * h + cc] = x[r * h + cc];
+    for (int i = 0; i < np; ++i) {
+      const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+      const float co = cs[tt * np + i], si = sn[tt * np + i], xa = x[r * h + ca],
+                  xb = x[r * h + cb];
+      y[r * h + ca] = pipelines::fl(pipelines::fl(xa * co, ct) + pipelines::fl(-xb * si, ct), ct);
+      y[r * h + cb] = pipelines::fl(pipelines::fl(xb * co, ct) + pipelines::fl(xa * si, ct), ct);
+    }
+  }
+  return y;
+}
+
+/// The engine's score x . y over h channels: in double (exact), else each term and the running
+/// sum in the pipeline's compute dtype.
+float engine_dot(const std::string& pipeline, const float* x, const float* y, int h) {
+  if (pipeline == "exact") {
+    double sum = 0;
+    for (int c = 0; c < h; ++c) sum += static_cast<double>(x[c]) * y[c];
+    return static_cast<float>(sum);
+  }
+  const DType ct = pipelines::compute_dtype(pipeline);
+  float sum = 0;
+  for (int c = 0; c < h; ++c) sum += pipelines::fl(x[c], ct) * pipelines::fl(y[c], ct);
+  return pipelines::fl(sum, ct);
+}
+
+#include "golden/mrope_trace.inc"
+
+TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+  const MropeKnobs k = knobs_of(o.mistake);
+  const DType t = golden.at(spec.manifest.contains("trace") ? "s00.q" : "q").dtype;
   if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
     throw_invalid("mrope_run_engine", why, o.pipeline);
   }
-  MropeKnobs k;
-  k.wrong_map = o.mistake == "wrong-map";
-  k.permuted = o.mistake == "stream-permutation";
-  if (o.mistake == "no-rope-deltas") k.decode = MropeDecode::kCachePosition;
-  if (o.mistake == "token-index-resume") k.resume = MropeTextResume::kTokenIndex;
+  if (spec.manifest.contains("trace")) return run_trace_engine(spec, golden, o);
+  const EngineCase c = read_case(spec);
   std::int64_t T = 0;
   const std::vector<std::int64_t> pos = mrope_positions(c.layout, c.m.index, c.n_decode, k, &T);
   const MropeMap map = model_map(c.m, k.wrong_map);
   const RopeParams& p = c.m.p;
   const int h = p.head_dim, np = p.rotary_dim / 2;
   const std::vector<float> q = tensor_to_f32(golden.at("q")), kk = tensor_to_f32(golden.at("k"));
-  std::vector<float> qr(q.size()), kr(kk.size()), cs, sn;
+  std::vector<float> cs, sn;
   engine_tables(o.pipeline, p, map, pos, T, &cs, &sn);
-  const DType ct = pipelines::compute_dtype(o.pipeline);
-  if (o.pipeline == "exact") {
-    const optimized::RopeShape qs{T, c.hq, optimized::RopeTensorLayout::kTokensHeadsDim};
-    const optimized::RopeShape ks{T, c.hk, optimized::RopeTensorLayout::kTokensHeadsDim};
-    optimized::mrope_apply_qk_positions(p, map, pos, 0.0, qs, q, qr, ks, kk, kr);
-  } else {
+  if (o.pipeline != "exact") {
+    const DType ct = pipelines::compute_dtype(o.pipeline);
     for (auto& v : cs) v = pipelines::fl(v, ct);
     for (auto& v : sn) v = pipelines::fl(v, ct);
-    auto rotate = [&](const std::vector<float>& x, int heads, std::vector<float>& y) {
-      for (std::int64_t r = 0; r < T * heads; ++r) {
-        const std::int64_t tt = r / heads;
-        for (int cc = p.rotary_dim; cc < h; ++cc) y[r * h + cc] = x[r * h + cc];
-        for (int i = 0; i < np; ++i) {
-          const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
-          const float co = cs[tt * np + i], si = sn[tt * np + i], xa = x[r * h + ca],
-                      xb = x[r * h + cb];
-          y[r * h + ca] =
-              pipelines::fl(pipelines::fl(xa * co, ct) + pipelines::fl(-xb * si, ct), ct);
-          y[r * h + cb] =
-              pipelines::fl(pipelines::fl(xb * co, ct) + pipelines::fl(xa * si, ct), ct);
-        }
-      }
-    };
-    rotate(q, c.hq, qr);
-    rotate(kk, c.hk, kr);
   }
+  const std::vector<float> qr = engine_rotate(o.pipeline, p, map, pos, T, q, c.hq);
+  const std::vector<float> kr = engine_rotate(o.pipeline, p, map, pos, T, kk, c.hk);
   std::vector<float> scores;
   const int group = c.hq / c.hk;
   for (int hh = 0; hh < c.hq; ++hh) {
     for (std::int64_t i = 0; i < T; ++i) {
       for (std::int64_t j = 0; j < T; ++j) {
-        const float* x = &qr[(i * c.hq + hh) * h];
-        const float* y = &kr[(j * c.hk + hh / group) * h];
-        if (o.pipeline == "exact") {
-          double sum = 0;
-          for (int cc = 0; cc < h; ++cc) sum += static_cast<double>(x[cc]) * y[cc];
-          scores.push_back(static_cast<float>(sum));
-        } else {
-          float sum = 0;
-          for (int cc = 0; cc < h; ++cc) sum += pipelines::fl(x[cc], ct) * pipelines::fl(y[cc], ct);
-          scores.push_back(pipelines::fl(sum, ct));
-        }
+        scores.push_back(engine_dot(o.pipeline, &qr[(i * c.hq + hh) * h],
+                                    &kr[(j * c.hk + hh / group) * h], h));
       }
     }
   }
@@ -1096,6 +1153,33 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
   out.emplace("k_rot", engine_tensor("k_rot", t, {T, c.hk, h}, kr));
   out.emplace("scores", engine_tensor("scores", t, {c.hq, T, T}, scores));
   return out;
+}
+
+// ---- the catalog's entry points ----------------------------------------------------------------
+
+std::vector<CaseRow> cases() {
+  std::vector<CaseRow> rows;
+  for (const auto& c : case_table()) {
+    std::string desc = c.model.id + ", " + c.layout_name + ", " + std::string(dtype_short(c.dtype));
+    if (!c.convention.empty()) desc += ", invalid convention " + c.convention;
+    rows.push_back({c.id, desc});
+  }
+  for (const auto& t : trace_table()) {
+    std::string desc = t.model.id + ", KV-cache trace " + t.name + ", f32";
+    if (!t.convention.empty()) desc += ", invalid convention " + t.convention;
+    rows.push_back({t.id, desc});
+  }
+  return rows;
+}
+
+GoldenCase generate(const std::string& id) {
+  for (const auto& c : case_table()) {
+    if (c.id == id) return mrope_case_generate(c);
+  }
+  for (const auto& t : trace_table()) {
+    if (t.id == id) return mrope_trace_generate(t);
+  }
+  throw_invalid("mrope_generate", "no M-RoPE case has this id", id);
 }
 
 }  // namespace
@@ -1173,7 +1257,8 @@ SchemeEntry mrope_scheme() {
       &cases,
       &generate,
       &run_engine,
-      &mistakes};
+      &mistakes,
+      &mistake_words};
 }
 
 }  // namespace posenc::golden

@@ -825,18 +825,32 @@ TEST(MropeOptimized, RejectsBadArguments) {
 
 // ---- golden cases (golden/mrope_golden.cpp) ---------------------------------------------------
 
-TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 18); }
+TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 26); }
 TEST(MropeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("mrope"); }
 
-// Every mistake fails every valid case it can be seen in: rope_deltas only matter at decode.
+// Every mistake fails every valid case it can be seen in: rope_deltas only matter at decode (every
+// trace decodes); the KV-cache mistakes only in the traces that have what they break: a second
+// request (stale deltas), a prefill not starting at 0 (chunks, a reused prefix), a draft step, a
+// removal by position (truncate after an image, shift).
 TEST(MropeGolden, EngineMistakesAreCaught) {
   expect_engine_mistakes_caught("mrope", [](const std::string& id, const std::string& mistake) {
     if (id.find("_invalid_") != std::string::npos) return true;  // NegativeControls below
-    return mistake == "no-rope-deltas" && id.find("decode") == std::string::npos;
+    auto in = [&](const char* s) { return id.find(s) != std::string::npos; };
+    if (mistake == "no-rope-deltas") return !in("decode") && !in("_trace_");
+    if (mistake == "stale-rope-deltas") return !in("_trace_prefix_reuse");
+    if (mistake == "prompt-not-sliced") return !in("_trace_chunked_prefill") && !in("_trace_prefix_reuse");
+    if (mistake == "draft-slot-from-t") return !in("_trace_speculative");
+    if (mistake == "seq-rm-count") {  // a removal after an image: truncate or shift
+      return !in("_trace_prefix_reuse") && !in("_trace_speculative") && !in("_trace_context_shift");
+    }
+    return false;
   });
 }
 
-TEST(MropeGolden, PipelinesPassTheirProfiles) { expect_pipelines_pass_their_profiles("mrope", 0.25, {"scores"}); }
+// by stage: a trace has one tensor of each stage per step (cache: the cached keys).
+TEST(MropeGolden, PipelinesPassTheirProfiles) {
+  expect_pipelines_pass_their_profiles("mrope", 0.25, {"scores"}, true);
+}
 
 TEST(MropeGolden, FloatPipelinesFailStrict) {
   expect_float_pipelines_fail_strict("mrope", [](const std::string& id, const std::string&) {
@@ -884,7 +898,7 @@ TEST(MropeGolden, NegativeControlsFailUnderEveryProfile) {
     }
     EXPECT_GE(judged, 3) << lc.spec.id;
   });
-  EXPECT_EQ(n, 5);
+  EXPECT_EQ(n, 9);
 }
 
 // diagnose names the mistake of each negative control: its values as a float32 engine's output
@@ -904,6 +918,93 @@ TEST(MropeGolden, DiagnoseNamesEachNegativeControlsMistake) {
     ASSERT_FALSE(d.ranked.empty());
     EXPECT_EQ(d.ranked.front().mistake, mistake) << lc.spec.id << "\n" << golden::diagnosis_text(d, true);
   });
+}
+
+// ---- KV-cache traces (golden/mrope_trace.inc) --------------------------------------------------
+
+/// The layout of a manifest's "spans" list, read here (not by the generator's reader).
+std::vector<reference::MropeSpan> spans_of(const nlohmann::json& spans) {
+  std::vector<reference::MropeSpan> v;
+  for (const auto& s : spans) {
+    if (s.at("type") == "text") {
+      v.push_back(reference::mrope_text(s.at("tokens").get<std::int64_t>()));
+      continue;
+    }
+    const auto g = s.at("grid_thw").get<std::vector<std::int64_t>>();
+    v.push_back(s.at("type") == "image" ? reference::mrope_image(g[0], g[1], g[2])
+                                        : reference::mrope_video(g[0], g[1], g[2], s.at("second_per_grid").get<double>()));
+  }
+  return v;
+}
+
+// Every valid trace's RoPE positions are get_rope_index of its request's whole prompt (sliced at
+// the token's cache position) for prompt tokens, and cache position + that prompt's rope_delta
+// after it (and after a shift, which moves both alike): chunking, prefix reuse, drafts and shifts
+// change where a token is computed and stored, never its position.
+TEST(MropeTrace, RopePositionsEqualGetRopeIndexOfTheirRequest) {
+  int n = 0;
+  for_each_golden_case("mrope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
+    if (lc.spec.result != "valid" || !lc.spec.manifest.contains("trace")) return;
+    ++n;
+    const auto& pj = lc.spec.manifest.at("params");
+    reference::MropeIndexRule rule;
+    rule.spatial_merge_size = pj.at("index").at("spatial_merge_size").get<int>();
+    std::vector<reference::MropePositions> P;
+    for (const auto& r : lc.spec.manifest.at("trace").at("requests")) {
+      P.push_back(reference::mrope_get_rope_index(spans_of(r.at("spans")), rule));
+    }
+    bool shifted = false;
+    int checked = 0;
+    for (const auto& js : lc.spec.manifest.at("trace").at("steps")) {
+      const std::string sn = js.at("name").get<std::string>();
+      shifted |= js.at("kind") == "shift";
+      if (!js.contains("tokens")) continue;
+      const auto& p = P.at(js.at("request").get<std::size_t>());
+      const golden::Tensor& c = lc.golden.at(sn + ".positions");
+      const golden::Tensor& rp = lc.golden.at(sn + ".rope_positions");
+      for (std::int64_t i = 0; i < c.numel(); ++i, ++checked) {
+        const std::int64_t cp = c.get_i64(i);
+        for (int st = 0; st < 3; ++st) {
+          const std::int64_t want = !shifted && cp < p.n_tokens ? p.at(st, cp) : cp + p.rope_delta;
+          EXPECT_EQ(rp.get_i64(3 * i + st), want) << lc.spec.id << " " << sn << " token " << i << " stream " << st;
+        }
+      }
+    }
+    EXPECT_GT(checked, 0) << lc.spec.id;
+  });
+  EXPECT_EQ(n, 4);
+}
+
+// Each trace negative control, as the output of the engine with its mistake for the valid twin:
+// verify fails it and names as the first failing step the first step whose expected tensors
+// differ between the control and the twin (read from the two files); the steps before it pass.
+TEST(MropeTrace, VerifyNamesTheFirstStepTheMistakeChanges) {
+  const auto dir = golden::default_data_dir() / "mrope";
+  int n = 0;
+  for_each_golden_case("mrope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    if (lc.spec.result != "invalid" || !lc.spec.manifest.contains("trace")) return;
+    ++n;
+    const std::string mistake = lc.spec.manifest.at("negative_control").at("mistake").get<std::string>();
+    const auto twin = generator_mutant_active() ? fresh_case(s, twin_of(lc)) : golden::load_case(dir / (twin_of(lc) + ".json"));
+    int first = -1;
+    for (const auto& js : twin.spec.manifest.at("trace").at("steps")) {
+      for (const auto& name : js.at("expected")) {
+        if (twin.golden.at(name.get<std::string>()).data != lc.golden.at(name.get<std::string>()).data) {
+          first = js.at("index").get<int>();
+        }
+      }
+      if (first >= 0) break;
+    }
+    ASSERT_GE(first, 0) << lc.spec.id << " equals its twin";
+    golden::EngineOptions eo;
+    eo.pipeline = "fp32";
+    eo.mistake = mistake;
+    const auto r = golden::verify_case(twin.spec, twin.golden, s.run_engine(twin.spec, twin.golden, eo), {"fp32", {}, true});
+    EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id;
+    ASSERT_TRUE(r.trace.has_value()) << lc.spec.id;
+    EXPECT_EQ(r.trace->index, first) << lc.spec.id << ": " << golden::trace_text(*r.trace, false);
+  });
+  EXPECT_EQ(n, 4);
 }
 
 // ---- the VL config reader (golden/cases/mrope_case.hpp) -----------------------------------------

@@ -471,18 +471,13 @@ def sinusoid_outputs(case, mode="f32", paper_inv="reciprocal"):
 
 # ---- M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) ---------------------------------------------------
 
-def mrope_positions(case):
-    """HF's get_rope_index on the case's prompt layout (params.prompt.spans): text positions run
-    on from max(previous) + 1 in all three streams; a visual span of grid (t, h, w) takes
-    (t_index, h / m, w / m) after the text before it, with Qwen2.5-VL's t_index =
-    long(arange(t) * second_per_grid * tokens_per_second) in float32; decode tokens at their
-    cache position + rope_delta (max + 1 - prompt length). Returns int64 [3, T]."""
-    p = case.params
-    m = p["index"]["spatial_merge_size"]
-    tps = p["index"].get("tokens_per_second")
-    scaled = p["index"].get("temporal", "").startswith("scaled")
+def _mrope_prompt(spans, index):
+    """HF's get_rope_index on one prompt: int64 positions [3, L] and rope_delta."""
+    m = index["spatial_merge_size"]
+    tps = index.get("tokens_per_second")
+    scaled = index.get("temporal", "").startswith("scaled")
     cols, nxt = [], 0
-    for s in p["prompt"]["spans"]:
+    for s in spans:
         if s["type"] == "text":
             n = s["tokens"]
             cols.append(np.tile(np.arange(n, dtype=np.int64) + nxt, (3, 1)))
@@ -499,8 +494,89 @@ def mrope_positions(case):
             cols.append(np.stack([tt, hh, ww]) + nxt)
         nxt = int(cols[-1].max()) + 1
     pos = np.concatenate(cols, axis=1)
+    return pos, nxt - pos.shape[1]
+
+
+def mrope_hf_trace(case, rule=None):
+    """An HF-style engine replaying an M-RoPE KV-cache trace (docs/verifying-vl.md): each
+    request's prompt positions from get_rope_index, tokens after the prompt at cache position
+    + that prompt's rope_delta; keys rotated in float32 when written and stored in the lowest
+    empty slot; truncate drops cache positions >= keep; a shift drops the RoPE positions
+    [p0, p0 + n_discard), moves later tokens down and re-rotates their keys by -n_discard."""
+    p, tr = case.params, case.manifest["trace"]
+    d = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
+    inv = _hf_default_inv_freq(p["base"], d)
+    stream = mrope_stream_of_pair(case, rule)
+    hq, hk, C = p["n_q_heads"], p["n_kv_heads"], p["cache_rows"]
+    kv = [layouts.kv_head_for(h, hq, hk) for h in range(hq)]
+    prompts = [_mrope_prompt(r["spans"], p["index"]) for r in tr["requests"]]
+
+    def rotate(x, pos):  # x [n, heads, d], pos [3, n]
+        ang = pos[stream, :].T.astype(F32) * inv[None, :]
+        return _rotate(x, np.cos(ang), np.sin(ang), p["layout"], d, "f32")
+
+    slots = [None] * C  # {"index", "pos", "key"}
+    req, consumed, shifted, out = 0, 0, 0, {}
+    for st in tr["steps"]:
+        sn, kind = st["name"], st["kind"]
+        if kind == "truncate":
+            req, consumed = st["request"], st["keep"] + shifted
+            slots = [e if e and e["index"] < st["keep"] else None for e in slots]
+        elif kind == "shift":
+            lo, n = st["p0"], st["n_discard"]
+            for i, e in enumerate(slots):
+                if e and lo <= e["pos"][0] < lo + n:
+                    slots[i] = None
+                elif e and e["pos"][0] >= lo + n:
+                    e["pos"], e["index"] = e["pos"] - n, e["index"] - n
+                    e["key"] = rotate(e["key"][None], np.full((3, 1), -n, np.int64))[0]
+            shifted += n
+        else:
+            n = st["tokens"]
+            prompt, delta = prompts[req]
+            idx = np.arange(consumed, consumed + n, dtype=np.int64) - shifted
+            pos = np.empty((3, n), np.int64)
+            for i in range(n):
+                j = consumed + i
+                pos[:, i] = prompt[:, j] - shifted if j < prompt.shape[1] else idx[i] + delta
+            consumed += n
+            q = case.input_float(sn + ".q").astype(F32)[0]
+            k = case.input_float(sn + ".k").astype(F32)[0]
+            q_rot, k_rot = rotate(q, pos), rotate(k, pos)
+            used = []
+            for i in range(n):
+                s = next(x for x in range(C) if slots[x] is None)
+                slots[s] = {"index": int(idx[i]), "pos": pos[:, i].copy(), "key": k_rot[i]}
+                used.append(s)
+            listed = sorted((e["index"], x) for x, e in enumerate(slots) if e)
+            keys = np.zeros((C, hk, p["head_dim"]), F32)
+            for r, (_, x) in enumerate(listed):
+                keys[r] = slots[x]["key"]
+            sc = np.stack([q_rot[:, h, :] @ keys[:, kv[h], :].T for h in range(hq)], axis=1)
+            out.update({sn + ".positions": idx[None], sn + ".rope_positions": pos.T[None],
+                        sn + ".slots": np.asarray(used, np.int64)[None],
+                        sn + ".q_rot": q_rot[None], sn + ".k_rot": k_rot[None],
+                        sn + ".scores": sc.astype(F32)[None]})
+        listed = sorted((e["index"], x) for x, e in enumerate(slots) if e)
+        cpos = np.full((1, C), -1, np.int64)
+        crope = np.full((1, C, 3), -1, np.int64)
+        ck = np.zeros((1, C, hk, p["head_dim"]), F32)
+        for r, (i, x) in enumerate(listed):
+            cpos[0, r], crope[0, r], ck[0, r] = i, slots[x]["pos"], slots[x]["key"]
+        out.update({sn + ".cache_positions": cpos, sn + ".cache_rope_positions": crope,
+                    sn + ".cache_k": ck})
+    return {n: a for n, a in out.items() if n in case.expected}
+
+
+def mrope_positions(case):
+    """HF's get_rope_index on the case's prompt layout (params.prompt.spans): text positions run
+    on from max(previous) + 1 in all three streams; a visual span of grid (t, h, w) takes
+    (t_index, h / m, w / m) after the text before it, with Qwen2.5-VL's t_index =
+    long(arange(t) * second_per_grid * tokens_per_second) in float32; decode tokens at their
+    cache position + rope_delta (max + 1 - prompt length). Returns int64 [3, T]."""
+    p = case.params
+    pos, delta = _mrope_prompt(p["prompt"]["spans"], p["index"])
     n_prompt = pos.shape[1]
-    delta = nxt - n_prompt
     dec = np.arange(n_prompt, n_prompt + p.get("n_decode", 0), dtype=np.int64) + delta
     return np.concatenate([pos, np.tile(dec, (3, 1))], axis=1)
 
@@ -527,6 +603,8 @@ def mrope_hf(case, rule=None):
     """HF float32 M-RoPE: float32 inv_freq and positions, the angle of each pair at its stream's
     position, float32 cos/sin, rotate_half, float32 scores. `rule` overrides the case's map (a
     wrong-map engine)."""
+    if case.variant == "trace":
+        return mrope_hf_trace(case, rule)
     p = case.params
     d = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
     inv = _hf_default_inv_freq(p["base"], d)
