@@ -86,6 +86,7 @@ struct MropeKnobs {
   bool permuted = false;   // streams fed as (w, h, t)
   MropeTextResume resume = MropeTextResume::kMaxPlusOne;
   MropeDecode decode = MropeDecode::kRopeDeltas;
+  bool ggml_imrope = false;  // llama.cpp's IMROPE map: a fourth stream, 0 for every token here
 };
 
 /// The interleaved rule of HF's apply_interleaved_mrope, slices clipped to the pairs (the
@@ -102,11 +103,21 @@ MropeMap interleaved_clipped(const std::vector<int>& s, int n) {
   return m;
 }
 
-MropeMap model_map(const MropeModel& m, bool wrong) {
+MropeMap model_map(const MropeModel& m, const MropeKnobs& k) {
   const int n = m.p.rotary_dim / 2;
-  const bool sectioned = (m.map == MropeMapRule::kSectioned) != wrong;
+  if (k.ggml_imrope) return reference::mrope_map_ggml_imrope(m.sections, n);
+  const bool sectioned = (m.map == MropeMapRule::kSectioned) != k.wrong_map;
   return sectioned ? reference::mrope_map_sectioned(m.sections, n)
                    : interleaved_clipped(m.sections, n);
+}
+
+/// Positions [3, T] extended to the map's streams: llama.cpp fills a fourth stream with 0 for
+/// text and image tokens (what the ggml_imrope map reads past HF's ranges).
+std::vector<std::int64_t> map_streams(const std::vector<std::int64_t>& pos, std::int64_t T,
+                                      const MropeMap& map) {
+  std::vector<std::int64_t> v = pos;
+  v.resize(static_cast<std::size_t>(std::max<std::int64_t>(map.n_streams, 3) * T), 0);
+  return v;
 }
 
 /// Positions [3, T] of the prompt `layout` and n_decode decode tokens after it.
@@ -444,15 +455,16 @@ struct MropeGen {
 
 GoldenCase mrope_case_generate(const MropeCaseDef& d) {
   MropeGen g{d};
-  g.map = model_map(d.model, d.expected.wrong_map);
+  g.map = model_map(d.model, d.expected);
   g.pos = mrope_positions(d.layout, d.model.index, d.n_decode, d.expected, &g.T);
   const std::int64_t T = g.T;
   g.q.resize(static_cast<std::size_t>(T * g.hq * g.h));
   g.k.resize(static_cast<std::size_t>(T * g.hk * g.h));
   for (std::size_t i = 0; i < g.q.size(); ++i) g.q[i] = input_value(d.dtype, d.seed, 1, i);
   for (std::size_t i = 0; i < g.k.size(); ++i) g.k[i] = input_value(d.dtype, d.seed, 2, i);
-  const auto o50 = mrope_oracle<mp50>(g.p, g.map, g.pos, T, g.hq, g.hk, g.q, g.k);
-  const auto o100 = mrope_oracle<mp100>(g.p, g.map, g.pos, T, g.hq, g.hk, g.q, g.k);
+  const std::vector<std::int64_t> rot = map_streams(g.pos, T, g.map);
+  const auto o50 = mrope_oracle<mp50>(g.p, g.map, rot, T, g.hq, g.hk, g.q, g.k);
+  const auto o100 = mrope_oracle<mp100>(g.p, g.map, rot, T, g.hq, g.hk, g.q, g.k);
   for (const auto& [name, a, b] :
        {std::tuple{"cos", &o50.cos, &o100.cos}, std::tuple{"sin", &o50.sin, &o100.sin},
         std::tuple{"q_rot", &o50.q_rot, &o100.q_rot}, std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
@@ -461,7 +473,7 @@ GoldenCase mrope_case_generate(const MropeCaseDef& d) {
   }
   for (const auto& prof : profiles())
     g.sb[prof.name] = rope_stage_budgets(prof.name, d.dtype, 0.0, g.h);
-  g.E = angle_errors(g.p, g.map, g.pos, T, g.sb);
+  g.E = angle_errors(g.p, g.map, rot, T, g.sb);
 
   std::vector<Tensor> tensors;
   std::vector<TensorSpec> inputs, expected;
@@ -631,6 +643,13 @@ const std::vector<MropeCaseDef>& case_table() {
         control(find(q2 + "text_image_text_f32"), "token_index", k, "token-index-resume",
                 "text after the image resuming at its token index instead of max + 1 (transformers "
                 "#40154: Qwen2.5-VL text position ids mis-prepared in generate)"));
+    k = {};
+    k.ggml_imrope = true;
+    c.push_back(control(
+        find(q3 + "text_image_text_f32"), "ggml_imrope", k, "ggml-imrope",
+        "Qwen3-VL as llama.cpp's IMROPE rotates it (ggml_mrope_cache_init with sections [24, 20, "
+        "20, 0]): pairs 61 and 62 read the fourth stream, 0 for text and image tokens, instead of "
+        "t; a float32-recurrence engine with this map fails fp32-recurrence"));
     v.insert(v.end(), c.begin(), c.end());
     return v;
   }();
@@ -932,6 +951,9 @@ const std::vector<std::pair<std::string, std::string>>& mistake_table() {
       {"stream-permutation", "the position streams fed as (w, h, t) instead of (t, h, w)"},
       {"no-rope-deltas", "rope_deltas dropped: tokens after the prompt at their cache position"},
       {"token-index-resume", "text after a visual span resuming at its token index, not max + 1"},
+      {"ggml-imrope",
+       "llama.cpp's IMROPE map: pairs past the interleaved t, h, w ranges (Qwen3-VL's 61 and 62) "
+       "rotate with a fourth stream, 0 for text and image tokens, where HF uses t"},
       {"stale-rope-deltas",
        "rope_deltas kept from the previous request: a later request decodes at cache position + "
        "the earlier prompt's delta"},
@@ -974,6 +996,7 @@ MropeKnobs knobs_of(const std::string& mistake) {
   k.permuted = mistake == "stream-permutation";
   if (mistake == "no-rope-deltas") k.decode = MropeDecode::kCachePosition;
   if (mistake == "token-index-resume") k.resume = MropeTextResume::kTokenIndex;
+  k.ggml_imrope = mistake == "ggml-imrope";
   return k;
 }
 
@@ -1036,9 +1059,10 @@ EngineCase read_case(const CaseSpec& spec) {
 /// The engine's float tables [T, np]: pair i at its stream's position, by the pipeline's own
 /// numerics (exact: posenc's RoPE kernel tables, which mrope_apply_qk_positions builds).
 void engine_tables(const std::string& pipeline, const RopeParams& p, const MropeMap& map,
-                   const std::vector<std::int64_t>& pos, std::int64_t T, std::vector<float>* cs,
+                   const std::vector<std::int64_t>& pos3, std::int64_t T, std::vector<float>* cs,
                    std::vector<float>* sn) {
   const int np = p.rotary_dim / 2;
+  const std::vector<std::int64_t> pos = map_streams(pos3, T, map);
   std::set<std::int64_t> distinct(pos.begin(), pos.end());
   const std::vector<std::int64_t> list(distinct.begin(), distinct.end());
   std::map<std::int64_t, std::size_t> row;
@@ -1074,7 +1098,7 @@ std::vector<float> engine_rotate(const std::string& pipeline, const RopeParams& 
   std::vector<float> y(x.size());
   if (pipeline == "exact") {
     const optimized::RopeShape s{T, heads, optimized::RopeTensorLayout::kTokensHeadsDim};
-    optimized::mrope_apply_qk_positions(p, map, pos, 0.0, s, x, y, {}, {}, {});
+    optimized::mrope_apply_qk_positions(p, map, map_streams(pos, T, map), 0.0, s, x, y, {}, {}, {});
     return y;
   }
   std::vector<float> cs, sn;
@@ -1122,7 +1146,7 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
   const EngineCase c = read_case(spec);
   std::int64_t T = 0;
   const std::vector<std::int64_t> pos = mrope_positions(c.layout, c.m.index, c.n_decode, k, &T);
-  const MropeMap map = model_map(c.m, k.wrong_map);
+  const MropeMap map = model_map(c.m, k);
   const RopeParams& p = c.m.p;
   const int h = p.head_dim, np = p.rotary_dim / 2;
   const std::vector<float> q = tensor_to_f32(golden.at("q")), kk = tensor_to_f32(golden.at("k"));

@@ -825,7 +825,7 @@ TEST(MropeOptimized, RejectsBadArguments) {
 
 // ---- golden cases (golden/mrope_golden.cpp) ---------------------------------------------------
 
-TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 26); }
+TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 27); }
 TEST(MropeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("mrope"); }
 
 // Every mistake fails every valid case it can be seen in: rope_deltas only matter at decode (every
@@ -837,6 +837,9 @@ TEST(MropeGolden, EngineMistakesAreCaught) {
     if (id.find("_invalid_") != std::string::npos) return true;  // NegativeControls below
     auto in = [&](const char* s) { return id.find(s) != std::string::npos; };
     if (mistake == "no-rope-deltas") return !in("decode") && !in("_trace_");
+    // llama.cpp's IMROPE moves two pairs of angle ~4e-7 rad per position: below an f16 target's
+    // budget at these positions
+    if (mistake == "ggml-imrope") return in("qwen3_vl") && in("_f16");
     if (mistake == "stale-rope-deltas") return !in("_trace_prefix_reuse");
     if (mistake == "prompt-not-sliced") return !in("_trace_chunked_prefill") && !in("_trace_prefix_reuse");
     if (mistake == "draft-slot-from-t") return !in("_trace_speculative");
@@ -898,7 +901,7 @@ TEST(MropeGolden, NegativeControlsFailUnderEveryProfile) {
     }
     EXPECT_GE(judged, 3) << lc.spec.id;
   });
-  EXPECT_EQ(n, 9);
+  EXPECT_EQ(n, 10);
 }
 
 // diagnose names the mistake of each negative control: its values as a float32 engine's output
@@ -918,6 +921,27 @@ TEST(MropeGolden, DiagnoseNamesEachNegativeControlsMistake) {
     ASSERT_FALSE(d.ranked.empty());
     EXPECT_EQ(d.ranked.front().mistake, mistake) << lc.spec.id << "\n" << golden::diagnosis_text(d, true);
   });
+}
+
+// llama.cpp's IMROPE as a float32-recurrence engine computes it (ggml's theta *= theta_scale
+// with the ggml_imrope map: Qwen3-VL's pairs 61 and 62 on the fourth stream, 0) fails the
+// Qwen3-VL case under fp32-recurrence, and diagnose names the map; the same recurrence with HF's
+// interleaved map passes.
+TEST(MropeGolden, LlamaCppImropeFailsFp32RecurrenceAndIsNamed) {
+  const auto lc = golden::load_case(golden::default_data_dir() / "mrope" / "mrope_qwen3_vl_8b_instruct_text_image_text_f32.json");
+  const auto& s = golden::scheme_by_slug("mrope");
+  golden::EngineOptions eo;
+  eo.pipeline = "fp32-recurrence";
+  EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, eo), {"fp32-recurrence", {}, true}).status,
+            golden::Verdict::kPass);
+  eo.mistake = "ggml-imrope";
+  const auto actual = s.run_engine(lc.spec, lc.golden, eo);
+  const auto r = golden::verify_case(lc.spec, lc.golden, actual, {"fp32-recurrence", {}, true});
+  EXPECT_EQ(r.status, golden::Verdict::kFail) << golden::format_case_text(r, true);
+  const auto d = golden::diagnose_case(lc, actual, "fp32-recurrence");
+  EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
+  ASSERT_FALSE(d.ranked.empty());
+  EXPECT_EQ(d.ranked.front().mistake, "ggml-imrope") << golden::diagnosis_text(d, true);
 }
 
 // ---- KV-cache traces (golden/mrope_trace.inc) --------------------------------------------------

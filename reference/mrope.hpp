@@ -479,6 +479,13 @@ inline const std::vector<MropeConvention>& mrope_conventions() {
       {"token_index", "invalid", "text after a visual span resumes at its token index"},
       {"rope_deltas", "default", "decode at cache position + rope_delta"},
       {"cache_position", "invalid", "decode at the cache position (rope_delta dropped)"},
+      // KV-cache conventions (golden traces: docs/verifying-vl.md)
+      {"stale_rope_deltas", "invalid", "a later request decodes with the previous one's rope_delta"},
+      {"positions_not_sliced", "invalid",
+       "a prefill chunk from token k > 0 takes the prompt's positions [0, n), not [k, k + n)"},
+      {"draft_slot_t", "invalid", "a speculative drafter's KV slot = its t position"},
+      {"seq_rm_count", "invalid",
+       "a cache removal given the token count where the RoPE position is meant"},
   };
   return c;
 }
