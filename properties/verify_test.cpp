@@ -344,6 +344,26 @@ TEST(KvTraceValidation, CountsAndShapesAreConsistent) {
   expect_trace_refused([](Json& s) { s.erase(s.end() - 1); }, {"tensor \"s11.", "belongs to no trace step"});
 }
 
+// An M-RoPE trace (variant "trace" of mrope): steps numbered from 0, of a known kind, for a
+// listed request, naming only tensors the manifest lists.
+TEST(MropeTraceValidation, StepsAreNumberedKnownAndNameListedTensors) {
+  const std::string id = "mrope_qwen2_vl_7b_instruct_trace_prefix_reuse_f32";
+  auto refused = [&](const std::function<void(Json& steps)>& edit, const std::vector<std::string>& fragments) {
+    CaseCopy c(id);
+    c.edit_manifest([&](Json& m) { edit(m["trace"]["steps"]); });
+    expect_refused(c, fragments);
+  };
+  refused([](Json& s) { std::swap(s[1], s[2]); }, {"trace.steps[1].index: expected 1"});
+  refused([](Json& s) { s[3]["kind"] = "rewind"; },
+          {"trace.steps[3].kind: expected prefill, decode, draft, verify, truncate or shift"});
+  refused([](Json& s) { s[4]["request"] = 2; }, {"trace.steps[4].request: expected the index of one of trace.requests"});
+  refused([](Json& s) { s[2]["expected"].push_back("s09.q_rot"); },
+          {"trace.steps[2].expected", "names a tensor the manifest does not list: \"s09.q_rot\""});
+  CaseCopy c(id);
+  c.edit_manifest([](Json& m) { m["params"]["n_tokens"] = 3; });
+  expect_refused(c, {"params.n_tokens", "unexpected"});
+}
+
 TEST(KvTraceValidation, CacheRowsMatchTheCapacityOrTheColumns) {
   CaseCopy c(kKvShiftCase);
   c.edit_manifest([](Json& m) { m["params"]["cache_rows"] = 17; });
