@@ -116,7 +116,9 @@ MropeMap model_map(const MropeModel& m, const MropeKnobs& k) {
 std::vector<std::int64_t> map_streams(const std::vector<std::int64_t>& pos, std::int64_t T,
                                       const MropeMap& map) {
   std::vector<std::int64_t> v = pos;
-  v.resize(static_cast<std::size_t>(std::max<std::int64_t>(map.n_streams, 3) * T), 0);
+  if (static_cast<std::int64_t>(v.size()) < map.n_streams * T) {
+    v.resize(static_cast<std::size_t>(map.n_streams * T), 0);
+  }
   return v;
 }
 
@@ -158,7 +160,38 @@ struct MropeCaseDef {
   MropeKnobs expected;  // the convention the expected values follow
   std::string result = "valid", convention, reason,
               mistake;  // mistake: the engine's that reproduces it
+  bool vision = false;  // a vision-tower case: layout = one image span, 2D axial RoPE
 };
+
+// ---- the vision tower (2D axial RoPE over an image's patches) -------------------------------
+
+/// Qwen2-VL's vision tower: head_dim 80 (embed_dim 1280 / 16 heads), every channel rotated,
+/// base 10000; VisionRotaryEmbedding(head_dim / 2) gives each of h and w 20 pairs with
+/// frequencies 10000^(-2j/40), concatenated [h, w] and rotated by rotate_half.
+RopeParams vision_params() {
+  RopeParams p;
+  p.head_dim = p.rotary_dim = 80;
+  p.base = 10000.0;
+  p.layout = reference::RopeLayout::kHalfSplit;
+  return p;
+}
+
+/// The axial map of the tower, or (wrong) Pixtral's strided one: h the even, w the odd
+/// frequencies of the plain table.
+MropeMap vision_map(const RopeParams& p, bool wrong) {
+  const int n = p.rotary_dim / 2;
+  return wrong ? reference::mrope_map_axial_strided(2, n) : reference::mrope_map_axial({n / 2, n / 2}, n);
+}
+
+/// The patches' (h, w) positions; permuted: fed as (w, h).
+std::vector<std::int64_t> vision_positions(const MropeSpan& grid, int merge, bool permuted,
+                                           std::int64_t* n_tokens) {
+  auto pos = reference::mrope_vision_positions(grid.grid_t, grid.grid_h, grid.grid_w, merge);
+  const std::int64_t T = static_cast<std::int64_t>(pos.size() / 2);
+  if (permuted) std::swap_ranges(pos.begin(), pos.begin() + T, pos.begin() + T);
+  *n_tokens = T;
+  return pos;
+}
 
 double input_value(DType t, std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
   if (t == DType::kBF16) return std::ldexp(static_cast<double>(prng_int(seed, stream, i, 255)), -8);
@@ -239,8 +272,8 @@ MropeOracle<Real> mrope_oracle(const RopeParams& p, const MropeMap& map,
     for (std::int64_t i = 0; i < T; ++i) {
       for (std::int64_t j = 0; j < T; ++j) {
         Real sum = 0;
-        const bool same =
-            pos[i] == pos[j] && pos[T + i] == pos[T + j] && pos[2 * T + i] == pos[2 * T + j];
+        bool same = true;
+        for (int st = 0; st < map.n_streams; ++st) same = same && pos[st * T + i] == pos[st * T + j];
         if (same && tables.attention_factor == Real(1)) {
           // Both rotated by the same angles: the score is q . k, exactly (the inputs are dyadic),
           // so a value on a rounding tie of the target dtype rounds the same in mp50 and mp100.
@@ -257,6 +290,16 @@ MropeOracle<Real> mrope_oracle(const RopeParams& p, const MropeMap& map,
   return o;
 }
 
+/// The plain RoPE whose table holds pair q's frequency base^(-2 k / D) at its pair k: p itself
+/// when D is p's rotary_dim (sectioned, interleaved, Pixtral), else a RoPE of D channels (an
+/// axial block: Qwen2-VL's vision tower).
+RopeParams freq_params(const RopeParams& p, const reference::MropePair& q) {
+  if (q.freq_dim == p.rotary_dim) return p;
+  RopeParams r = p;
+  r.head_dim = r.rotary_dim = q.freq_dim;
+  return r;
+}
+
 /// Per profile whose tables apply: the angle error bound of every (token, pair), RoPE's at the
 /// position the pair's stream gives (mutant gold_mrope_angle_term_dropped: 0).
 std::map<std::string, std::vector<double>> angle_errors(
@@ -271,13 +314,21 @@ std::map<std::string, std::vector<double>> angle_errors(
   std::map<std::string, std::vector<double>> out;
   for (const auto& [prof, b] : sb) {
     if (prof == "strict" || !b.table.applies) continue;
-    const RopeAngleErrors e = rope_pipeline_angle_errors(prof, p, reference::RopeScaling{}, list);
+    std::map<int, std::vector<double>> e;  // freq_dim -> [positions, freq_dim / 2]
+    for (const auto& q : map.pairs) {
+      if (!e.count(q.freq_dim)) {
+        e[q.freq_dim] =
+            rope_pipeline_angle_errors(prof, freq_params(p, q), reference::RopeScaling{}, list).angle;
+      }
+    }
     std::vector<double>& x = out[prof];
     for (std::int64_t t = 0; t < T; ++t) {
       for (int i = 0; i < np; ++i) {
-        const std::int64_t m = pos[map.pairs[i].stream * T + t];
-        x.push_back(POSENC_MUTANT("gold_mrope_angle_term_dropped") ? 0.0
-                                                                   : e.angle[row.at(m) * np + i]);
+        const reference::MropePair& q = map.pairs[i];
+        const std::int64_t m = pos[q.stream * T + t];
+        x.push_back(POSENC_MUTANT("gold_mrope_angle_term_dropped")
+                        ? 0.0
+                        : e.at(q.freq_dim)[row.at(m) * (q.freq_dim / 2) + q.freq_index]);
       }
     }
   }
@@ -374,6 +425,47 @@ void describe(Json& m, const MropeCaseDef& d, std::int64_t T) {
   }
 }
 
+/// The manifest's description, preset, conventions and params of a vision-tower case.
+void describe_vision(Json& m, const MropeCaseDef& d, std::int64_t T) {
+  const MropeModel& mm = d.model;
+  const MropeSpan& g = d.layout.at(0);
+  const int np = mm.p.rotary_dim / 2, merge = mm.index.spatial_merge_size;
+  std::string desc = "2D axial RoPE of the " + mm.id + " vision tower (head_dim 80, " +
+                     std::to_string(np / 2) + " pairs per axis, base 1e4), " + d.what + ", " +
+                     std::to_string(T) + " patches, target " + std::string(dtype_short(d.dtype));
+  if (!d.convention.empty()) desc += "; convention " + d.convention + " (" + d.result + ")";
+  m["description"] = desc;
+  m["citation"] = "P. Wang et al., Qwen2-VL, arXiv:2409.12191v2, Sec. 2.1 (2D RoPE in the ViT); HF "
+                  "transformers qwen2_vl VisionRotaryEmbedding, VisionTransformer.rot_pos_emb, "
+                  "apply_rotary_pos_emb_vision";
+  m["preset"] = {{"name", mm.id}, {"hf_model", mm.hf_model}, {"source", mm.source}, {"config", mm.config}};
+  m["conventions"] = {
+      {"pairing", "half_split over the whole head: pair i = channels (i, i + head_dim/2)"},
+      {"map", "axial: pairs [0, n/2) read stream h with frequencies base^(-2j/n), pairs [n/2, n) "
+              "stream w with the same frequencies (n = head_dim/2 pairs: VisionRotaryEmbedding"
+              "(head_dim/2) per axis, concatenated [h, w])"},
+      {"positions", "patch (row y, column x) at (y, x); the patches in the tower's order: frames, "
+                    "then spatial_merge_size x spatial_merge_size windows row by row, each window "
+                    "row by row (rot_pos_emb)"},
+      {"layout", "q, k, q_rot, k_rot are [patches, heads, head_dim]; positions [2 (h, w), patches]; "
+                 "cos, sin [patches, head_dim/2] (each column once)"},
+      {"scores", "unscaled dot products q_rot . k_rot over all head_dim channels, head by head"}};
+  m["params"] = {{"head_dim", mm.p.head_dim},
+                 {"rotary_dim", mm.p.rotary_dim},
+                 {"base", mm.p.base},
+                 {"layout", "half_split"},
+                 {"attention_factor", 1.0},
+                 {"map", {{"rule", "axial"}, {"axis_pairs", {np / 2, np / 2}}}},
+                 {"grid", {{"grid_thw", {g.grid_t, g.grid_h, g.grid_w}}, {"spatial_merge_size", merge}}},
+                 {"n_tokens", T},
+                 {"n_q_heads", d.n_q_heads},
+                 {"n_kv_heads", d.n_kv_heads},
+                 {"dtype", std::string(dtype_short(d.dtype))}};
+  if (!d.convention.empty()) {
+    m["negative_control"] = {{"convention", d.convention}, {"reason", d.reason}, {"mistake", d.mistake}};
+  }
+}
+
 /// The expected tensors of one case (positions, cos, sin, q_rot, k_rot, scores) and their budgets.
 struct MropeGen {
   const MropeCaseDef& d;
@@ -386,10 +478,11 @@ struct MropeGen {
   std::vector<double> q, k;
   std::map<std::string, RopeStageBudgets> sb;
   std::map<std::string, std::vector<double>> E;  // profile -> [T, np] angle error bound
+  std::vector<std::string> labels = {"input_ids"};  // the token axis' label tensor (none: vision)
 
   ExpectedTensor table(const std::string& name, const std::vector<mp50>& v) {
     ExpectedTensor e = expected_tensor(name, "table", t, {T, np}, CheckKind::kConditioned,
-                                       {{"token", "", {}, {"input_ids"}}, {"pair", "", {}, {}}});
+                                       {{"token", "", {}, labels}, {"pair", "", {}, {}}});
     e.values = v;
     e.cond.assign(v.size(), 1.0);
     for (const auto& [prof, b] : sb) e.spec.check.profiles[prof] = b.table;
@@ -402,7 +495,7 @@ struct MropeGen {
     std::vector<int> channel_pairs(static_cast<std::size_t>(h));
     for (int c = 0; c < h; ++c) channel_pairs[c] = reference::rope_pair_of_channel(p, c);
     ExpectedTensor e = expected_tensor(name, "rotated", t, {T, heads, h}, CheckKind::kConditioned,
-                                       {{"token", "", {}, {"input_ids"}},
+                                       {{"token", "", {}, labels},
                                         {"head", "", {}, {}},
                                         {"channel", "", channel_pairs, {}}});
     e.values = v;
@@ -423,7 +516,7 @@ struct MropeGen {
   ExpectedTensor scores(const std::vector<mp50>& v) {
     ExpectedTensor e = expected_tensor(
         "scores", "scores", t, {hq, T, T}, CheckKind::kConditioned,
-        {{"head", "", {}, {}}, {"query", "", {}, {"input_ids"}}, {"key", "", {}, {"input_ids"}}});
+        {{"head", "", {}, {}}, {"query", "", {}, labels}, {"key", "", {}, labels}});
     e.values = v;
     std::vector<double> qc, qs, kc, ks;
     pair_scales(p, q, T, hq, &qc, &qs);
@@ -455,8 +548,15 @@ struct MropeGen {
 
 GoldenCase mrope_case_generate(const MropeCaseDef& d) {
   MropeGen g{d};
-  g.map = model_map(d.model, d.expected);
-  g.pos = mrope_positions(d.layout, d.model.index, d.n_decode, d.expected, &g.T);
+  if (d.vision) {
+    g.map = vision_map(g.p, d.expected.wrong_map);
+    g.pos = vision_positions(d.layout.at(0), d.model.index.spatial_merge_size, d.expected.permuted, &g.T);
+    g.labels.clear();
+  } else {
+    g.map = model_map(d.model, d.expected);
+    g.pos = mrope_positions(d.layout, d.model.index, d.n_decode, d.expected, &g.T);
+  }
+  const std::int64_t S = d.vision ? 2 : 3;
   const std::int64_t T = g.T;
   g.q.resize(static_cast<std::size_t>(T * g.hq * g.h));
   g.k.resize(static_cast<std::size_t>(T * g.hk * g.h));
@@ -477,7 +577,9 @@ GoldenCase mrope_case_generate(const MropeCaseDef& d) {
 
   std::vector<Tensor> tensors;
   std::vector<TensorSpec> inputs, expected;
-  tensors.push_back(tensor_from_i64("input_ids", {T}, input_ids(d.model, d.layout, d.n_decode)));
+  if (!d.vision) {
+    tensors.push_back(tensor_from_i64("input_ids", {T}, input_ids(d.model, d.layout, d.n_decode)));
+  }
   std::vector<std::int64_t> img, vid;
   for (const MropeSpan& s : d.layout) {
     if (s.kind == MropeSpanKind::kText) continue;
@@ -494,9 +596,9 @@ GoldenCase mrope_case_generate(const MropeCaseDef& d) {
   tensors.push_back(input_tensor("k", d.dtype, {T, g.hk, g.h}, g.k));
   for (const auto& x : tensors) inputs.push_back(input_spec(x));
 
-  const Tensor pos_tensor = tensor_from_i64("positions", {3, T}, g.pos);
-  ExpectedTensor ep = expected_tensor("positions", "index", DType::kI64, {3, T}, CheckKind::kExact,
-                                      {{"stream", "", {}, {}}, {"token", "", {}, {"input_ids"}}});
+  const Tensor pos_tensor = tensor_from_i64("positions", {S, T}, g.pos);
+  ExpectedTensor ep = expected_tensor("positions", "index", DType::kI64, {S, T}, CheckKind::kExact,
+                                      {{"stream", "", {}, {}}, {"token", "", {}, g.labels}});
   ep.spec.check.profiles = exact_budgets(d.dtype);
   ep.exact_tensor = &pos_tensor;
   expected.push_back(add_expected(&tensors, std::move(ep)));
@@ -506,10 +608,15 @@ GoldenCase mrope_case_generate(const MropeCaseDef& d) {
   expected.push_back(add_expected(&tensors, g.rotated("k_rot", o50.k_rot, g.k, g.hk)));
   expected.push_back(add_expected(&tensors, g.scores(o50.scores)));
 
-  Json m = manifest_header(d.id, "mrope",
-                           d.model.map == MropeMapRule::kSectioned ? "sectioned" : "interleaved",
-                           d.result, 1);
-  describe(m, d, T);
+  Json m = manifest_header(
+      d.id, "mrope",
+      d.vision ? "vision" : (d.model.map == MropeMapRule::kSectioned ? "sectioned" : "interleaved"),
+      d.result, 1);
+  if (d.vision) {
+    describe_vision(m, d, T);
+  } else {
+    describe(m, d, T);
+  }
   m["oracle"] = mp_oracle_json();
   m["seed"] = d.seed;
   m["prng"] =
@@ -643,6 +750,21 @@ const std::vector<MropeCaseDef>& case_table() {
         control(find(q2 + "text_image_text_f32"), "token_index", k, "token-index-resume",
                 "text after the image resuming at its token index instead of max + 1 (transformers "
                 "#40154: Qwen2.5-VL text position ids mis-prepared in generate)"));
+    {  // the vision tower of Qwen2-VL: one image of 8 x 12 patches (merge windows of 2 x 2)
+      MropeCaseDef vt = case_def(find(q2 + "text_image_text_f32").model, "qwen2_vl_7b_instruct",
+                                 "vision_tower", "image grid (1, 8, 12) in 2 x 2 merge windows",
+                                 {reference::mrope_image(1, 8, 12)}, 0, DType::kF32);
+      vt.vision = true;
+      vt.model.p = vision_params();
+      vt.n_q_heads = vt.n_kv_heads = 2;
+      v.push_back(vt);
+      k = {};
+      k.wrong_map = true;
+      c.push_back(control(vt, "strided_map", k, "wrong-map",
+                          "Qwen2-VL's vision tower rotated with Pixtral's strided 2D map (h the "
+                          "even, w the odd frequencies of one table) instead of its two axial "
+                          "blocks"));
+    }
     k = {};
     k.ggml_imrope = true;
     c.push_back(control(
@@ -1067,23 +1189,27 @@ void engine_tables(const std::string& pipeline, const RopeParams& p, const Mrope
   const std::vector<std::int64_t> list(distinct.begin(), distinct.end());
   std::map<std::int64_t, std::size_t> row;
   for (std::size_t r = 0; r < list.size(); ++r) row[list[r]] = r;
-  std::vector<float> c, s;
-  if (pipeline == "exact") {
-    const auto cache = optimized::rope_cache_init(p, list);
-    c = cache.cos_f32;
-    s = cache.sin_f32;
-  } else {
-    const auto tb = rope_pipeline_tables(pipeline, p, reference::RopeScaling{}, p.head_dim, list);
-    c = tb.cos;
-    s = tb.sin;
+  std::map<int, std::pair<std::vector<float>, std::vector<float>>> tab;  // freq_dim -> cos, sin
+  for (const auto& q : map.pairs) {
+    if (tab.count(q.freq_dim)) continue;
+    const RopeParams fp = freq_params(p, q);
+    if (pipeline == "exact") {
+      const auto cache = optimized::rope_cache_init(fp, list);
+      tab[q.freq_dim] = {cache.cos_f32, cache.sin_f32};
+    } else {
+      const auto tb = rope_pipeline_tables(pipeline, fp, reference::RopeScaling{}, fp.head_dim, list);
+      tab[q.freq_dim] = {tb.cos, tb.sin};
+    }
   }
   cs->resize(static_cast<std::size_t>(T * np));
   sn->resize(cs->size());
   for (std::int64_t t = 0; t < T; ++t) {
     for (int i = 0; i < np; ++i) {
-      const std::size_t r = row.at(pos[map.pairs[i].stream * T + t]);
-      (*cs)[t * np + i] = c[r * np + i];
-      (*sn)[t * np + i] = s[r * np + i];
+      const reference::MropePair& q = map.pairs[i];
+      const std::size_t r = row.at(pos[q.stream * T + t]);
+      const auto& [c, s] = tab.at(q.freq_dim);
+      (*cs)[t * np + i] = c[r * (q.freq_dim / 2) + q.freq_index];
+      (*sn)[t * np + i] = s[r * (q.freq_dim / 2) + q.freq_index];
     }
   }
 }
@@ -1143,10 +1269,27 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
     throw_invalid("mrope_run_engine", why, o.pipeline);
   }
   if (spec.manifest.contains("trace")) return run_trace_engine(spec, golden, o);
-  const EngineCase c = read_case(spec);
   std::int64_t T = 0;
-  const std::vector<std::int64_t> pos = mrope_positions(c.layout, c.m.index, c.n_decode, k, &T);
-  const MropeMap map = model_map(c.m, k);
+  std::vector<std::int64_t> pos;
+  MropeMap map;
+  EngineCase c;
+  if (spec.manifest.value("variant", "") == "vision") {  // the vision tower: 2D axial RoPE
+    const Json& pj = spec.manifest.at("params");
+    c.m.p = vision_params();
+    c.m.p.head_dim = c.m.p.rotary_dim = pj.at("head_dim").get<int>();
+    c.m.p.base = pj.at("base").get<double>();
+    const auto g = pj.at("grid").at("grid_thw").get<std::vector<std::int64_t>>();
+    pos = vision_positions(reference::mrope_image(g.at(0), g.at(1), g.at(2)),
+                           pj.at("grid").at("spatial_merge_size").get<int>(), k.permuted, &T);
+    map = vision_map(c.m.p, k.wrong_map);
+    c.hq = pj.at("n_q_heads").get<int>();
+    c.hk = pj.at("n_kv_heads").get<int>();
+  } else {
+    c = read_case(spec);
+    pos = mrope_positions(c.layout, c.m.index, c.n_decode, k, &T);
+    map = model_map(c.m, k);
+  }
+  const std::int64_t S = static_cast<std::int64_t>(pos.size()) / T;
   const RopeParams& p = c.m.p;
   const int h = p.head_dim, np = p.rotary_dim / 2;
   const std::vector<float> q = tensor_to_f32(golden.at("q")), kk = tensor_to_f32(golden.at("k"));
@@ -1170,7 +1313,7 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
     }
   }
   TensorMap out;
-  out.emplace("positions", tensor_from_i64("positions", {3, T}, pos));
+  out.emplace("positions", tensor_from_i64("positions", {S, T}, pos));
   out.emplace("cos", engine_tensor("cos", t, {T, np}, cs));
   out.emplace("sin", engine_tensor("sin", t, {T, np}, sn));
   out.emplace("q_rot", engine_tensor("q_rot", t, {T, c.hq, h}, qr));

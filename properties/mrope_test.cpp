@@ -551,6 +551,33 @@ TEST(MropeIndexSpot, Qwen25VlVideoTemporalScaling) {
             (std::vector<std::int64_t>{0, 15, 30, 45}));
 }
 
+// HF's rot_pos_emb on a grid of 4 x 4 patches merged 2 x 2: the windows row by row, each
+// window's patches row by row; frames repeat the same positions.
+TEST(MropeIndexSpot, VisionTowerPatchOrder) {
+  const auto p = reference::mrope_vision_positions(2, 4, 4, 2);
+  const std::vector<std::int64_t> h = {0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3};
+  const std::vector<std::int64_t> w = {0, 1, 0, 1, 2, 3, 2, 3, 0, 1, 0, 1, 2, 3, 2, 3};
+  ASSERT_EQ(p.size(), 64u);
+  for (std::size_t f = 0; f < 2; ++f) {
+    for (std::size_t j = 0; j < 16; ++j) {
+      EXPECT_EQ(p[16 * f + j], h[j]) << "frame " << f << " patch " << j;
+      EXPECT_EQ(p[32 + 16 * f + j], w[j]) << "frame " << f << " patch " << j;
+    }
+  }
+  auto expect_message = [](auto&& fn, const std::string& needle) {
+    try {
+      fn();
+      FAIL() << "no exception for " << needle;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_message([] { reference::mrope_vision_positions(1, 6, 5, 2); },
+                 "mrope_vision_positions: h and w must be divisible by merge 2 (got 5)");
+  expect_message([] { reference::mrope_vision_positions(0, 4, 4, 2); },
+                 "mrope_vision_positions: t must be in [1, 2^16] (got 0)");
+}
+
 TEST(MropeIndexSpot, RejectsBadLayouts) {
   auto expect_message = [](const std::vector<MropeSpan>& l, reference::MropeIndexRule r,
                            const std::string& needle) {
@@ -825,7 +852,7 @@ TEST(MropeOptimized, RejectsBadArguments) {
 
 // ---- golden cases (golden/mrope_golden.cpp) ---------------------------------------------------
 
-TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 27); }
+TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 29); }
 TEST(MropeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("mrope"); }
 
 // Every mistake fails every valid case it can be seen in: rope_deltas only matter at decode (every
@@ -836,6 +863,8 @@ TEST(MropeGolden, EngineMistakesAreCaught) {
   expect_engine_mistakes_caught("mrope", [](const std::string& id, const std::string& mistake) {
     if (id.find("_invalid_") != std::string::npos) return true;  // NegativeControls below
     auto in = [&](const char* s) { return id.find(s) != std::string::npos; };
+    // the vision tower has no prompt, decode or cache: only its map and its two streams
+    if (in("_vision_tower")) return mistake != "wrong-map" && mistake != "stream-permutation";
     if (mistake == "no-rope-deltas") return !in("decode") && !in("_trace_");
     // llama.cpp's IMROPE moves two pairs of angle ~4e-7 rad per position: below an f16 target's
     // budget at these positions
@@ -901,7 +930,7 @@ TEST(MropeGolden, NegativeControlsFailUnderEveryProfile) {
     }
     EXPECT_GE(judged, 3) << lc.spec.id;
   });
-  EXPECT_EQ(n, 10);
+  EXPECT_EQ(n, 11);
 }
 
 // diagnose names the mistake of each negative control: its values as a float32 engine's output

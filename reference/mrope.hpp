@@ -39,6 +39,8 @@
 //   (images: second_per_grid = 0; HF evaluates the product in float32 and truncates). Decode:
 //   rope_delta = max + 1 - sequence length (left padding included); a token at cache position c
 //   takes c + rope_delta on every stream.
+// Vision tower (Qwen2-VL's ViT, 2D axial map): mrope_vision_positions gives each patch (row,
+//   column) in the tower's order (merge windows of m x m patches, row by row).
 //
 // Sources: P. Wang et al., "Qwen2-VL", arXiv:2409.12191v2, Sec. 2.1 (M-RoPE); S. Bai et al.,
 //   "Qwen2.5-VL Technical Report", arXiv:2502.13923v1, Sec. 2.1.2 (absolute time alignment);
@@ -645,6 +647,40 @@ inline std::vector<std::int64_t> mrope_decode_positions(
   for (int c = 0; c < n_streams; ++c) {
     for (std::int64_t q = 0; q < n_new; ++q)
       pos[static_cast<std::size_t>(c * n_new + q)] = cache_position + q + delta;
+  }
+  return pos;
+}
+
+/// Patch positions (h, w) of Qwen2-VL's vision tower (HF VisionTransformer.rot_pos_emb) for a
+/// grid of t x h x w patches: frames one after the other, each in merge windows of m x m
+/// patches (windows row by row, patches in a window row by row); patch (row y, column x) at
+/// (y, x). Returns [2, t h w] row-major (stream h, then w).
+inline std::vector<std::int64_t> mrope_vision_positions(std::int64_t t, std::int64_t h,
+                                                        std::int64_t w, int merge) {
+  constexpr const char* fn = "mrope_vision_positions";
+  if (merge < 1 || merge > 64) throw_invalid(fn, "merge must be in [1, 64]", merge);
+  for (const auto& [name, v] : {std::pair{"t", t}, std::pair{"h", h}, std::pair{"w", w}}) {
+    if (v < 1 || v > kMropeMaxGrid) throw_invalid(fn, std::string(name) + " must be in [1, 2^16]", v);
+  }
+  if (h % merge != 0 || w % merge != 0) {
+    throw_invalid(fn, "h and w must be divisible by merge " + std::to_string(merge),
+                  h % merge != 0 ? h : w);
+  }
+  if (t * h * w > kMropeMaxTokens) throw_invalid(fn, "the grid must have <= 2^26 patches", t * h * w);
+  const std::int64_t n = t * h * w;
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(2 * n));
+  std::int64_t j = 0;
+  for (std::int64_t f = 0; f < t; ++f) {
+    for (std::int64_t by = 0; by < h / merge; ++by) {
+      for (std::int64_t bx = 0; bx < w / merge; ++bx) {
+        for (int iy = 0; iy < merge; ++iy) {
+          for (int ix = 0; ix < merge; ++ix, ++j) {
+            pos[static_cast<std::size_t>(j)] = by * merge + iy;
+            pos[static_cast<std::size_t>(n + j)] = bx * merge + ix;
+          }
+        }
+      }
+    }
   }
   return pos;
 }

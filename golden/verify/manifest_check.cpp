@@ -360,6 +360,26 @@ void mrope_trace_rules(const CaseSpec& c, const Json& p, const std::string& sour
   }
 }
 
+bool mrope_vision(const Json& m) { return m.value("variant", Json()) == Json("vision"); }
+
+/// A vision-tower case: 2D axial RoPE over an image's patches (no prompt, no input_ids).
+Form mrope_vision_form() {
+  return {"mrope vision tower (variant \"vision\")",
+          mrope_vision,
+          true,
+          rope_keys() + std::vector<Key>{object("map"), object("grid")},
+          {},
+          {},
+          {{"q", {"n_tokens", "n_q_heads", "head_dim"}, true},
+           {"k", {"n_tokens", "n_kv_heads", "head_dim"}},
+           {"q_rot", {"n_tokens", "n_q_heads", "head_dim"}},
+           {"k_rot", {"n_tokens", "n_kv_heads", "head_dim"}},
+           {"cos", {"n_tokens", "rotary_dim/2"}},
+           {"sin", {"n_tokens", "rotary_dim/2"}}},
+          "q",
+          rope_rules};
+}
+
 Form mrope_trace_form() {
   return {"mrope trace (variant \"trace\")",
           mrope_trace,
@@ -390,7 +410,7 @@ const std::map<std::string, std::vector<Form>>& forms() {
                           rope_shapes(),
                           "q",
                           rope_rules}};
-    t["mrope"] = {mrope_trace_form(), mrope_form()};
+    t["mrope"] = {mrope_trace_form(), mrope_vision_form(), mrope_form()};
     t["attention"] = {{"attention", nullptr, true, att, {}, {}, att_shapes, "q", attention_rules}};
     t["nope"] = {{"nope", nullptr, true, att, {}, {}, att_shapes, "q", attention_rules}};
     t["alibi"] = {{"alibi attention (alibi_case \"attention\")",

@@ -497,6 +497,24 @@ def _mrope_prompt(spans, index):
     return pos, nxt - pos.shape[1]
 
 
+def mrope_hf_vision(case):
+    """Qwen2-VL's vision tower in float32 (HF): rot_pos_emb's (h, w) of each patch (merge
+    windows of m x m, row by row), VisionRotaryEmbedding(head_dim / 2)'s frequencies for each
+    axis, the h and w angles concatenated, rotate_half over the whole head."""
+    p = case.params
+    t, h, w = p["grid"]["grid_thw"]
+    m = p["grid"]["spatial_merge_size"]
+    hpos = np.arange(h)[:, None].repeat(w, 1).reshape(h // m, m, w // m, m).transpose(0, 2, 1, 3)
+    wpos = np.arange(w)[None, :].repeat(h, 0).reshape(h // m, m, w // m, m).transpose(0, 2, 1, 3)
+    pos = np.tile(np.stack([hpos.reshape(-1), wpos.reshape(-1)]), (1, t)).astype(np.int64)
+    inv = _hf_default_inv_freq(p["base"], p["head_dim"] // 2)
+    angles = np.concatenate([pos[0][:, None].astype(F32) * inv[None, :],
+                             pos[1][:, None].astype(F32) * inv[None, :]], axis=1)
+    out = rope_outputs(case, angles.astype(F32), inv, 1.0, None, "f32")
+    out["positions"] = pos
+    return {n: a for n, a in out.items() if n in case.expected}
+
+
 def mrope_hf_trace(case, rule=None):
     """An HF-style engine replaying an M-RoPE KV-cache trace (docs/verifying-vl.md): each
     request's prompt positions from get_rope_index, tokens after the prompt at cache position
@@ -605,6 +623,8 @@ def mrope_hf(case, rule=None):
     wrong-map engine)."""
     if case.variant == "trace":
         return mrope_hf_trace(case, rule)
+    if case.variant == "vision":
+        return mrope_hf_vision(case)
     p = case.params
     d = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
     inv = _hf_default_inv_freq(p["base"], d)
