@@ -180,7 +180,8 @@ RopeParams vision_params() {
 /// frequencies of the plain table.
 MropeMap vision_map(const RopeParams& p, bool wrong) {
   const int n = p.rotary_dim / 2;
-  return wrong ? reference::mrope_map_axial_strided(2, n) : reference::mrope_map_axial({n / 2, n / 2}, n);
+  return wrong ? reference::mrope_map_axial_strided(2, n)
+               : reference::mrope_map_axial({n / 2, n / 2}, n);
 }
 
 /// The patches' (h, w) positions; permuted: fed as (w, h).
@@ -273,7 +274,8 @@ MropeOracle<Real> mrope_oracle(const RopeParams& p, const MropeMap& map,
       for (std::int64_t j = 0; j < T; ++j) {
         Real sum = 0;
         bool same = true;
-        for (int st = 0; st < map.n_streams; ++st) same = same && pos[st * T + i] == pos[st * T + j];
+        for (int st = 0; st < map.n_streams; ++st)
+          same = same && pos[st * T + i] == pos[st * T + j];
         if (same && tables.attention_factor == Real(1)) {
           // Both rotated by the same angles: the score is q . k, exactly (the inputs are dyadic),
           // so a value on a rounding tie of the target dtype rounds the same in mp50 and mp100.
@@ -318,7 +320,8 @@ std::map<std::string, std::vector<double>> angle_errors(
     for (const auto& q : map.pairs) {
       if (!e.count(q.freq_dim)) {
         e[q.freq_dim] =
-            rope_pipeline_angle_errors(prof, freq_params(p, q), reference::RopeScaling{}, list).angle;
+            rope_pipeline_angle_errors(prof, freq_params(p, q), reference::RopeScaling{}, list)
+                .angle;
       }
     }
     std::vector<double>& x = out[prof];
@@ -435,34 +438,41 @@ void describe_vision(Json& m, const MropeCaseDef& d, std::int64_t T) {
                      std::to_string(T) + " patches, target " + std::string(dtype_short(d.dtype));
   if (!d.convention.empty()) desc += "; convention " + d.convention + " (" + d.result + ")";
   m["description"] = desc;
-  m["citation"] = "P. Wang et al., Qwen2-VL, arXiv:2409.12191v2, Sec. 2.1 (2D RoPE in the ViT); HF "
-                  "transformers qwen2_vl VisionRotaryEmbedding, VisionTransformer.rot_pos_emb, "
-                  "apply_rotary_pos_emb_vision";
-  m["preset"] = {{"name", mm.id}, {"hf_model", mm.hf_model}, {"source", mm.source}, {"config", mm.config}};
+  m["citation"] =
+      "P. Wang et al., Qwen2-VL, arXiv:2409.12191v2, Sec. 2.1 (2D RoPE in the ViT); HF "
+      "transformers qwen2_vl VisionRotaryEmbedding, VisionTransformer.rot_pos_emb, "
+      "apply_rotary_pos_emb_vision";
+  m["preset"] = {
+      {"name", mm.id}, {"hf_model", mm.hf_model}, {"source", mm.source}, {"config", mm.config}};
   m["conventions"] = {
       {"pairing", "half_split over the whole head: pair i = channels (i, i + head_dim/2)"},
-      {"map", "axial: pairs [0, n/2) read stream h with frequencies base^(-2j/n), pairs [n/2, n) "
-              "stream w with the same frequencies (n = head_dim/2 pairs: VisionRotaryEmbedding"
-              "(head_dim/2) per axis, concatenated [h, w])"},
-      {"positions", "patch (row y, column x) at (y, x); the patches in the tower's order: frames, "
-                    "then spatial_merge_size x spatial_merge_size windows row by row, each window "
-                    "row by row (rot_pos_emb)"},
-      {"layout", "q, k, q_rot, k_rot are [patches, heads, head_dim]; positions [2 (h, w), patches]; "
-                 "cos, sin [patches, head_dim/2] (each column once)"},
+      {"map",
+       "axial: pairs [0, n/2) read stream h with frequencies base^(-2j/n), pairs [n/2, n) "
+       "stream w with the same frequencies (n = head_dim/2 pairs: VisionRotaryEmbedding"
+       "(head_dim/2) per axis, concatenated [h, w])"},
+      {"positions",
+       "patch (row y, column x) at (y, x); the patches in the tower's order: frames, "
+       "then spatial_merge_size x spatial_merge_size windows row by row, each window "
+       "row by row (rot_pos_emb)"},
+      {"layout",
+       "q, k, q_rot, k_rot are [patches, heads, head_dim]; positions [2 (h, w), patches]; "
+       "cos, sin [patches, head_dim/2] (each column once)"},
       {"scores", "unscaled dot products q_rot . k_rot over all head_dim channels, head by head"}};
-  m["params"] = {{"head_dim", mm.p.head_dim},
-                 {"rotary_dim", mm.p.rotary_dim},
-                 {"base", mm.p.base},
-                 {"layout", "half_split"},
-                 {"attention_factor", 1.0},
-                 {"map", {{"rule", "axial"}, {"axis_pairs", {np / 2, np / 2}}}},
-                 {"grid", {{"grid_thw", {g.grid_t, g.grid_h, g.grid_w}}, {"spatial_merge_size", merge}}},
-                 {"n_tokens", T},
-                 {"n_q_heads", d.n_q_heads},
-                 {"n_kv_heads", d.n_kv_heads},
-                 {"dtype", std::string(dtype_short(d.dtype))}};
+  m["params"] = {
+      {"head_dim", mm.p.head_dim},
+      {"rotary_dim", mm.p.rotary_dim},
+      {"base", mm.p.base},
+      {"layout", "half_split"},
+      {"attention_factor", 1.0},
+      {"map", {{"rule", "axial"}, {"axis_pairs", {np / 2, np / 2}}}},
+      {"grid", {{"grid_thw", {g.grid_t, g.grid_h, g.grid_w}}, {"spatial_merge_size", merge}}},
+      {"n_tokens", T},
+      {"n_q_heads", d.n_q_heads},
+      {"n_kv_heads", d.n_kv_heads},
+      {"dtype", std::string(dtype_short(d.dtype))}};
   if (!d.convention.empty()) {
-    m["negative_control"] = {{"convention", d.convention}, {"reason", d.reason}, {"mistake", d.mistake}};
+    m["negative_control"] = {
+        {"convention", d.convention}, {"reason", d.reason}, {"mistake", d.mistake}};
   }
 }
 
@@ -477,7 +487,7 @@ struct MropeGen {
   MropeMap map;
   std::vector<double> q, k;
   std::map<std::string, RopeStageBudgets> sb;
-  std::map<std::string, std::vector<double>> E;  // profile -> [T, np] angle error bound
+  std::map<std::string, std::vector<double>> E;     // profile -> [T, np] angle error bound
   std::vector<std::string> labels = {"input_ids"};  // the token axis' label tensor (none: vision)
 
   ExpectedTensor table(const std::string& name, const std::vector<mp50>& v) {
@@ -494,10 +504,9 @@ struct MropeGen {
                          const std::vector<double>& x, int heads) {
     std::vector<int> channel_pairs(static_cast<std::size_t>(h));
     for (int c = 0; c < h; ++c) channel_pairs[c] = reference::rope_pair_of_channel(p, c);
-    ExpectedTensor e = expected_tensor(name, "rotated", t, {T, heads, h}, CheckKind::kConditioned,
-                                       {{"token", "", {}, labels},
-                                        {"head", "", {}, {}},
-                                        {"channel", "", channel_pairs, {}}});
+    ExpectedTensor e = expected_tensor(
+        name, "rotated", t, {T, heads, h}, CheckKind::kConditioned,
+        {{"token", "", {}, labels}, {"head", "", {}, {}}, {"channel", "", channel_pairs, {}}});
     e.values = v;
     std::vector<double> pair_sum;
     pair_scales(p, x, T, heads, &e.cond, &pair_sum);
@@ -514,9 +523,9 @@ struct MropeGen {
   }
 
   ExpectedTensor scores(const std::vector<mp50>& v) {
-    ExpectedTensor e = expected_tensor(
-        "scores", "scores", t, {hq, T, T}, CheckKind::kConditioned,
-        {{"head", "", {}, {}}, {"query", "", {}, labels}, {"key", "", {}, labels}});
+    ExpectedTensor e =
+        expected_tensor("scores", "scores", t, {hq, T, T}, CheckKind::kConditioned,
+                        {{"head", "", {}, {}}, {"query", "", {}, labels}, {"key", "", {}, labels}});
     e.values = v;
     std::vector<double> qc, qs, kc, ks;
     pair_scales(p, q, T, hq, &qc, &qs);
@@ -550,7 +559,8 @@ GoldenCase mrope_case_generate(const MropeCaseDef& d) {
   MropeGen g{d};
   if (d.vision) {
     g.map = vision_map(g.p, d.expected.wrong_map);
-    g.pos = vision_positions(d.layout.at(0), d.model.index.spatial_merge_size, d.expected.permuted, &g.T);
+    g.pos = vision_positions(d.layout.at(0), d.model.index.spatial_merge_size, d.expected.permuted,
+                             &g.T);
     g.labels.clear();
   } else {
     g.map = model_map(d.model, d.expected);
@@ -1197,7 +1207,8 @@ void engine_tables(const std::string& pipeline, const RopeParams& p, const Mrope
       const auto cache = optimized::rope_cache_init(fp, list);
       tab[q.freq_dim] = {cache.cos_f32, cache.sin_f32};
     } else {
-      const auto tb = rope_pipeline_tables(pipeline, fp, reference::RopeScaling{}, fp.head_dim, list);
+      const auto tb =
+          rope_pipeline_tables(pipeline, fp, reference::RopeScaling{}, fp.head_dim, list);
       tab[q.freq_dim] = {tb.cos, tb.sin};
     }
   }
@@ -1307,8 +1318,8 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
   for (int hh = 0; hh < c.hq; ++hh) {
     for (std::int64_t i = 0; i < T; ++i) {
       for (std::int64_t j = 0; j < T; ++j) {
-        scores.push_back(engine_dot(o.pipeline, &qr[(i * c.hq + hh) * h],
-                                    &kr[(j * c.hk + hh / group) * h], h));
+        scores.push_back(
+            engine_dot(o.pipeline, &qr[(i * c.hq + hh) * h], &kr[(j * c.hk + hh / group) * h], h));
       }
     }
   }

@@ -482,7 +482,8 @@ inline const std::vector<MropeConvention>& mrope_conventions() {
       {"rope_deltas", "default", "decode at cache position + rope_delta"},
       {"cache_position", "invalid", "decode at the cache position (rope_delta dropped)"},
       // KV-cache conventions (golden traces: docs/verifying-vl.md)
-      {"stale_rope_deltas", "invalid", "a later request decodes with the previous one's rope_delta"},
+      {"stale_rope_deltas", "invalid",
+       "a later request decodes with the previous one's rope_delta"},
       {"positions_not_sliced", "invalid",
        "a prefill chunk from token k > 0 takes the prompt's positions [0, n), not [k, k + n)"},
       {"draft_slot_t", "invalid", "a speculative drafter's KV slot = its t position"},
@@ -660,13 +661,15 @@ inline std::vector<std::int64_t> mrope_vision_positions(std::int64_t t, std::int
   constexpr const char* fn = "mrope_vision_positions";
   if (merge < 1 || merge > 64) throw_invalid(fn, "merge must be in [1, 64]", merge);
   for (const auto& [name, v] : {std::pair{"t", t}, std::pair{"h", h}, std::pair{"w", w}}) {
-    if (v < 1 || v > kMropeMaxGrid) throw_invalid(fn, std::string(name) + " must be in [1, 2^16]", v);
+    if (v < 1 || v > kMropeMaxGrid)
+      throw_invalid(fn, std::string(name) + " must be in [1, 2^16]", v);
   }
   if (h % merge != 0 || w % merge != 0) {
     throw_invalid(fn, "h and w must be divisible by merge " + std::to_string(merge),
                   h % merge != 0 ? h : w);
   }
-  if (t * h * w > kMropeMaxTokens) throw_invalid(fn, "the grid must have <= 2^26 patches", t * h * w);
+  if (t * h * w > kMropeMaxTokens)
+    throw_invalid(fn, "the grid must have <= 2^26 patches", t * h * w);
   const std::int64_t n = t * h * w;
   std::vector<std::int64_t> pos(static_cast<std::size_t>(2 * n));
   std::int64_t j = 0;
