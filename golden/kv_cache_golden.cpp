@@ -53,6 +53,8 @@ struct TraceStep {
   std::int64_t T = 0;               // columns per sequence
   std::vector<std::uint8_t> valid;  // [B, T]; empty = every column a token
   std::int64_t n_keep = 0, n_discard = 0;  // shift
+  std::int64_t first_position = -1;        // >= 0: the step's first position (an empty cache
+                                           // that starts mid-sequence); -1: the next one
   std::string note;
 };
 
@@ -73,7 +75,13 @@ const std::vector<std::pair<std::string, std::string>>& kv_mistake_table() {
       {"window-off-by-one", "sliding window one key too wide: p - w <= k instead of p - w < k"},
       {"shift-n-past-kept", "context shift without reducing n_past: the cache is renumbered but the next "
                             "token keeps the old numbering (a gap of n_discard)"},
-      {"shift-restart-at-0", "positions restarted at 0 after a context shift"}};
+      {"shift-restart-at-0", "positions restarted at 0 after a context shift"},
+      {"chunk-mask-ignored-in-decode", "chunk mask ignored in decode: a single-token step past a chunk "
+                                       "boundary still sees the previous chunk's keys (the prefill path "
+                                       "applies the mask)"},
+      {"sink-logits-dropped-in-decode", "sink logits dropped in decode: single-token steps leave the "
+                                        "per-head sink out of the softmax denominator (the prefill path "
+                                        "keeps it)"}};
   return v;
 }
 
@@ -354,6 +362,61 @@ void add_other_encoding_traces(std::vector<TraceDef>& v) {
   }
 }
 
+/// The attention masks of model-plan layers in decode: Llama 4's chunked layers (chunk 8192,
+/// crossing the boundary) and GPT-OSS's sliding layers with sink logits (each with its negative
+/// control).
+void add_plan_layer_traces(std::vector<TraceDef>& v) {
+  {  // Llama 4 chunked attention across the 8192 boundary
+    TraceDef t;
+    t.id = "kv_cache_rope_llama4_chunk8192_boundary_f32";
+    t.variant = "chunked_attention";
+    t.description = "a Llama 4 chunked layer (attention_chunk_size 8192; interleaved RoPE base 5e5, "
+                    "head_dim 32, 2 query heads over 1 kv head): the cache starts empty at position "
+                    "8186, prefill 4, a decode, a 3-token verify across the boundary, 2 decodes; "
+                    "from position 8192 on the previous chunk is invisible";
+    t.params.attn = attn(2, 1, 32);
+    t.params.attn.chunk = 8192;
+    t.params.enc = plain_rope(32, 500000.0);
+    t.params.enc.rope.layout = reference::RopeLayout::kInterleaved;
+    TraceStep pre = append_step("prefill", 4, "an empty cache starting at position 8186 (positions are absolute: "
+                                              "the chunk mask reads them; the cache holds fewer keys than positions)");
+    pre.first_position = 8186;
+    t.steps = {pre, append_step("decode", 1, "position 8190"),
+               append_step("verify", 3, "positions 8191, 8192, 8193: row 8191 sees 8186-8191, row 8192 only "
+                                        "itself, row 8193 sees 8192-8193"),
+               append_step("decode", 1, "position 8194 sees 8192-8194, not chunk 0"), append_step("decode", 1)};
+    t.flags = {"ChunkedAttention", "KvCacheOffset"};
+    t.citation = "Meta Llama 4 (HF Llama4TextConfig attention_chunk_size 8192, no_rope_layers: RoPE "
+                 "layers use the chunked causal mask)";
+    v.push_back(t);
+    v.push_back(negative_control(t, "kv_cache_rope_llama4_chunk_ignored_invalid_f32", "chunk-mask-ignored-in-decode",
+                                 "negative control: the Llama 4 chunk trace with decode steps that ignore the "
+                                 "chunk mask (position 8194 still sees 8186-8191)"));
+  }
+  {  // GPT-OSS sliding layer: window 128 and a learned sink logit per head
+    TraceDef t;
+    t.id = "kv_cache_rope_gpt_oss_window128_sink_logits_f32";
+    t.variant = "sink_logits";
+    t.description = "a GPT-OSS sliding layer (window 128 in a ring of 128 slots, a sink logit per head "
+                    "in the softmax, 2.5 and 0.5; RoPE base 150000, head_dim 16, 2 query heads over 1 kv "
+                    "head): prefill 126, decodes through the wrap at 128, a 3-token verify, a decode";
+    t.params.attn = attn(2, 1, 16, 128);
+    t.params.attn.sinks = {2.5, 0.5};
+    t.params.capacity = 128;
+    t.params.enc = plain_rope(16, 150000.0);
+    t.steps = {append_step("prefill", 126), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1, "position 128 overwrites slot 0; the sink logits stay (no slot)"),
+               append_step("decode", 1), append_step("verify", 3), append_step("decode", 1)};
+    t.flags = {"SinkLogits", "SlidingWindow", "RingBuffer"};
+    t.citation = "OpenAI gpt-oss (HF GptOssAttention: sinks concatenated to the scores, dropped after "
+                 "softmax; sliding_window 128 on alternate layers)";
+    v.push_back(t);
+    v.push_back(negative_control(t, "kv_cache_rope_gpt_oss_sink_logits_dropped_invalid_f32", "sink-logits-dropped-in-decode",
+                                 "negative control: the GPT-OSS trace with decode steps that leave the sink "
+                                 "logits out of the softmax"));
+  }
+}
+
 /// The kv_cache catalog in order; seeds follow that order (a negative control takes its twin's).
 std::vector<TraceDef> trace_table() {
   std::vector<TraceDef> v;
@@ -361,6 +424,7 @@ std::vector<TraceDef> trace_table() {
   add_rope_position_traces(v);
   add_key_moving_traces(v);
   add_other_encoding_traces(v);
+  add_plan_layer_traces(v);
   for (auto& t : v) t.seed = seed++;
   // A negative control draws the same inputs as its valid twin.
   for (std::size_t i = 1; i < v.size(); ++i) {
@@ -603,6 +667,9 @@ TraceTables draw_trace_tables(const TraceDef& t) {
     tt.Pt.enc.learned_table = tab;
     tt.tensors.push_back(input_tensor("learned_table", dt, {P.enc.learned_rows, H * d}, tab));
   }
+  if (!P.attn.sinks.empty()) {
+    tt.tensors.push_back(input_tensor("sink_logits", dt, {H}, P.attn.sinks));
+  }
   reference::kv_cache_check(tt.Pt, "kv_cache_generate");
   if (rope && (P.enc.scaling.type == RopeScalingType::kDynamic || P.enc.scaling.type == RopeScalingType::kLongRope)) {
     // The budgets read one table per position; a length-dependent rule has one per call.
@@ -781,10 +848,20 @@ StepInputs draw_step_inputs(const TraceGen& g, std::size_t si, const TraceStep& 
 
 /// The scheduler's positions (a negative control's mistake), per sequence; empty = the
 /// sessions number the tokens themselves.
-std::vector<std::int64_t> scheduler_positions(TraceGen& g, const StepInputs& in) {
+std::vector<std::int64_t> scheduler_positions(TraceGen& g, const StepInputs& in, const TraceStep& st) {
   const int B = g.B;
   const std::int64_t T = in.T;
   std::vector<std::int64_t> given;
+  if (st.first_position >= 0) {  // the step starts at a given position (every valid column in order)
+    given.assign(static_cast<std::size_t>(B * T), 0);
+    for (int b = 0; b < B; ++b) {
+      std::int64_t p = st.first_position;
+      for (std::int64_t c = 0; c < T; ++c) {
+        if (in.valid[b * T + c]) given[b * T + c] = p++;
+      }
+    }
+    return given;
+  }
   if (!g.t.mistake.empty() && !POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {
     given.assign(static_cast<std::size_t>(B * T), 0);
     bool any = false;
@@ -945,10 +1022,12 @@ void budget_query_head(TraceGen& g, const StepInputs& in, const reference::KvSte
       ob.extra[pm.name][oi] = x * 1.01;
     }
   }
+  // The sink logit: one more score (exact input, |s_h|) with value 0.
+  const double sink_term = g.a.sinks.empty() ? 0.0 : sr.sink_mass[i * H + h] * std::fabs(g.a.sinks[h]);
   for (int c = 0; c < dv; ++c) {
     const std::size_t oi = (row * H + h) * dv + c;
     const double o = sr.out[(i * H + h) * dv + c];
-    double A = 0, Bs = 0;
+    double A = 0, Bs = sink_term * std::fabs(o);
     for (std::size_t j = 0; j < nk; ++j) {
       const double vj = sr.values[(j * Hkv + kh) * dv + c];
       A += pr[j] * std::fabs(vj);
@@ -1001,7 +1080,7 @@ void append_stage(TraceGen& g, std::size_t si, const TraceStep& st, const std::s
   const DType dt = g.dt;
   const StepInputs in = draw_step_inputs(g, si, st);
   const std::int64_t T = in.T;
-  const std::vector<std::int64_t> given = scheduler_positions(g, in);
+  const std::vector<std::int64_t> given = scheduler_positions(g, in, st);
   mirror_sink_eviction(g);
   const StepRuns r = run_step_sessions(g, in, given, sn);
 
@@ -1028,6 +1107,7 @@ void append_stage(TraceGen& g, std::size_t si, const TraceStep& st, const std::s
   g.expected.push_back(add_expected(&g.tensors, std::move(eo)));
   expect_cache(g, sn);
   js["columns"] = T;
+  if (st.first_position >= 0) js["first_position"] = st.first_position;
   g.first_append = false;
 }
 
@@ -1058,6 +1138,19 @@ Json trace_manifest(const TraceGen& g, const Json& jsteps) {
                  {"scale_kind", a.scale_kind == AttentionScale::kNone ? "none" : "inv_sqrt_head_dim"},
                  {"window", a.window}, {"capacity", P.capacity}, {"n_sink", P.n_sink},
                  {"batch", B}, {"cache_rows", rows}, {"dtype", std::string(dtype_short(dt))}};
+  if (a.chunk > 0) {
+    m["params"]["chunk"] = a.chunk;
+    m["conventions"]["chunk"] = "chunk C > 0 (Llama 4): key k is visible to the query at q only when "
+                                "floor(k / C) = floor(q / C), by absolute position; keys of earlier "
+                                "chunks may stay cached, unseen. A step with first_position starts "
+                                "there (the engine's scheduler is given that position)";
+  }
+  if (!a.sinks.empty()) {
+    m["conventions"]["sink_logits"] = "sink_logits [H] (GPT-OSS): head h's softmax denominator also "
+                                      "holds exp(sink_logits[h]) (compared with the scaled scores, no "
+                                      "key, no value, no cache slot) in every step, prefill and decode; "
+                                      "not StreamingLLM's n_sink kept tokens";
+  }
   m["encoding"] = encoding_json(t);
   if (!t.model_config.is_null()) m["model_config"] = t.model_config;
   m["trace"] = {{"steps", jsteps},
@@ -1085,6 +1178,16 @@ Json trace_manifest(const TraceGen& g, const Json& jsteps) {
 
 GoldenCase kv_cache_generate_trace(const TraceDef& t) {
   TraceGen g(t, draw_trace_tables(t));
+  if (!POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {  // a decode path's mistake
+    reference::KvDecodeFaults f;
+    f.ignore_chunk_in_decode = t.mistake == "chunk-mask-ignored-in-decode";
+    f.drop_sink_logits_in_decode = t.mistake == "sink-logits-dropped-in-decode";
+    for (int b = 0; b < g.B; ++b) {
+      g.b50.sequence(b).set_decode_faults(f);
+      g.b100.sequence(b).set_decode_faults(f);
+      g.bd.sequence(b).set_decode_faults(f);
+    }
+  }
   Json jsteps = Json::array();
   for (std::size_t si = 0; si < t.steps.size(); ++si) {
     const TraceStep& st = t.steps[si];
@@ -1182,6 +1285,10 @@ EngineTrace read_engine_trace(const CaseSpec& spec, const TensorMap& golden, con
   a.scale_kind = pj.at("scale_kind").get<std::string>() == "none" ? AttentionScale::kNone : AttentionScale::kInvSqrtHeadDim;
   a.causal = true;
   a.window = pj.at("window").get<std::int64_t>();
+  a.chunk = pj.value("chunk", std::int64_t{0});
+  if (auto it = golden.find("sink_logits"); it != golden.end()) {
+    for (float x : tensor_to_f32(it->second)) a.sinks.push_back(x);
+  }
   tr.B = pj.at("batch").get<int>();
   tr.rows = pj.at("cache_rows").get<std::int64_t>();
   for (const auto& e : spec.expected) {
@@ -1211,6 +1318,8 @@ optimized::KvCacheConfig engine_config(const CaseSpec& spec, const TensorMap& go
   if (o.mistake == "slot-reused") c.slot_rule = SlotRule::kReuseNewest;
   if (o.mistake == "slot-restart-at-0") c.slot_rule = SlotRule::kFromSlot0;
   c.window_inclusive = o.mistake == "window-off-by-one";
+  c.decode_ignores_chunk = o.mistake == "chunk-mask-ignored-in-decode";
+  c.decode_drops_sink_logits = o.mistake == "sink-logits-dropped-in-decode";
   const bool exact = o.pipeline == "exact";
   if (enc.kind == KvEncodingKind::kRope) {
     c.rope = true;
@@ -1306,10 +1415,20 @@ EngineStep read_engine_step(const TensorMap& golden, const std::string& sn, std:
 /// The scheduler: each sequence's positions (or the mistake's). `shifted` [B]: positions the
 /// shifts since the sequence's last step discarded (read by the shift mistakes, then cleared).
 void engine_scheduler(const optimized::KvCache& cache, const EngineTrace& tr, const EngineOptions& o, bool first,
-                      std::vector<std::int64_t>& shifted, EngineStep& st) {
+                      std::vector<std::int64_t>& shifted, std::int64_t first_position, EngineStep& st) {
   const int B = tr.B;
   const std::int64_t T = st.T, rows = tr.rows;
   st.given.assign(static_cast<std::size_t>(B * T), 0);
+  if (first_position >= 0) {  // the trace gives the step's first position
+    for (int b = 0; b < B; ++b) {
+      std::int64_t p = first_position;
+      for (std::int64_t t = 0; t < T; ++t) {
+        if (st.valid[b * T + t]) st.given[b * T + t] = p++;
+      }
+    }
+    st.any_given = true;
+    return;
+  }
   for (int b = 0; b < B; ++b) {
     std::vector<std::int64_t> cols;
     for (std::int64_t t = 0; t < T; ++t) {
@@ -1395,7 +1514,7 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
       continue;
     }
     EngineStep st = read_engine_step(golden, sn, js.at("columns").get<std::int64_t>(), tr.B);
-    engine_scheduler(cache, tr, o, first, shifted, st);
+    engine_scheduler(cache, tr, o, first, shifted, js.value("first_position", std::int64_t{-1}), st);
     if (tr.enc.kind == KvEncodingKind::kLearned) add_learned_rows(cache, tr, learned, st);
     if (!engine_append(cache, tr, o, st, sn, res)) break;
     engine_cache_out(cache, tr, sn, res);
