@@ -390,6 +390,19 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
   }
 }
 
+void KvCache::set_rope_tables(std::vector<double> inv_freq, double attention_factor) {
+  const char* fn = "KvCache::set_rope_tables";
+  if (!c_.rope) throw_invalid(fn, "the cache has no RoPE (config.rope is false)", 0);
+  if (inv_freq.size() != static_cast<std::size_t>(c_.rope_params.rotary_dim / 2)) {
+    throw_invalid(fn, "inv_freq must have rotary_dim/2 entries", inv_freq.size());
+  }
+  if (!(attention_factor > 0) || !std::isfinite(attention_factor)) {
+    throw_invalid(fn, "attention_factor must be finite and > 0", attention_factor);
+  }
+  c_.inv_freq = std::move(inv_freq);
+  c_.attention_factor = attention_factor;
+}
+
 void KvCache::shift(int b, std::int64_t n_keep, std::int64_t n_discard) {
   const char* fn = "KvCache::shift";
   if (b < 0 || b >= c_.batch) throw_invalid(fn, "b must lie in [0, batch)", b);

@@ -106,6 +106,11 @@ class KvCache {
   /// llama.cpp's context shift of sequence b (see the contract).
   void shift(int b, std::int64_t n_keep, std::int64_t n_discard);
 
+  /// New RoPE tables (rotary_dim/2 frequencies, attention factor) for the tokens written from now
+  /// on: a length-dependent rule's next call (LongRoPE). Cached keys keep the rotation that
+  /// wrote them (HF's kept cache); an engine that re-rotates the cache re-prefills it.
+  void set_rope_tables(std::vector<double> inv_freq, double attention_factor);
+
   /// Slot contents of sequence b: position (-1 = empty), key [Hkv, d], value [Hkv, dv] as floats.
   std::int64_t slot_position(int b, std::int64_t slot) const;
   void read_slot(int b, std::int64_t slot, span<float> key, span<float> value) const;

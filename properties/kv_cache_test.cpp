@@ -774,6 +774,7 @@ TEST(KvCacheGolden, RopeKeyBudgetsAreTight) {
     double worst = 0;
     for_each_golden_case("kv_cache", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
       if (lc.spec.result != "valid" || lc.spec.manifest.at("encoding").at("kind") != "rope") return;
+      if (!profile_applies(lc.spec, golden::pipelines::profile_of(pipeline))) return;  // LongRoPE: strict only
       golden::EngineOptions eo;
       eo.pipeline = pipeline;
       const auto r = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, eo),
@@ -801,11 +802,15 @@ TEST(KvCacheGolden, FloatPipelinesFailStrictAfterShifts) {
 bool visible(const std::string& id, const std::string& mistake) {
   const std::string chunk = "kv_cache_rope_llama4_chunk8192_boundary_f32";
   const std::string sink_logits = "kv_cache_rope_gpt_oss_window128_sink_logits_f32";
+  const std::string hf_switch = "kv_cache_rope_phi3_5_mini_longrope_hf_switch_f32";
+  const std::string max_model_len = "kv_cache_rope_phi3_5_mini_longrope_max_model_len_f32";
   if (mistake == "restart-at-0") return true;
+  if (mistake == "factors-flip-without-rerotation") return id == hf_switch;
   if (mistake == "chunk-mask-ignored-in-decode") return id == chunk;
   if (mistake == "sink-logits-dropped-in-decode") return id == sink_logits;
   if (mistake == "cache-length-position") {  // the chunk trace's cache starts at 8186
-    return id == "kv_cache_rope_window8_ring_wrap_f32" || id == chunk || id == sink_logits;
+    return id == "kv_cache_rope_window8_ring_wrap_f32" || id == chunk || id == sink_logits || id == hf_switch ||
+           id == max_model_len;
   }
   if (mistake == "padding-position") return id == "kv_cache_rope_left_padded_batch3_f32";
   if (mistake == "shift-not-rerotated") {
@@ -818,7 +823,8 @@ bool visible(const std::string& id, const std::string& mistake) {
   }
   if (mistake == "verify-window-start") {
     return id == "kv_cache_rope_llama3_1_8b_prefill_decode_f32" || id == "kv_cache_rope_window8_ring_wrap_f32" ||
-           id == "kv_cache_alibi_decode_h4_f32" || id == chunk || id == sink_logits;
+           id == "kv_cache_alibi_decode_h4_f32" || id == chunk || id == sink_logits || id == hf_switch ||
+           id == max_model_len;
   }
   return true;
 }
@@ -857,7 +863,9 @@ TEST(KvCacheGolden, NegativeControlsFailTheirTwinAtTheFirstWrongStep) {
       {"kv_cache_rope_left_padded_batch3_padding_position_invalid_f32", "kv_cache_rope_left_padded_batch3_f32", "s00", 0},
       {"kv_cache_rope_context_shift_not_rerotated_invalid_f32", "kv_cache_rope_context_shift_f32", "s05", -1},
       {"kv_cache_rope_llama4_chunk_ignored_invalid_f32", "kv_cache_rope_llama4_chunk8192_boundary_f32", "s03", 8194},
-      {"kv_cache_rope_gpt_oss_sink_logits_dropped_invalid_f32", "kv_cache_rope_gpt_oss_window128_sink_logits_f32", "s01", 126}};
+      {"kv_cache_rope_gpt_oss_sink_logits_dropped_invalid_f32", "kv_cache_rope_gpt_oss_window128_sink_logits_f32", "s01", 126},
+      {"kv_cache_rope_phi3_5_mini_longrope_flip_not_rerotated_invalid_f32", "kv_cache_rope_phi3_5_mini_longrope_hf_switch_f32",
+       "s03", -1}};
   for (const auto& [bad, good, step, position] : pairs) {
     // Under a generator mutant, the cases as generated now (as every golden test reads them).
     const auto& scheme = golden::scheme_by_slug("kv_cache");
