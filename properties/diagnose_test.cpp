@@ -238,6 +238,8 @@ TEST(DiagnoseGolden, TransformerXlAndKvCacheBugClassesAreNamedInEngineTerms) {
        "chunk mask ignored in decode"},
       {"kv_cache", "kv_cache_rope_gpt_oss_window128_sink_logits_f32", "sink-logits-dropped-in-decode",
        "sink logits dropped in decode"},
+      {"kv_cache", "kv_cache_rope_phi3_5_mini_longrope_hf_switch_f32", "factors-flip-without-rerotation",
+       "LongRoPE factors switched mid-sequence without re-rotating the cache"},
       {"kv_cache", "kv_cache_rope_context_shift_f32", "shift-n-past-kept", "without reducing n_past"},
       {"kv_cache", "kv_cache_rope_context_shift_f32", "shift-restart-at-0",
        "positions restarted at 0 after a context shift"},
