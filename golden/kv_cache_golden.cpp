@@ -1210,8 +1210,12 @@ Json trace_manifest(const TraceGen& g, const Json& jsteps) {
     m["params"]["chunk"] = a.chunk;
     m["conventions"]["chunk"] = "chunk C > 0 (Llama 4): key k is visible to the query at q only when "
                                 "floor(k / C) = floor(q / C), by absolute position; keys of earlier "
-                                "chunks may stay cached, unseen. A step with first_position starts "
-                                "there (the engine's scheduler is given that position)";
+                                "chunks may stay cached, unseen";
+  }
+  if (std::any_of(t.steps.begin(), t.steps.end(), [](const TraceStep& s) { return s.first_position >= 0; })) {
+    m["conventions"]["first_position"] = "a step with first_position numbers its tokens from there, with the "
+                                         "cache as it is (the engine's scheduler is given that position; "
+                                         "an empty cache may so start mid-sequence)";
   }
   if (t.params.enc.kind == KvEncodingKind::kRope && t.params.enc.scaling.type == RopeScalingType::kLongRope) {
     m["conventions"]["longrope"] =
