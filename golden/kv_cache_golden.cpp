@@ -17,6 +17,7 @@
 #include <cfloat>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,8 @@ struct TraceStep {
   std::int64_t T = 0;               // columns per sequence
   std::vector<std::uint8_t> valid;  // [B, T]; empty = every column a token
   std::int64_t n_keep = 0, n_discard = 0;  // shift
+  std::int64_t first_position = -1;        // >= 0: the step's first position (an empty cache
+                                           // that starts mid-sequence); -1: the next one
   std::string note;
 };
 
@@ -73,7 +76,16 @@ const std::vector<std::pair<std::string, std::string>>& kv_mistake_table() {
       {"window-off-by-one", "sliding window one key too wide: p - w <= k instead of p - w < k"},
       {"shift-n-past-kept", "context shift without reducing n_past: the cache is renumbered but the next "
                             "token keeps the old numbering (a gap of n_discard)"},
-      {"shift-restart-at-0", "positions restarted at 0 after a context shift"}};
+      {"shift-restart-at-0", "positions restarted at 0 after a context shift"},
+      {"chunk-mask-ignored-in-decode", "chunk mask ignored in decode: a single-token step past a chunk "
+                                       "boundary still sees the previous chunk's keys (the prefill path "
+                                       "applies the mask)"},
+      {"sink-logits-dropped-in-decode", "sink logits dropped in decode: single-token steps leave the "
+                                        "per-head sink out of the softmax denominator (the prefill path "
+                                        "keeps it)"},
+      {"factors-flip-without-rerotation", "LongRoPE factors switched mid-sequence without re-rotating the "
+                                          "cache: cached keys keep the short factors' rotation while new "
+                                          "tokens use the long ones"}};
   return v;
 }
 
@@ -354,6 +366,111 @@ void add_other_encoding_traces(std::vector<TraceDef>& v) {
   }
 }
 
+/// The attention masks of model-plan layers in decode: Llama 4's chunked layers (chunk 8192,
+/// crossing the boundary) and GPT-OSS's sliding layers with sink logits (each with its negative
+/// control).
+void add_plan_layer_traces(std::vector<TraceDef>& v) {
+  {  // Llama 4 chunked attention across the 8192 boundary
+    TraceDef t;
+    t.id = "kv_cache_rope_llama4_chunk8192_boundary_f32";
+    t.variant = "chunked_attention";
+    t.description = "a Llama 4 chunked layer (attention_chunk_size 8192; interleaved RoPE base 5e5, "
+                    "head_dim 32, 2 query heads over 1 kv head): the cache starts empty at position "
+                    "8186, prefill 4, a decode, a 3-token verify across the boundary, 2 decodes; "
+                    "from position 8192 on the previous chunk is invisible";
+    t.params.attn = attn(2, 1, 32);
+    t.params.attn.chunk = 8192;
+    t.params.enc = plain_rope(32, 500000.0);
+    t.params.enc.rope.layout = reference::RopeLayout::kInterleaved;
+    TraceStep pre = append_step("prefill", 4, "an empty cache starting at position 8186 (positions are absolute: "
+                                              "the chunk mask reads them; the cache holds fewer keys than positions)");
+    pre.first_position = 8186;
+    t.steps = {pre, append_step("decode", 1, "position 8190"),
+               append_step("verify", 3, "positions 8191, 8192, 8193: row 8191 sees 8186-8191, row 8192 only "
+                                        "itself, row 8193 sees 8192-8193"),
+               append_step("decode", 1, "position 8194 sees 8192-8194, not chunk 0"), append_step("decode", 1)};
+    t.flags = {"ChunkedAttention", "KvCacheOffset"};
+    t.citation = "Meta Llama 4 (HF Llama4TextConfig attention_chunk_size 8192, no_rope_layers: RoPE "
+                 "layers use the chunked causal mask)";
+    v.push_back(t);
+    v.push_back(negative_control(t, "kv_cache_rope_llama4_chunk_ignored_invalid_f32", "chunk-mask-ignored-in-decode",
+                                 "negative control: the Llama 4 chunk trace with decode steps that ignore the "
+                                 "chunk mask (position 8194 still sees 8186-8191)"));
+  }
+  {  // GPT-OSS sliding layer: window 128 and a learned sink logit per head
+    TraceDef t;
+    t.id = "kv_cache_rope_gpt_oss_window128_sink_logits_f32";
+    t.variant = "sink_logits";
+    t.description = "a GPT-OSS sliding layer (window 128 in a ring of 128 slots, a sink logit per head "
+                    "in the softmax, 2.5 and 0.5; RoPE base 150000, head_dim 16, 2 query heads over 1 kv "
+                    "head): prefill 126, decodes through the wrap at 128, a 3-token verify, a decode";
+    t.params.attn = attn(2, 1, 16, 128);
+    t.params.attn.sinks = {2.5, 0.5};
+    t.params.capacity = 128;
+    t.params.enc = plain_rope(16, 150000.0);
+    t.steps = {append_step("prefill", 126), append_step("decode", 1), append_step("decode", 1),
+               append_step("decode", 1, "position 128 overwrites slot 0; the sink logits stay (no slot)"),
+               append_step("decode", 1), append_step("verify", 3), append_step("decode", 1)};
+    t.flags = {"SinkLogits", "SlidingWindow", "RingBuffer"};
+    t.citation = "OpenAI gpt-oss (HF GptOssAttention: sinks concatenated to the scores, dropped after "
+                 "softmax; sliding_window 128 on alternate layers)";
+    v.push_back(t);
+    v.push_back(negative_control(t, "kv_cache_rope_gpt_oss_sink_logits_dropped_invalid_f32", "sink-logits-dropped-in-decode",
+                                 "negative control: the GPT-OSS trace with decode steps that leave the sink "
+                                 "logits out of the softmax"));
+  }
+}
+
+/// LongRoPE's short / long switch across L0 in decode (Phi-3.5-mini, L0 = 4096), one trace per
+/// convention: HF's per-call switch with the cache re-rotated (its negative control: the factors
+/// flip and the cache keeps the short rotation) and vLLM's choice made once (llama.cpp's rule
+/// has the same form: long iff n_ctx / n_seq_max > L0).
+void add_longrope_switch_traces(std::vector<TraceDef>& v) {
+  const RopeModelConfig m = rope_config_read(default_presets_dir() / "phi-3.5-mini-instruct.json");
+  TraceDef t;
+  t.id = "kv_cache_rope_phi3_5_mini_longrope_hf_switch_f32";
+  t.variant = "longrope_switch";
+  t.description = "Phi-3.5-mini LongRoPE (L0 4096, head_dim 96, 2 query heads over 1 kv head), HF's "
+                  "switch: an empty cache from position 4090, prefill 4, decodes to 4095 (short "
+                  "factors), the decode at 4096 switches to the long factors and re-rotates the cache "
+                  "(HF re-prefills), 2 decodes, a 3-token verify";
+  t.params.attn = attn(2, 1, m.params.head_dim);
+  t.params.enc.kind = KvEncodingKind::kRope;
+  t.params.enc.rope = m.params;
+  t.params.enc.scaling = m.scaling;
+  t.params.enc.scaling.longrope_policy = reference::LongRopePolicy::kHfSeqLen;
+  t.params.enc.table_policy = reference::KvTablePolicy::kRerotateCache;
+  t.model = m.id;
+  t.model_config = rope_config_to_json(m);
+  TraceStep pre = append_step("prefill", 4, "an empty cache starting at position 4090; seq_len 4094 <= 4096: short factors");
+  pre.first_position = 4090;
+  t.steps = {pre, append_step("decode", 1), append_step("decode", 1, "position 4095: seq_len 4096, still short"),
+             append_step("decode", 1, "position 4096: seq_len 4097 > 4096, long factors; every cached key "
+                                      "re-rotated with them"),
+             append_step("decode", 1), append_step("decode", 1), append_step("verify", 3)};
+  t.flags = {"LongRopeSwitch", "KeyRerotation", "KvCacheOffset"};
+  t.citation = "HF Phi3 (LongRoPE: long factors iff max(position_ids) + 1 > original_max_position_embeddings; "
+               "generation drops the cache and re-prefills when crossing it); vLLM #27414, llama.cpp #8995, "
+               "transformers #33129";
+  v.push_back(t);
+  v.push_back(negative_control(t, "kv_cache_rope_phi3_5_mini_longrope_flip_not_rerotated_invalid_f32",
+                               "factors-flip-without-rerotation",
+                               "negative control: the Phi-3.5-mini HF-switch trace with the factors flipped at "
+                               "position 4096 and the cached keys left as the short factors rotated them"));
+  TraceDef w = t;
+  w.id = "kv_cache_rope_phi3_5_mini_longrope_max_model_len_f32";
+  w.result = "acceptable";
+  w.description = "Phi-3.5-mini LongRoPE, vLLM's convention (llama.cpp's too, with n_ctx per sequence for "
+                  "max_model_len): the long factors for every call because max_model_len 131072 > 4096, "
+                  "chosen once; the same steps as the HF-switch trace";
+  w.params.enc.scaling.longrope_policy = reference::LongRopePolicy::kVllmMaxModelLen;
+  w.steps[0].note = "an empty cache starting at position 4090; long factors from the first call";
+  w.steps[3].note = "position 4096: nothing changes (the factors were chosen once)";
+  w.citation = "vLLM phi3_long_rope_scaled_rope.py (vllm #27431: long factors when max_model_len > L0); "
+               "llama.cpp llama_model::get_rope_factors (long iff n_ctx / n_seq_max > n_ctx_orig_yarn)";
+  v.push_back(w);
+}
+
 /// The kv_cache catalog in order; seeds follow that order (a negative control takes its twin's).
 std::vector<TraceDef> trace_table() {
   std::vector<TraceDef> v;
@@ -361,6 +478,8 @@ std::vector<TraceDef> trace_table() {
   add_rope_position_traces(v);
   add_key_moving_traces(v);
   add_other_encoding_traces(v);
+  add_plan_layer_traces(v);
+  add_longrope_switch_traces(v);
   for (auto& t : v) t.seed = seed++;
   // A negative control draws the same inputs as its valid twin.
   for (std::size_t i = 1; i < v.size(); ++i) {
@@ -420,6 +539,9 @@ reference::KvEncoding encoding_from_json(const Json& j, const TensorMap& golden,
     e.rope.layout = j.at("layout").get<std::string>() == "interleaved" ? reference::RopeLayout::kInterleaved
                                                                        : reference::RopeLayout::kHalfSplit;
     e.scaling = rope_scaling_from_json(j.at("scaling"));
+    e.table_policy = j.value("table_policy", std::string("keep_cached_rotation")) == "rerotate_cache"
+                         ? reference::KvTablePolicy::kRerotateCache
+                         : reference::KvTablePolicy::kKeepCachedRotation;
   } else if (kind == "alibi") {
     e.kind = KvEncodingKind::kAlibi;
     e.alibi_form = j.at("form").get<std::string>() == "symmetric" ? AlibiForm::kSymmetric : AlibiForm::kPaper;
@@ -488,6 +610,11 @@ class TraceBudgets {
       ProfileModel m;
       m.name = prof.name;
       m.na = activation_na(prof.name, t.dtype);
+      if (m.na.empty() && prof.name != "strict" && t.params.enc.kind == KvEncodingKind::kRope &&
+          t.params.enc.scaling.type == RopeScalingType::kLongRope) {
+        // The budgets' angle errors are one table's; a LongRoPE trace has one table per call.
+        m.na = "the float32 pipelines are not modelled with LongRoPE's per-call tables in a KV cache";
+      }
       m.applies = m.na.empty();
       models_.push_back(m);
     }
@@ -603,11 +730,16 @@ TraceTables draw_trace_tables(const TraceDef& t) {
     tt.Pt.enc.learned_table = tab;
     tt.tensors.push_back(input_tensor("learned_table", dt, {P.enc.learned_rows, H * d}, tab));
   }
+  if (!P.attn.sinks.empty()) {
+    tt.tensors.push_back(input_tensor("sink_logits", dt, {H}, P.attn.sinks));
+  }
   reference::kv_cache_check(tt.Pt, "kv_cache_generate");
-  if (rope && (P.enc.scaling.type == RopeScalingType::kDynamic || P.enc.scaling.type == RopeScalingType::kLongRope)) {
-    // The budgets read one table per position; a length-dependent rule has one per call.
-    throw_invalid("kv_cache_generate", "golden traces of length-dependent RoPE rules (dynamic, longrope) "
-                  "are not generated (the reference and properties cover them)", t.id);
+  if (rope && P.enc.scaling.type == RopeScalingType::kDynamic) {
+    throw_invalid("kv_cache_generate", "golden traces of dynamic NTK are not generated (the reference and "
+                  "properties cover it)", t.id);
+  }
+  if (t.mistake == "factors-flip-without-rerotation" && !POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {
+    tt.Pt.enc.table_policy = reference::KvTablePolicy::kKeepCachedRotation;
   }
   return tt;
 }
@@ -669,6 +801,9 @@ void expect_exact_i64(TraceGen& g, const std::string& name, const std::string& s
   Tensor x = tensor_from_i64(name, shape, vals);
   ExpectedTensor e = expected_tensor(name, stage, DType::kI64, shape, CheckKind::kExact, std::move(axes));
   e.spec.check.profiles = exact_budgets(g.dt);
+  for (const auto& pm : g.tb.models()) {  // a profile the trace's budgets leave out (LongRoPE: float32)
+    if (!pm.applies) e.spec.check.profiles[pm.name] = not_applicable(pm.na);
+  }
   e.exact_tensor = &x;
   g.expected.push_back(add_expected(&g.tensors, std::move(e)));
 }
@@ -781,10 +916,20 @@ StepInputs draw_step_inputs(const TraceGen& g, std::size_t si, const TraceStep& 
 
 /// The scheduler's positions (a negative control's mistake), per sequence; empty = the
 /// sessions number the tokens themselves.
-std::vector<std::int64_t> scheduler_positions(TraceGen& g, const StepInputs& in) {
+std::vector<std::int64_t> scheduler_positions(TraceGen& g, const StepInputs& in, const TraceStep& st) {
   const int B = g.B;
   const std::int64_t T = in.T;
   std::vector<std::int64_t> given;
+  if (st.first_position >= 0) {  // the step starts at a given position (every valid column in order)
+    given.assign(static_cast<std::size_t>(B * T), 0);
+    for (int b = 0; b < B; ++b) {
+      std::int64_t p = st.first_position;
+      for (std::int64_t c = 0; c < T; ++c) {
+        if (in.valid[b * T + c]) given[b * T + c] = p++;
+      }
+    }
+    return given;
+  }
   if (!g.t.mistake.empty() && !POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {
     given.assign(static_cast<std::size_t>(B * T), 0);
     bool any = false;
@@ -945,10 +1090,12 @@ void budget_query_head(TraceGen& g, const StepInputs& in, const reference::KvSte
       ob.extra[pm.name][oi] = x * 1.01;
     }
   }
+  // The sink logit: one more score (exact input, |s_h|) with value 0.
+  const double sink_term = g.a.sinks.empty() ? 0.0 : sr.sink_mass[i * H + h] * std::fabs(g.a.sinks[h]);
   for (int c = 0; c < dv; ++c) {
     const std::size_t oi = (row * H + h) * dv + c;
     const double o = sr.out[(i * H + h) * dv + c];
-    double A = 0, Bs = 0;
+    double A = 0, Bs = sink_term * std::fabs(o);
     for (std::size_t j = 0; j < nk; ++j) {
       const double vj = sr.values[(j * Hkv + kh) * dv + c];
       A += pr[j] * std::fabs(vj);
@@ -1001,7 +1148,7 @@ void append_stage(TraceGen& g, std::size_t si, const TraceStep& st, const std::s
   const DType dt = g.dt;
   const StepInputs in = draw_step_inputs(g, si, st);
   const std::int64_t T = in.T;
-  const std::vector<std::int64_t> given = scheduler_positions(g, in);
+  const std::vector<std::int64_t> given = scheduler_positions(g, in, st);
   mirror_sink_eviction(g);
   const StepRuns r = run_step_sessions(g, in, given, sn);
 
@@ -1028,6 +1175,7 @@ void append_stage(TraceGen& g, std::size_t si, const TraceStep& st, const std::s
   g.expected.push_back(add_expected(&g.tensors, std::move(eo)));
   expect_cache(g, sn);
   js["columns"] = T;
+  if (st.first_position >= 0) js["first_position"] = st.first_position;
   g.first_append = false;
 }
 
@@ -1058,6 +1206,32 @@ Json trace_manifest(const TraceGen& g, const Json& jsteps) {
                  {"scale_kind", a.scale_kind == AttentionScale::kNone ? "none" : "inv_sqrt_head_dim"},
                  {"window", a.window}, {"capacity", P.capacity}, {"n_sink", P.n_sink},
                  {"batch", B}, {"cache_rows", rows}, {"dtype", std::string(dtype_short(dt))}};
+  if (a.chunk > 0) {
+    m["params"]["chunk"] = a.chunk;
+    m["conventions"]["chunk"] = "chunk C > 0 (Llama 4): key k is visible to the query at q only when "
+                                "floor(k / C) = floor(q / C), by absolute position; keys of earlier "
+                                "chunks may stay cached, unseen";
+  }
+  if (std::any_of(t.steps.begin(), t.steps.end(), [](const TraceStep& s) { return s.first_position >= 0; })) {
+    m["conventions"]["first_position"] = "a step with first_position numbers its tokens from there, with the "
+                                         "cache as it is (the engine's scheduler is given that position; "
+                                         "an empty cache may so start mid-sequence)";
+  }
+  if (t.params.enc.kind == KvEncodingKind::kRope && t.params.enc.scaling.type == RopeScalingType::kLongRope) {
+    m["conventions"]["longrope"] =
+        "each append step is one call: its tables are LongRoPE's for seq_len = the step's largest "
+        "position + 1, short or long factors by encoding.scaling.switch (hf_seq_len: long iff seq_len > "
+        "original_max_position_embeddings; vllm_max_model_len: long for every call iff "
+        "max_position_embeddings > it, chosen once). encoding.table_policy rerotate_cache: when a call's "
+        "tables differ from the last one's, every cached key is rotated again with the new tables (HF "
+        "drops the cache and re-prefills); keep_cached_rotation: cached keys keep the tables that wrote them";
+  }
+  if (!a.sinks.empty()) {
+    m["conventions"]["sink_logits"] = "sink_logits [H] (GPT-OSS): head h's softmax denominator also "
+                                      "holds exp(sink_logits[h]) (compared with the scaled scores, no "
+                                      "key, no value, no cache slot) in every step, prefill and decode; "
+                                      "not StreamingLLM's n_sink kept tokens";
+  }
   m["encoding"] = encoding_json(t);
   if (!t.model_config.is_null()) m["model_config"] = t.model_config;
   m["trace"] = {{"steps", jsteps},
@@ -1085,6 +1259,16 @@ Json trace_manifest(const TraceGen& g, const Json& jsteps) {
 
 GoldenCase kv_cache_generate_trace(const TraceDef& t) {
   TraceGen g(t, draw_trace_tables(t));
+  if (!POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {  // a decode path's mistake
+    reference::KvDecodeFaults f;
+    f.ignore_chunk_in_decode = t.mistake == "chunk-mask-ignored-in-decode";
+    f.drop_sink_logits_in_decode = t.mistake == "sink-logits-dropped-in-decode";
+    for (int b = 0; b < g.B; ++b) {
+      g.b50.sequence(b).set_decode_faults(f);
+      g.b100.sequence(b).set_decode_faults(f);
+      g.bd.sequence(b).set_decode_faults(f);
+    }
+  }
   Json jsteps = Json::array();
   for (std::size_t si = 0; si < t.steps.size(); ++si) {
     const TraceStep& st = t.steps[si];
@@ -1182,6 +1366,10 @@ EngineTrace read_engine_trace(const CaseSpec& spec, const TensorMap& golden, con
   a.scale_kind = pj.at("scale_kind").get<std::string>() == "none" ? AttentionScale::kNone : AttentionScale::kInvSqrtHeadDim;
   a.causal = true;
   a.window = pj.at("window").get<std::int64_t>();
+  a.chunk = pj.value("chunk", std::int64_t{0});
+  if (auto it = golden.find("sink_logits"); it != golden.end()) {
+    for (float x : tensor_to_f32(it->second)) a.sinks.push_back(x);
+  }
   tr.B = pj.at("batch").get<int>();
   tr.rows = pj.at("cache_rows").get<std::int64_t>();
   for (const auto& e : spec.expected) {
@@ -1211,6 +1399,8 @@ optimized::KvCacheConfig engine_config(const CaseSpec& spec, const TensorMap& go
   if (o.mistake == "slot-reused") c.slot_rule = SlotRule::kReuseNewest;
   if (o.mistake == "slot-restart-at-0") c.slot_rule = SlotRule::kFromSlot0;
   c.window_inclusive = o.mistake == "window-off-by-one";
+  c.decode_ignores_chunk = o.mistake == "chunk-mask-ignored-in-decode";
+  c.decode_drops_sink_logits = o.mistake == "sink-logits-dropped-in-decode";
   const bool exact = o.pipeline == "exact";
   if (enc.kind == KvEncodingKind::kRope) {
     c.rope = true;
@@ -1306,10 +1496,20 @@ EngineStep read_engine_step(const TensorMap& golden, const std::string& sn, std:
 /// The scheduler: each sequence's positions (or the mistake's). `shifted` [B]: positions the
 /// shifts since the sequence's last step discarded (read by the shift mistakes, then cleared).
 void engine_scheduler(const optimized::KvCache& cache, const EngineTrace& tr, const EngineOptions& o, bool first,
-                      std::vector<std::int64_t>& shifted, EngineStep& st) {
+                      std::vector<std::int64_t>& shifted, std::int64_t first_position, EngineStep& st) {
   const int B = tr.B;
   const std::int64_t T = st.T, rows = tr.rows;
   st.given.assign(static_cast<std::size_t>(B * T), 0);
+  if (first_position >= 0) {  // the trace gives the step's first position
+    for (int b = 0; b < B; ++b) {
+      std::int64_t p = first_position;
+      for (std::int64_t t = 0; t < T; ++t) {
+        if (st.valid[b * T + t]) st.given[b * T + t] = p++;
+      }
+    }
+    st.any_given = true;
+    return;
+  }
   for (int b = 0; b < B; ++b) {
     std::vector<std::int64_t> cols;
     for (std::int64_t t = 0; t < T; ++t) {
@@ -1377,12 +1577,82 @@ bool engine_append(optimized::KvCache& cache, const EngineTrace& tr, const Engin
   return true;
 }
 
+/// A LongRoPE engine (batch 1, exact pipeline): each step is a call whose tables follow the
+/// rule's switch for seq_len = the step's largest position + 1. When they change, HF's engine
+/// re-prefills (a fresh cache, every logged token written again at its position with the new
+/// tables); the mistake `factors-flip-without-rerotation` keeps the cache as rotated.
+class LongRopeEngine {
+ public:
+  LongRopeEngine(const EngineTrace& tr, const EngineOptions& o) : tr_(tr), o_(o) {
+    if (tr.B != 1) throw_invalid("kv_cache_run_engine", "LongRoPE traces are replayed for batch 1 only", tr.B);
+    if (o.pipeline != "exact") {
+      throw_invalid("kv_cache_run_engine", "LongRoPE traces run on the exact pipeline only (the float32 "
+                    "pipelines are not modelled with per-call tables)", o.pipeline);
+    }
+  }
+  /// Before the step: the call's tables; a re-prefill when they change and the policy re-rotates.
+  void before_step(optimized::KvCache& cache, const optimized::KvCacheConfig& c, const EngineStep& st) {
+    positions_.clear();
+    std::int64_t next = cache.next_position(0), last = -1;
+    for (std::int64_t t = 0; t < st.T; ++t) {
+      if (!st.valid[t]) continue;
+      positions_.push_back(st.any_given ? st.given[t] : next++);
+      last = std::max(last, positions_.back());
+    }
+    if (last < 0) return;
+    reference::RopeScaling s = tr_.enc.scaling;
+    s.seq_len = last + 1;
+    const auto tabs = optimized::rope_scaling_tables(tr_.enc.rope, s);
+    if (tabs.inv_freq == inv_ && tabs.attention_factor == a_) return;
+    const bool first = inv_.empty();
+    inv_ = tabs.inv_freq;
+    a_ = tabs.attention_factor;
+    const bool reprefill = tr_.enc.table_policy == reference::KvTablePolicy::kRerotateCache &&
+                           o_.mistake != "factors-flip-without-rerotation";
+    if (first || !reprefill) {
+      cache.set_rope_tables(inv_, a_);
+      return;
+    }
+    optimized::KvCacheConfig c2 = c;
+    c2.inv_freq = inv_;
+    c2.attention_factor = a_;
+    cache = optimized::KvCache(c2);
+    const std::int64_t n = static_cast<std::int64_t>(log_pos_.size());
+    if (n == 0) return;
+    std::vector<float> q(static_cast<std::size_t>(n * tr_.a.n_heads * tr_.a.head_dim), 0.0f);
+    std::vector<float> out(static_cast<std::size_t>(n * tr_.a.n_heads * tr_.a.value_dim));
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
+    cache.step(n, std::vector<std::uint8_t>(static_cast<std::size_t>(n), 1), q, log_k_, log_v_, out, pos, log_pos_);
+  }
+  /// After the step: its raw keys, values and positions join the log (what a re-prefill writes).
+  void after_step(const EngineStep& st) {
+    const int kd = tr_.a.n_kv_heads * tr_.a.head_dim, vd = tr_.a.n_kv_heads * tr_.a.value_dim;
+    std::size_t i = 0;
+    for (std::int64_t t = 0; t < st.T; ++t) {
+      if (!st.valid[t]) continue;
+      log_k_.insert(log_k_.end(), st.k.begin() + t * kd, st.k.begin() + (t + 1) * kd);
+      log_v_.insert(log_v_.end(), st.v.begin() + t * vd, st.v.begin() + (t + 1) * vd);
+      log_pos_.push_back(positions_[i++]);
+    }
+  }
+
+ private:
+  const EngineTrace& tr_;
+  const EngineOptions& o_;
+  std::vector<double> inv_;
+  double a_ = 0;
+  std::vector<std::int64_t> positions_, log_pos_;
+  std::vector<float> log_k_, log_v_;
+};
+
 TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
   const EngineTrace tr = read_engine_trace(spec, golden, o);
   const optimized::KvCacheConfig c = engine_config(spec, golden, tr, o);
   std::vector<float> learned;
   if (tr.enc.kind == KvEncodingKind::kLearned) learned = tensor_to_f32(golden.at("learned_table"));
   optimized::KvCache cache(c);
+  std::optional<LongRopeEngine> longrope;
+  if (tr.enc.kind == KvEncodingKind::kRope && tr.enc.scaling.type == RopeScalingType::kLongRope) longrope.emplace(tr, o);
 
   TensorMap res;
   bool first = true;
@@ -1395,9 +1665,11 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
       continue;
     }
     EngineStep st = read_engine_step(golden, sn, js.at("columns").get<std::int64_t>(), tr.B);
-    engine_scheduler(cache, tr, o, first, shifted, st);
+    engine_scheduler(cache, tr, o, first, shifted, js.value("first_position", std::int64_t{-1}), st);
     if (tr.enc.kind == KvEncodingKind::kLearned) add_learned_rows(cache, tr, learned, st);
+    if (longrope) longrope->before_step(cache, c, st);
     if (!engine_append(cache, tr, o, st, sn, res)) break;
+    if (longrope) longrope->after_step(st);
     engine_cache_out(cache, tr, sn, res);
     first = false;
   }

@@ -46,13 +46,9 @@ KvCache::KvCache(KvCacheConfig c) : c_(std::move(c)) {
   if (c_.capacity <= 0) throw_invalid(fn, "capacity must be > 0", c_.capacity);
   if (c_.batch <= 0) throw_invalid(fn, "batch must be > 0", c_.batch);
   if (c_.n_sink < 0) throw_invalid(fn, "n_sink must be >= 0", c_.n_sink);
-  if (c_.attn.chunk != 0) {
-    throw_invalid(fn, "attn.chunk: chunked attention is not modelled in a KV cache (must be 0)",
-                  c_.attn.chunk);
-  }
-  if (!c_.attn.sinks.empty()) {
-    throw_invalid(fn, "attn.sinks: learned sink logits are not modelled in a KV cache (must be "
-                  "empty)", c_.attn.sinks.size());
+  if (c_.attn.chunk > 0 && c_.n_sink > 0) {
+    throw_invalid(fn, "attn.chunk: a sink cache renumbers positions, a chunk mask needs absolute "
+                  "ones (n_sink must be 0)", c_.attn.chunk);
   }
   if (c_.attn.window > 0 && c_.capacity < c_.attn.window) {
     throw_invalid(fn, "capacity must hold the window " + std::to_string(c_.attn.window), c_.capacity);
@@ -318,6 +314,9 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
   const float scale = static_cast<float>(static_cast<double>(reference::attention_scale<double>(c_.attn)));
   const int group = H / Hkv;
   const std::int64_t window = c_.attn.window;
+  // Chunk mask and sink logits; the decode_* switches model engine mistakes (single-token steps).
+  const std::int64_t chunk = c_.attn.chunk;
+  const bool sinks = !c_.attn.sinks.empty();
   // A small step stays on one thread (the bits do not depend on it: one (sequence, head) pair
   // per iteration either way); waking threads for a few thousand multiply-adds costs more.
   std::int64_t madds = 0;
@@ -328,13 +327,20 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
     SeqWork& w = work[b];
     const std::size_t nk = w.kpos.size();
     std::vector<float> sc(nk), e(nk);
+    const bool decode = w.n == 1;
+    const std::int64_t ck = decode && c_.decode_ignores_chunk ? 0 : chunk;
+    const bool with_sink = sinks && !(decode && c_.decode_drops_sink_logits) && !POSENC_MUTANT("opt_kv_sink_logits_dropped");
+    // -inf (a sink that is not there) folds in as exp(-inf) = 0.
+    const float sink = with_sink ? static_cast<float>(c_.attn.sinks[static_cast<std::size_t>(h)])
+                                 : -std::numeric_limits<float>::infinity();
     for (std::int64_t t = 0; t < w.n; ++t) {
       const std::int64_t qp = w.qpos[t];
       const float* qv = &w.q[(t * H + h) * d];
-      float mx = -std::numeric_limits<float>::infinity();
+      float mx = sink;
       for (std::size_t j = 0; j < nk; ++j) {
         const std::int64_t kp = w.kpos[j];
-        if (kp > qp || (window > 0 && !(qp - window < kp || (c_.window_inclusive && qp - window == kp)))) {
+        if (kp > qp || (window > 0 && !(qp - window < kp || (c_.window_inclusive && qp - window == kp))) ||
+            (ck > 0 && kp / ck != qp / ck && !POSENC_MUTANT("opt_kv_chunk_mask_dropped"))) {
           sc[j] = -std::numeric_limits<float>::infinity();
           continue;
         }
@@ -350,6 +356,7 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
         e[j] = sc[j] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(sc[j] - mx);
         sum += e[j];
       }
+      if (sink != -std::numeric_limits<float>::infinity()) sum += std::exp(sink - mx);  // no key, no value
       float* o = &w.out[(t * H + h) * dv];
       if (!(sum > 0.0f)) continue;  // no visible key: zeros (cannot happen: a token sees itself)
       const float inv = 1.0f / sum;
@@ -381,6 +388,19 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
     s.next = w.qpos.back() + 1;
     if (POSENC_MUTANT("opt_kv_cache_length_position")) s.next = n_cached(s.pos);
   }
+}
+
+void KvCache::set_rope_tables(std::vector<double> inv_freq, double attention_factor) {
+  const char* fn = "KvCache::set_rope_tables";
+  if (!c_.rope) throw_invalid(fn, "the cache has no RoPE (config.rope is false)", 0);
+  if (inv_freq.size() != static_cast<std::size_t>(c_.rope_params.rotary_dim / 2)) {
+    throw_invalid(fn, "inv_freq must have rotary_dim/2 entries", inv_freq.size());
+  }
+  if (!(attention_factor > 0) || !std::isfinite(attention_factor)) {
+    throw_invalid(fn, "attention_factor must be finite and > 0", attention_factor);
+  }
+  c_.inv_freq = std::move(inv_freq);
+  c_.attention_factor = attention_factor;
 }
 
 void KvCache::shift(int b, std::int64_t n_keep, std::int64_t n_discard) {

@@ -17,6 +17,11 @@
 //   valid range:  positions and shifts within optimized/rope.hpp's kRopeMaxPosition
 //   layout:       q [B, T, H, d], k [B, T, Hkv, d], v [B, T, Hkv, dv], out [B, T, H, dv],
 //                 valid [B, T] (0 = padding column), positions [B, T] (-1 for padding)
+//   masks:        causal by position, window (attn.window), chunk (attn.chunk, Llama 4: key and
+//                 query in the same chunk of absolute positions; earlier chunks' keys stay in
+//                 their slots until evicted, unseen); sink logits (attn.sinks, GPT-OSS) add
+//                 exp(s_h - max) to the softmax's sum (the max includes s_h) in every step, and
+//                 count in B as p_sink |o| |s_h| (a score with value 0)
 //   rules:        a token takes the lowest empty slot, else replaces the oldest evictable one;
 //                 sinks (n_sink > 0): the oldest window token is evicted when full and later ones
 //                 move down one position, their keys re-rotated by R(-1); shift() drops positions
@@ -73,6 +78,10 @@ struct KvCacheConfig {
   /// true only models the engine mistake `window-off-by-one`: a window of w sees
   /// p - w <= k <= p (one key more than p - w < k <= p).
   bool window_inclusive = false;
+  /// true only model engine mistakes (the golden engine's `chunk-mask-ignored-in-decode`,
+  /// `sink-logits-dropped-in-decode`): single-token steps leave out attn.chunk, attn.sinks.
+  bool decode_ignores_chunk = false;
+  bool decode_drops_sink_logits = false;
 };
 
 class KvCache {
@@ -96,6 +105,11 @@ class KvCache {
 
   /// llama.cpp's context shift of sequence b (see the contract).
   void shift(int b, std::int64_t n_keep, std::int64_t n_discard);
+
+  /// New RoPE tables (rotary_dim/2 frequencies, attention factor) for the tokens written from now
+  /// on: a length-dependent rule's next call (LongRoPE). Cached keys keep the rotation that
+  /// wrote them (HF's kept cache); an engine that re-rotates the cache re-prefills it.
+  void set_rope_tables(std::vector<double> inv_freq, double attention_factor);
 
   /// Slot contents of sequence b: position (-1 = empty), key [Hkv, d], value [Hkv, dv] as floats.
   std::int64_t slot_position(int b, std::int64_t slot) const;

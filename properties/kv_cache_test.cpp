@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -270,6 +271,64 @@ RC_GTEST_PROP(KvCacheReference, ShiftEqualsRecompute, ()) {
   }
 }
 
+// Llama 4's chunk mask and GPT-OSS's sink logits in a session: prefill(k) + decodes equals the
+// attention core (reference/attention.hpp, the same chunk and sinks) over the whole sequence,
+// for every split k; the first chunk's rows equal causal attention without the chunk mask.
+RC_GTEST_PROP(KvCacheReference, ChunkAndSinkLogitsEqualTheAttentionCore, ()) {
+  KvCacheParams p = *gen_params(true);
+  p.enc.kind = KvEncodingKind::kNope;  // the masks and the sink do not read the encoding
+  p.attn.scale_kind = AttentionScale::kInvSqrtHeadDim;
+  p.attn.chunk = *rc::gen::inRange<std::int64_t>(1, 7);
+  if (*rc::gen::inRange(0, 3) == 0) p.attn.window = *rc::gen::inRange<std::int64_t>(1, 6);
+  for (int h = 0; h < p.attn.n_heads; ++h) {
+    p.attn.sinks.push_back(*rc::gen::inRange(0, 5) == 0 ? -std::numeric_limits<double>::infinity()
+                                                         : std::ldexp(*rc::gen::inRange(-64, 65), -5));
+  }
+  const int H = p.attn.n_heads, dv = p.attn.value_dim;
+  const std::int64_t N = *rc::gen::inRange<std::int64_t>(2, 16);
+  const std::int64_t k = *rc::gen::inRange<std::int64_t>(1, N + 1);
+  const Tokens t = gen_tokens(p, N);
+  const auto whole = reference::attention_forward<double>(p.attn, {}, N, N, t.q, t.k, t.v);
+  KvSession<double> s(p);
+  std::vector<double> got = append_range(s, t, 0, k).out;
+  for (std::int64_t i = k; i < N; ++i) {
+    const auto x = append_range(s, t, i, i + 1).out;
+    got.insert(got.end(), x.begin(), x.end());
+  }
+  RC_ASSERT(got.size() == whole.size());
+  for (std::size_t i = 0; i < got.size(); ++i) RC_ASSERT(std::fabs(got[i] - whole[i]) <= 1e-12);
+  // Rows of the first chunk: the chunk mask changes nothing there.
+  AttentionParams causal = p.attn;
+  causal.chunk = 0;
+  const auto plain = reference::attention_forward<double>(causal, {}, N, N, t.q, t.k, t.v);
+  const std::int64_t first = std::min(N, p.attn.chunk);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(first * H * dv); ++i) RC_ASSERT(got[i] == plain[i] || std::fabs(got[i] - plain[i]) <= 1e-12);
+}
+
+// A decode past a chunk boundary forgets the previous chunk: the session equals a fresh one
+// that starts at the chunk's first position (given positions: the cache holds fewer keys than
+// positions), whatever the earlier chunk held.
+RC_GTEST_PROP(KvCacheReference, ChunkBoundaryForgetsThePreviousChunk, ()) {
+  KvCacheParams p = *gen_params(true);
+  const std::int64_t C = *rc::gen::inRange<std::int64_t>(1, 6);
+  p.attn.chunk = C;
+  const std::int64_t N = C + *rc::gen::inRange<std::int64_t>(1, 8);  // crosses at least one boundary
+  const Tokens t = gen_tokens(p, N);
+  KvSession<double> s(p);
+  const std::int64_t last_start = (N - 1) / C * C;
+  append_range(s, t, 0, last_start);
+  KvSession<double> r(p);
+  std::vector<std::int64_t> pos;
+  for (std::int64_t j = last_start; j < N; ++j) {
+    const auto x = append_range(s, t, j, j + 1);
+    const auto& at = p.attn;
+    const auto y = r.append(1, rows(t.q, at.n_heads * at.head_dim, j, j + 1), rows(t.k, at.n_kv_heads * at.head_dim, j, j + 1),
+                            rows(t.v, at.n_kv_heads * at.value_dim, j, j + 1), {j});
+    RC_ASSERT(x.positions == y.positions);
+    rc_assert_rows_close(x.out, y.out, 0, "decode at " + std::to_string(j));
+  }
+}
+
 // Attention sinks (StreamingLLM): once full, every decode evicts the oldest window token and the
 // rest move down one position; equals recomputing the cache's tokens at positions 0..C-1.
 RC_GTEST_PROP(KvCacheReference, SinksEqualRecomputeInCachePositions, ()) {
@@ -377,17 +436,20 @@ TEST(KvCacheReference, BadParametersNameFunctionAndValue) {
   EXPECT_THROW(a.shift(0, 1), InvalidArgument);  // absolute encodings cannot renumber
   p.n_sink = 1;
   EXPECT_THROW(KvSession<double>{p}, InvalidArgument);
-  // Chunk masks and sink logits of the attention core are refused, not ignored.
-  p.n_sink = 0;
+  // A chunk mask reads absolute positions; a StreamingLLM cache renumbers them: refused.
+  p.n_sink = 1;
   p.attn.chunk = 4;
+  p.enc.kind = KvEncodingKind::kNope;
+  p.capacity = 4;
   try {
     KvSession<double> c(p);
-    FAIL() << "a chunk mask accepted";
+    FAIL() << "a chunk mask with a sink cache accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("attn.chunk"), std::string::npos) << e.what();
   }
+  p.n_sink = 0;
   p.attn.chunk = 0;
-  p.attn.sinks = {0.5, 0.5};
+  p.attn.sinks.assign(static_cast<std::size_t>(p.attn.n_heads + 1), 0.5);  // one per query head
   EXPECT_THROW(KvSession<double>{p}, InvalidArgument);
 }
 
@@ -456,7 +518,11 @@ double optimized_vs_reference(const KvCacheParams& p, const std::vector<OpStep>&
         const int kh = h / (H / Hkv);
         for (int cc = 0; cc < dv; ++cc) {
           const double o = r.out[(i * H + h) * dv + cc];
-          double A = 0, Bs = 0;
+          double A = 0, Bs = 0, psink = 1;
+          for (std::size_t j = 0; j < nk; ++j) psink -= r.probs[(i * H + h) * nk + j];
+          if (!p.attn.sinks.empty() && std::isfinite(p.attn.sinks[h])) {
+            Bs += std::max(psink, 0.0) * std::fabs(o) * std::fabs(p.attn.sinks[h]);  // the sink: value 0
+          }
           for (std::size_t j = 0; j < nk; ++j) {
             const double pj = r.probs[(i * H + h) * nk + j];
             if (pj == 0) continue;
@@ -534,6 +600,13 @@ RC_GTEST_PROP(KvCacheOptimized, MatchesReference, ()) {
     p.attn.scale_kind = AttentionScale::kInvSqrtHeadDim;
   }
   p = with_mode(p, *rc::gen::inRange(0, 4));
+  if (*rc::gen::inRange(0, 3) == 0 && p.n_sink == 0) p.attn.chunk = *rc::gen::inRange<std::int64_t>(1, 8);
+  if (*rc::gen::inRange(0, 3) == 0) {  // GPT-OSS sink logits (-inf: none for that head)
+    for (int h = 0; h < p.attn.n_heads; ++h) {
+      p.attn.sinks.push_back(*rc::gen::inRange(0, 5) == 0 ? -std::numeric_limits<double>::infinity()
+                                                           : std::ldexp(*rc::gen::inRange(-64, 65), -5));
+    }
+  }
   const auto steps = *gen_steps(p);
   for (auto storage : {optimized::KvStorage::kF32, optimized::KvStorage::kF16}) {
     const double w = optimized_vs_reference(p, steps, storage);
@@ -656,10 +729,17 @@ TEST(KvCacheOptimized, BadInputNamesTheParameter) {
   EXPECT_THROW(optimized::KvCache{c}, InvalidArgument);
   c.capacity = 2;
   c.attn.chunk = 2;
-  EXPECT_THROW(optimized::KvCache{c}, InvalidArgument);  // chunk masks: not modelled, refused
+  c.n_sink = 1;
+  try {  // a chunk mask reads absolute positions; a sink cache renumbers them
+    optimized::KvCache bad{c};
+    ADD_FAILURE() << "a chunk mask with a sink cache accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("attn.chunk"), std::string::npos) << e.what();
+  }
   c.attn.chunk = 0;
-  c.attn.sinks = {0.0};
-  EXPECT_THROW(optimized::KvCache{c}, InvalidArgument);  // sink logits: likewise
+  c.n_sink = 0;
+  c.attn.sinks = {0.0, 0.0};
+  EXPECT_THROW(optimized::KvCache{c}, InvalidArgument);  // sink logits: one per query head
   c.attn.sinks.clear();
   optimized::KvCache cache(c);
   std::vector<float> x(12, 0.5f), out(12);
@@ -694,6 +774,7 @@ TEST(KvCacheGolden, RopeKeyBudgetsAreTight) {
     double worst = 0;
     for_each_golden_case("kv_cache", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
       if (lc.spec.result != "valid" || lc.spec.manifest.at("encoding").at("kind") != "rope") return;
+      if (!profile_applies(lc.spec, golden::pipelines::profile_of(pipeline))) return;  // LongRoPE: strict only
       golden::EngineOptions eo;
       eo.pipeline = pipeline;
       const auto r = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, eo),
@@ -711,26 +792,39 @@ TEST(KvCacheGolden, RopeKeyBudgetsAreTight) {
 
 TEST(KvCacheGolden, FloatPipelinesFailStrictAfterShifts) {
   expect_float_pipelines_fail_strict("kv_cache", [](const std::string& id, const std::string&) {
-    return id == "kv_cache_rope_context_shift_f32";
+    // and the model-plan traces, whose positions (126-133, 8186-8195) are far enough from 0
+    return id == "kv_cache_rope_context_shift_f32" || id == "kv_cache_rope_llama4_chunk8192_boundary_f32" ||
+           id == "kv_cache_rope_gpt_oss_window128_sink_logits_f32";
   });
 }
 
 /// Which engine mistake a valid trace can see (the others must pass it: no false FAIL).
 bool visible(const std::string& id, const std::string& mistake) {
+  const std::string chunk = "kv_cache_rope_llama4_chunk8192_boundary_f32";
+  const std::string sink_logits = "kv_cache_rope_gpt_oss_window128_sink_logits_f32";
+  const std::string hf_switch = "kv_cache_rope_phi3_5_mini_longrope_hf_switch_f32";
+  const std::string max_model_len = "kv_cache_rope_phi3_5_mini_longrope_max_model_len_f32";
   if (mistake == "restart-at-0") return true;
-  if (mistake == "cache-length-position") return id == "kv_cache_rope_window8_ring_wrap_f32";
+  if (mistake == "factors-flip-without-rerotation") return id == hf_switch;
+  if (mistake == "chunk-mask-ignored-in-decode") return id == chunk;
+  if (mistake == "sink-logits-dropped-in-decode") return id == sink_logits;
+  if (mistake == "cache-length-position") {  // the chunk trace's cache starts at 8186
+    return id == "kv_cache_rope_window8_ring_wrap_f32" || id == chunk || id == sink_logits || id == hf_switch ||
+           id == max_model_len;
+  }
   if (mistake == "padding-position") return id == "kv_cache_rope_left_padded_batch3_f32";
   if (mistake == "shift-not-rerotated") {
     return id == "kv_cache_rope_context_shift_f32" || id == "kv_cache_rope_sinks2_cache8_f32" ||
            id == "kv_cache_rope_repeated_shift24_f32";
   }
-  if (mistake == "window-off-by-one") return id == "kv_cache_rope_window8_ring_wrap_f32";
+  if (mistake == "window-off-by-one") return id == "kv_cache_rope_window8_ring_wrap_f32" || id == sink_logits;
   if (mistake == "shift-n-past-kept" || mistake == "shift-restart-at-0") {
     return id == "kv_cache_rope_context_shift_f32" || id == "kv_cache_rope_repeated_shift24_f32";
   }
   if (mistake == "verify-window-start") {
     return id == "kv_cache_rope_llama3_1_8b_prefill_decode_f32" || id == "kv_cache_rope_window8_ring_wrap_f32" ||
-           id == "kv_cache_alibi_decode_h4_f32";
+           id == "kv_cache_alibi_decode_h4_f32" || id == chunk || id == sink_logits || id == hf_switch ||
+           id == max_model_len;
   }
   return true;
 }
@@ -767,7 +861,11 @@ TEST(KvCacheGolden, NegativeControlsFailTheirTwinAtTheFirstWrongStep) {
       {"kv_cache_rope_llama3_1_8b_restart_invalid_f32", "kv_cache_rope_llama3_1_8b_prefill_decode_f32", "s01", 12},
       {"kv_cache_rope_window8_cache_length_invalid_f32", "kv_cache_rope_window8_ring_wrap_f32", "s04", 9},
       {"kv_cache_rope_left_padded_batch3_padding_position_invalid_f32", "kv_cache_rope_left_padded_batch3_f32", "s00", 0},
-      {"kv_cache_rope_context_shift_not_rerotated_invalid_f32", "kv_cache_rope_context_shift_f32", "s05", -1}};
+      {"kv_cache_rope_context_shift_not_rerotated_invalid_f32", "kv_cache_rope_context_shift_f32", "s05", -1},
+      {"kv_cache_rope_llama4_chunk_ignored_invalid_f32", "kv_cache_rope_llama4_chunk8192_boundary_f32", "s03", 8194},
+      {"kv_cache_rope_gpt_oss_sink_logits_dropped_invalid_f32", "kv_cache_rope_gpt_oss_window128_sink_logits_f32", "s01", 126},
+      {"kv_cache_rope_phi3_5_mini_longrope_flip_not_rerotated_invalid_f32", "kv_cache_rope_phi3_5_mini_longrope_hf_switch_f32",
+       "s03", -1}};
   for (const auto& [bad, good, step, position] : pairs) {
     // Under a generator mutant, the cases as generated now (as every golden test reads them).
     const auto& scheme = golden::scheme_by_slug("kv_cache");

@@ -12,9 +12,15 @@
 // number of tokens it has seen, less any discarded by a shift). Then, for query t at position
 // q = N + t and every key at position k (cached slots and the step's own tokens):
 //
-//   visible  k <= q, and q - w < k when the attention window w > 0
+//   visible  k <= q, and q - w < k when the attention window w > 0, and floor(k / C) =
+//            floor(q / C) when the chunk C > 0 (Llama 4: after position 8191 a chunked layer
+//            sees nothing before 8192; the keys of earlier chunks may stay cached, unseen)
 //   s_tk     scale * enc_q(q, q_t) . enc_k(k_j) + bias_h(q, k)
-//   out_t    softmax over the visible keys, times their values (reference/attention.hpp)
+//   out_t    softmax over the visible keys, times their values (reference/attention.hpp);
+//            with sink logits s_h (GPT-OSS, attn.sinks) the softmax's denominator also holds
+//            exp(s_h): a score with no key, no value and no slot, in every step (prefill and
+//            decode alike), never evicted or moved. Not StreamingLLM's sinks (n_sink below),
+//            which are kept tokens.
 //
 //   RoPE      enc(x, p) = R(p) x with the call's tables; the key of slot s is R(R_s) k_raw
 //   ALiBi     bias_h = -m_h (q - k)           T5      bias_h = table[bucket(k - q), h]
@@ -127,15 +133,10 @@ inline void kv_cache_check(const KvCacheParams& p, const char* function = "kv_ca
   attention_check(p.attn, 0, 0, function);
   if (p.capacity < 0) throw_invalid(function, "capacity must be >= 0", p.capacity);
   if (p.n_sink < 0) throw_invalid(function, "n_sink must be >= 0", p.n_sink);
-  // Llama 4's chunk mask and GPT-OSS's sink logits are not part of a session's visibility rules
-  // yet: refused rather than ignored.
-  if (p.attn.chunk != 0) {
-    throw_invalid(function, "attn.chunk: chunked attention is not modelled in a KV session "
-                  "(must be 0)", p.attn.chunk);
-  }
-  if (!p.attn.sinks.empty()) {
-    throw_invalid(function, "attn.sinks: learned sink logits are not modelled in a KV session "
-                  "(must be empty)", p.attn.sinks.size());
+  // Llama 4's chunk mask reads absolute positions; a StreamingLLM cache renumbers them.
+  if (p.attn.chunk > 0 && p.n_sink > 0) {
+    throw_invalid(function, "attn.chunk: a sink cache renumbers positions, a chunk mask needs "
+                  "absolute ones (n_sink must be 0)", p.attn.chunk);
   }
   if (p.attn.window > 0 && p.capacity > 0 && p.capacity < p.attn.window) {
     throw_invalid(function, "capacity must hold the window " + std::to_string(p.attn.window),
@@ -192,6 +193,7 @@ struct KvStepResult {
   std::vector<Real> out;
   std::vector<std::int64_t> key_positions;
   std::vector<Real> q, keys, values, probs, bias;
+  std::vector<Real> sink_mass;  // [n, H]: the sink logit's share of the softmax (0 without)
 };
 
 /// The cache after a step, slot by slot: position (-1 empty), encoded key [C, Hkv, d] (RoPE:
@@ -200,6 +202,14 @@ template <class Real>
 struct KvSnapshot {
   std::vector<std::int64_t> positions;
   std::vector<Real> k, v;
+};
+
+/// Engine mistakes a session can reproduce (golden negative controls; a correct session has
+/// none): a decode path (single-token steps) that leaves out the chunk mask, or the sink logits,
+/// which the prefill path applies.
+struct KvDecodeFaults {
+  bool ignore_chunk_in_decode = false;
+  bool drop_sink_logits_in_decode = false;
 };
 
 /// One sequence's decoding session, in any Real.
@@ -217,6 +227,8 @@ class KvSession {
 
   const KvCacheParams& params() const { return p_; }
   std::int64_t next_position() const { return next_; }
+  /// Engine mistakes, for golden negative controls only (see KvDecodeFaults).
+  void set_decode_faults(const KvDecodeFaults& f) { faults_ = f; }
   /// Number of slots (grows for an unbounded cache) and of occupied ones.
   std::int64_t n_slots() const { return static_cast<std::int64_t>(slots_.size()); }
   std::int64_t n_cached() const {
@@ -291,10 +303,16 @@ class KvSession {
 
     const Real scale = attention_scale<Real>(a);
     const int group = H / Hkv;
+    // A negative control's engine mistake may drop the chunk mask or the sink logits in
+    // single-token steps (decode); a correct session applies both in every step.
+    const bool decode = n == 1;
+    const std::int64_t chunk = decode && faults_.ignore_chunk_in_decode ? 0 : a.chunk;
+    const bool sinks = !a.sinks.empty() && !(decode && faults_.drop_sink_logits_in_decode);
     const std::size_t nk = keys.size();
     r.out.assign(static_cast<std::size_t>(n * H * dv), Real(0));
     r.probs.assign(static_cast<std::size_t>(n * H) * nk, Real(0));
     r.bias.assign(static_cast<std::size_t>(n * H) * nk, Real(0));
+    r.sink_mass.assign(static_cast<std::size_t>(n * H), Real(0));
     for (std::size_t j = 0; j < nk; ++j) {
       r.key_positions.push_back(keys[j]->position);
       r.keys.insert(r.keys.end(), ke[j].begin(), ke[j].end());
@@ -309,7 +327,8 @@ class KvSession {
         std::vector<bool> vis(keys.size());
         for (std::size_t j = 0; j < keys.size(); ++j) {
           const std::int64_t kp = keys[j]->position;
-          vis[j] = kp <= qp && (a.window == 0 || qp - a.window < kp);
+          vis[j] = kp <= qp && (a.window == 0 || qp - a.window < kp) &&
+                   (chunk == 0 || attention_chunk_start(chunk, kp) == attention_chunk_start(chunk, qp));
           if (!vis[j]) continue;
           Real dot = 0;
           for (int c = 0; c < d; ++c) dot += qe[t][h * d + c] * ke[j][kh * d + c];
@@ -317,7 +336,9 @@ class KvSession {
           r.bias[(t * H + h) * nk + j] = b;
           s[j] = scale * dot + b;
         }
-        const std::vector<Real> pr = attention_softmax(s, vis);
+        const Real sink = sinks ? Real(a.sinks[static_cast<std::size_t>(h)]) : Real(0);
+        const std::vector<Real> pr = sinks ? attention_softmax_sink(s, vis, sink) : attention_softmax(s, vis);
+        if (sinks) r.sink_mass[t * H + h] = attention_sink_mass(s, vis, sink);
         for (std::size_t j = 0; j < keys.size(); ++j) {
           if (!vis[j]) continue;
           r.probs[(t * H + h) * nk + j] = pr[j];
@@ -503,6 +524,7 @@ class KvSession {
   KvCacheParams p_;
   std::vector<Slot> slots_;
   std::int64_t next_ = 0, age_ = 0, current_table_len_ = 0;
+  KvDecodeFaults faults_;
   DynamicNtkState dyn_;
   mutable std::map<std::int64_t, RopeTables<Real>> tables_;  // by table length (a cache of values)
   std::vector<Real> slopes_, omega_;

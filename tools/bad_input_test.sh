@@ -146,6 +146,10 @@ sed '0,/"kind": "decode"/s//"kind": "rewind"/' "$DATA/kv_cache/$KV.json" >kv/kin
 expect 2 "kind.json: trace.steps\[1\].kind: expected prefill, batch, decode, verify or shift \(got \"rewind\"\)" "a KV trace step of unknown kind" verify kv/kind.json --actual good.safetensors
 sed '0,/^    "columns": 1,$/s//    "columns": -1,/' "$DATA/kv_cache/$KV.json" >kv/columns.json
 expect 2 "columns.json: trace.steps\[1\].columns: expected an integer >= 1 \(got -1\)" "a KV trace step with negative columns" verify kv/columns.json --actual good.safetensors
+KVC=kv_cache_rope_llama4_chunk8192_boundary_f32
+cp "$DATA/kv_cache/$KVC.safetensors" kv/
+sed 's/"chunk": 8192/"chunk": 0/' "$DATA/kv_cache/$KVC.json" >kv/chunk.json
+expect 2 "chunk.json: params.chunk: expected an integer in \[1, 1000000000000000\] \(got 0\)" "a KV trace with chunk 0" verify kv/chunk.json --actual good.safetensors
 
 # ---- special files --------------------------------------------------------------------------
 mkfifo fifo.safetensors fifo.json

@@ -532,7 +532,7 @@ const std::map<std::string, std::vector<Form>>& forms() {
                        integer("head_dim", 1), integer("value_dim", 1), integer("window"),
                        integer("capacity"), integer("n_sink"), integer("cache_rows", 1),
                        string("scale_kind", "inv_sqrt_head_dim|none"), dtype_key()},
-                      {},
+                      {integer("chunk", 1)},
                       {"encoding", "trace"},
                       {},
                       "",
@@ -607,6 +607,8 @@ void kv_rules(const CaseSpec& c, const Json& p, const std::string& source) {
          "expected > n_sink " + std::to_string(sinks) + " (got " + std::to_string(cap) + ")");
     rule(window == 0, source, "params.window",
          "expected 0 with attention sinks (got " + std::to_string(window) + ")");
+    rule(!p.contains("chunk"), source, "params.chunk",
+         "unexpected with attention sinks: a sink cache renumbers positions");
   }
   const Json& e = c.manifest.at("encoding");
   if (!e.is_object()) bad(source, "encoding", "expected an object (got " + e.dump() + ")");
@@ -633,6 +635,7 @@ void kv_rules(const CaseSpec& c, const Json& p, const std::string& source) {
     Json q = {{"n", e.at("rows")}, {"Hd", hd}};
     check_shape(c, {"learned_table", {"n", "Hd"}, true}, q, source);
   }
+  check_shape(c, {"sink_logits", {"H"}, false}, Json{{"H", H}}, source);  // GPT-OSS, optional
   check_kv_trace(c, source);
 }
 
@@ -770,6 +773,7 @@ void check_kv_trace(const CaseSpec& c, const std::string& source) {
       bad(source, w + ".columns", "expected 1 for a decode step (got " + std::to_string(T) + ")");
     if (js.contains("n_keep") || js.contains("n_discard"))
       bad(source, w, "unexpected n_keep / n_discard: not a shift step");
+    if (js.contains("first_position")) step_int(js, "first_position", 0, w, source);
     if (__builtin_add_overflow(columns, T, &columns))
       bad(source, w + ".columns", "the columns add up beyond 2^63");
     for (const char* r : {"q", "k", "v"}) {
