@@ -16,6 +16,7 @@
 #include "golden/cases/model_plan.hpp"
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/format.hpp"
+#include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::properties {
@@ -200,6 +201,130 @@ TEST(PlansConfig, PlanJsonListsEveryLayer) {
   for (const auto& [name, t] : j.at("types").items()) listed += t.at("layers").size();
   EXPECT_EQ(listed, e.size());
   EXPECT_FALSE(j.at("uniform").get<bool>());
+}
+
+TEST(PlansConfig, Llama4Cohere2MistralDeepSeek) {
+  {  // Llama 4: no_rope_layers (1 = RoPE), chunked RoPE layers, temperature on the NoPE layers
+    const Json c = Json::parse(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
+      "num_hidden_layers": 8, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+      "hidden_size": 5120, "rope_theta": 500000.0, "attention_chunk_size": 8192, "floor_scale": 8192,
+      "attn_scale": 0.1, "attn_temperature_tuning": 4, "no_rope_layers": [1, 1, 1, 0, 1, 0, 1, 0]}})");
+    const ModelPlan p = plan_of(c);
+    EXPECT_EQ(expect_layers_match(p, c, "llama4"), 2u);
+    for (const PlanLayerType& t : p.types) {
+      EXPECT_EQ(t.params.layout, reference::RopeLayout::kInterleaved) << t.name;
+      if (t.rope == PlanRope::kNone) {
+        ASSERT_TRUE(t.has_temperature) << t.name;
+        EXPECT_EQ(t.temperature.rule, reference::QueryTemperatureRule::kLlama4);
+        EXPECT_EQ(t.temperature.length, c["text_config"]["floor_scale"].get<std::int64_t>());
+        EXPECT_EQ(t.temperature.coefficient, c["text_config"]["attn_scale"].get<double>());
+      } else {
+        EXPECT_FALSE(t.has_temperature) << t.name;
+        EXPECT_EQ(t.chunk, c["text_config"]["attention_chunk_size"].get<std::int64_t>());
+      }
+    }
+    Json empty = c;  // no_rope_layers [] (Scout's): every 4th layer NoPE, as HF derives it
+    empty["text_config"]["no_rope_layers"] = Json::array();
+    expect_layers_match(plan_of(empty), empty, "llama4 []");
+  }
+  {  // Cohere2: RoPE on sliding layers only, global layers NoPE
+    const Json c = Json::parse(R"({"model_type": "cohere2", "num_hidden_layers": 8, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "hidden_size": 4096, "rope_theta": 50000, "sliding_window": 4096,
+      "sliding_window_pattern": 4})");
+    const ModelPlan p = plan_of(c);
+    EXPECT_EQ(expect_layers_match(p, c, "cohere2"), 2u);
+    EXPECT_EQ(p.model.params.layout, reference::RopeLayout::kInterleaved);
+  }
+  {  // Mistral 3: llama_4_scaling_beta in the yarn block, p / L0 on every layer
+    const Json c = Json::parse(R"({"model_type": "mistral3", "text_config": {"model_type": "ministral3",
+      "num_hidden_layers": 4, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+      "hidden_size": 5120, "rope_parameters": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 48.0,
+      "llama_4_scaling_beta": 0.1, "mscale": 1.0, "mscale_all_dim": 1.0,
+      "original_max_position_embeddings": 8192, "rope_theta": 100000000.0, "rope_type": "yarn",
+      "type": "yarn"}}})");
+    const ModelPlan p = plan_of(c);
+    EXPECT_EQ(expect_layers_match(p, c, "mistral3"), 1u);
+    ASSERT_TRUE(p.types[0].has_temperature);
+    EXPECT_EQ(p.types[0].temperature.rule, reference::QueryTemperatureRule::kMistral);
+    const Json& r = c["text_config"]["rope_parameters"];
+    EXPECT_EQ(p.types[0].temperature.length, r["original_max_position_embeddings"].get<std::int64_t>());
+    EXPECT_EQ(p.types[0].temperature.coefficient, r["llama_4_scaling_beta"].get<double>());
+  }
+  {  // DeepSeek-V3: uniform, RoPE on the qk_rope_head_dim sub-head
+    const auto m = golden::rope_config_read(golden::default_presets_dir() / "deepseek-v3.json");
+    const ModelPlan p = golden::model_plan_from_config(m, "deepseek-v3.json");
+    ASSERT_TRUE(p.uniform());
+    EXPECT_EQ(p.types[0].mla_rope_dim, m.config.at("qk_rope_head_dim").get<int>());
+  }
+}
+
+// ---- every committed preset -------------------------------------------------------------------------
+
+std::vector<std::filesystem::path> all_presets() {
+  std::vector<std::filesystem::path> v;
+  for (const auto& e : std::filesystem::directory_iterator(golden::default_presets_dir())) {
+    if (e.path().extension() == ".json" && e.path().filename().string().find("-vl-") == std::string::npos) {
+      v.push_back(e.path());
+    }
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+/// The per-type values a preset's keys fix, checked against the config directly.
+void expect_type_values(const ModelPlan& p, const Json& c, const std::string& what) {
+  const Json& t = text_of(c);
+  const std::string mt = model_type_of(c);
+  const bool per_type = t.contains("rope_parameters") && t.at("rope_parameters").contains("full_attention");
+  for (const PlanLayerType& type : p.types) {
+    const std::string w = what + " " + type.name;
+    if (type.mask == PlanMask::kSliding) EXPECT_EQ(type.window, t.at("sliding_window").get<std::int64_t>()) << w;
+    if (per_type && type.rope != PlanRope::kNone) {
+      const Json& block = t.at("rope_parameters").at(type.name);
+      EXPECT_EQ(type.params.base, block.at("rope_theta").get<double>()) << w;
+      EXPECT_EQ(type.rope == PlanRope::kProportional, block.value("rope_type", "") == "proportional") << w;
+      if (type.rope == PlanRope::kProportional) {
+        EXPECT_EQ(type.proportional.proportion, block.at("partial_rotary_factor").get<double>()) << w;
+        EXPECT_EQ(type.params.head_dim, t.value("global_head_dim", t.value("head_dim", 0))) << w;
+      }
+    }
+    if (mt == "gemma3_text" && type.name == "sliding_attention") {
+      EXPECT_EQ(type.scaling.type, reference::RopeScalingType::kNone) << w << ": sliding layers are unscaled";
+      EXPECT_EQ(type.params.base, t.value("rope_local_base_freq", 10000.0)) << w;
+    }
+    if (mt == "gemma3_text" && type.name == "full_attention" && t.contains("rope_scaling")) {
+      EXPECT_EQ(type.scaling.factor, t.at("rope_scaling").at("factor").get<double>()) << w;
+    }
+    EXPECT_EQ(type.sinks, mt == "gpt_oss") << w;
+    if (mt == "gpt_oss") EXPECT_EQ(type.scaling.truncate, t.at("rope_scaling").at("truncate").get<bool>()) << w;
+  }
+}
+
+TEST(PlansConfig, EveryPresetPlanCoversTheModel) {
+  int uniform = 0, planned = 0;
+  for (const auto& f : all_presets()) {
+    const Json c = Json::parse(golden::read_json_text(f));
+    const auto m = golden::rope_config_read(f);
+    const ModelPlan p = golden::model_plan_from_config(m, f.string());
+    const std::string what = f.filename().string();
+    const std::size_t kinds = expect_layers_match(p, c, what);
+    expect_type_values(p, c, what);
+    if (!text_of(c).contains("num_hidden_layers")) {
+      // The pre-existing presets (RoPE keys only): one type, today's single RoPE.
+      ++uniform;
+      ASSERT_TRUE(p.uniform()) << what;
+      EXPECT_TRUE(p.layer_type.empty()) << what;
+      EXPECT_EQ(p.types[0].params.base, m.params.base) << what;
+      EXPECT_EQ(p.types[0].params.rotary_dim, m.params.rotary_dim) << what;
+      EXPECT_EQ(golden::rope_scaling_to_json(p.types[0].scaling), golden::rope_scaling_to_json(m.scaling)) << what;
+    } else {
+      ++planned;
+      EXPECT_GE(kinds, 2u) << what << ": a plan preset has per-layer types";
+      EXPECT_EQ(p.layer_type.size(), text_of(c).at("num_hidden_layers").get<std::size_t>()) << what;
+    }
+  }
+  EXPECT_GE(uniform, 19);
+  EXPECT_GE(planned, 5);
 }
 
 // ---- bad plan keys: GoldenFileError naming the file, the key and the value -------------------------
