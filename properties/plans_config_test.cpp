@@ -296,6 +296,16 @@ void expect_type_values(const ModelPlan& p, const Json& c, const std::string& wh
       EXPECT_EQ(type.scaling.factor, t.at("rope_scaling").at("factor").get<double>()) << w;
     }
     EXPECT_EQ(type.sinks, mt == "gpt_oss") << w;
+    if (mt == "llama4_text") {  // HF Llama4TextConfig defaults: tuning on, floor_scale 8192, attn_scale 0.1
+      EXPECT_EQ(type.params.layout, reference::RopeLayout::kInterleaved) << w;
+      EXPECT_EQ(type.has_temperature, type.rope == PlanRope::kNone) << w;
+      if (type.has_temperature) {
+        EXPECT_EQ(type.temperature.length, t.value("floor_scale", std::int64_t{8192})) << w;
+        EXPECT_EQ(type.temperature.coefficient, t.value("attn_scale", 0.1)) << w;
+      } else {
+        EXPECT_EQ(type.chunk, t.at("attention_chunk_size").get<std::int64_t>()) << w;
+      }
+    }
     if (mt == "gpt_oss") EXPECT_EQ(type.scaling.truncate, t.at("rope_scaling").at("truncate").get<bool>()) << w;
   }
 }
@@ -324,7 +334,7 @@ TEST(PlansConfig, EveryPresetPlanCoversTheModel) {
     }
   }
   EXPECT_GE(uniform, 19);
-  EXPECT_GE(planned, 5);
+  EXPECT_GE(planned, 6);
 }
 
 // ---- bad plan keys: GoldenFileError naming the file, the key and the value -------------------------
