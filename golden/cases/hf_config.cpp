@@ -561,7 +561,7 @@ RopeModelConfig config_from_json(const Json& j, const std::string& source, const
   read_layout(x, pos, c);
   const Lengths n = read_lengths(x, t, c);
   if (scaling.is_null()) return c;
-  c.rope_key = x.full(rs_key);
+  c.rope_key = rs_key;
   const std::string type = block_type(x, scaling, rs_key);
   if (type.empty()) x.fail("\"" + x.full(rs_key) + "\" has neither \"rope_type\" nor \"type\"");
   read_block_rule(x, scaling, rs_key, type, c, n);

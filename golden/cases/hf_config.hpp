@@ -74,7 +74,9 @@ struct RopeModelConfig {
   nlohmann::json config;            // the config as read, without "_posenc"
   std::vector<std::string> notes;   // defaults filled in, with the reason
   std::string text_key;             // "text_config" when the text model's keys are nested, else ""
-  std::string rope_key;             // the key path of the RoPE block read ("" when none)
+  std::string rope_key;             // the key path of the RoPE block read, relative to the text
+                                    // model's keys ("rope_scaling", "rope_parameters.full_attention";
+                                    // "" when none)
   double llama_4_scaling_beta = -1; // the block's llama_4_scaling_beta; < 0 when absent
   std::map<std::string, std::string> raw_numbers;  // each float's text by key path (messages)
 

@@ -411,7 +411,7 @@ Json model_plan_to_json(const ModelPlan& plan) {
   j["model"] = {{"id", m.id},
                 {"hf_model", m.hf_model},
                 {"model_type", m.model_type},
-                {"num_hidden_layers", plan.layer_type.size()},
+                {"num_hidden_layers", plan.layer_type.empty() ? Json() : Json(plan.layer_type.size())},
                 {"source", m.source}};
   Json types = Json::object();
   std::vector<std::vector<int>> members(plan.types.size());
