@@ -187,6 +187,22 @@ TEST(PlansConfig, V5LayerTypesAndPerTypeRopeParameters) {
   EXPECT_EQ(pq.types.at(pq.layer_type[3]).window, 32768);
 }
 
+TEST(PlansConfig, TypeModelsCarryEachTypesRope) {
+  const Json c = gemma3_v4_config();
+  const ModelPlan p = plan_of(c);
+  for (std::size_t k = 0; k < p.types.size(); ++k) {
+    const auto m = golden::plan_type_model(p, k);
+    EXPECT_EQ(m.params.base, p.types[k].params.base) << p.types[k].name;
+    EXPECT_EQ(golden::rope_scaling_to_json(m.scaling), golden::rope_scaling_to_json(p.types[k].scaling));
+  }
+  EXPECT_THROW(golden::plan_type_model(p, p.types.size()), InvalidArgument);
+  Json co = Json::parse(R"({"model_type": "cohere2", "num_hidden_layers": 4, "num_attention_heads": 4,
+    "hidden_size": 256, "sliding_window": 16})");
+  const ModelPlan pc = plan_of(co);
+  ASSERT_EQ(pc.types.size(), 2u);
+  EXPECT_THROW(golden::plan_type_model(pc, 1), InvalidArgument);  // the NoPE global layers
+}
+
 TEST(PlansConfig, PlanJsonListsEveryLayer) {
   const Json c = gemma3_v4_config();
   const ModelPlan p = plan_of(c);
@@ -334,6 +350,10 @@ TEST(PlansConfig, EveryPresetPlanCoversTheModel) {
     }
   }
   EXPECT_GE(uniform, 19);
+  // A uniform plan's type model is the config's model: today's single case.
+  const auto l31 = golden::rope_config_read(golden::default_presets_dir() / "llama-3.1-8b.json");
+  const auto same = golden::plan_type_model(golden::model_plan_from_config(l31, "llama-3.1-8b.json"), 0);
+  EXPECT_EQ(golden::rope_config_to_json(same), golden::rope_config_to_json(l31));
   EXPECT_GE(planned, 6);
 }
 

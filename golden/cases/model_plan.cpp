@@ -405,6 +405,22 @@ ModelPlan model_plan_from_config(const RopeModelConfig& model, const std::string
   return PlanReader(model, source).read();
 }
 
+RopeModelConfig plan_type_model(const ModelPlan& plan, std::size_t type) {
+  if (type >= plan.types.size()) {
+    throw_invalid("plan_type_model", "type must be < " + std::to_string(plan.types.size()), type);
+  }
+  const PlanLayerType& t = plan.types[type];
+  if (t.rope != PlanRope::kRope) {
+    throw_invalid("plan_type_model", std::string("type \"") + t.name + "\" must rotate with RoPE, it is " +
+                                         plan_rope_name(t.rope), type);
+  }
+  RopeModelConfig m = plan.model;
+  if (m.params.head_dim != t.params.head_dim) m.softmax_head_dim = t.params.head_dim;
+  m.params = t.params;
+  m.scaling = t.scaling;
+  return m;
+}
+
 Json model_plan_to_json(const ModelPlan& plan) {
   Json j;
   const RopeModelConfig& m = plan.model;

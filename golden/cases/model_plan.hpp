@@ -88,6 +88,13 @@ struct ModelPlan {
 /// num_hidden_layers, an unknown layer type, a pattern that is not a positive integer).
 ModelPlan model_plan_from_config(const RopeModelConfig& model, const std::string& source);
 
+/// The RoPE model of layer type `type` (a kRope type): the plan's model with that type's head,
+/// rotary dimension, base, layout and scaling (softmax head: the model's, or the type's head when
+/// the type's head differs, as Gemma 4's global_head_dim). For a uniform plan it is the model
+/// unchanged, so a uniform plan's case is today's single case. InvalidArgument naming
+/// plan_type_model for an index out of range or a type that is not kRope.
+RopeModelConfig plan_type_model(const ModelPlan& plan, std::size_t type);
+
 /// The plan as JSON: {"model", "layers": [{"index", "type", ...}], "types": {name: {...}}}
 /// (the plan manifest's body; the case ids are added by the writer).
 nlohmann::json model_plan_to_json(const ModelPlan& plan);
