@@ -178,6 +178,13 @@ TEST(PlansConfig, V5LayerTypesAndPerTypeRopeParameters) {
     EXPECT_EQ(t.params.base, block.at("rope_theta").get<double>()) << t.name;
     EXPECT_EQ(reference::rope_scaling_type_name(t.scaling.type), block.at("rope_type").get<std::string>()) << t.name;
   }
+  // A flat v5 block's rope_theta is the global base; Gemma 3's class default does not override it.
+  Json flat = gemma3_v4_config().at("text_config");
+  flat.erase("rope_theta");
+  flat.erase("rope_scaling");
+  flat["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 2e6}};
+  const ModelPlan pf = plan_of(flat);
+  EXPECT_EQ(pf.types.at(pf.layer_type[5]).params.base, flat["rope_parameters"]["rope_theta"].get<double>());
   // Any model: a Qwen2-style config with a layer_types list.
   Json q = Json::parse(R"({"model_type": "qwen2", "num_hidden_layers": 4, "num_attention_heads": 4,
     "hidden_size": 256, "rope_theta": 1000000.0, "sliding_window": 32768,

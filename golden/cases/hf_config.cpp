@@ -496,9 +496,14 @@ Json gemma3_defaults(const Json& t, RopeModelConfig& c) {
                                  {"sliding_window_pattern", 6}};
   Json out = t;
   const bool per_type = t.contains("rope_parameters") && per_type_blocks(t.at("rope_parameters"));
+  bool block_theta = false;  // a v5 block carries the base: the top-level default must not override it
+  for (const char* k : {"rope_parameters", "rope_scaling"}) {
+    if (t.contains(k) && t.at(k).is_object() && t.at(k).contains("rope_theta")) block_theta = true;
+  }
   for (const auto& [k, v] : kDefaults.items()) {
     if (t.contains(k) && !t.at(k).is_null()) continue;
     if (per_type && (k == "rope_theta" || k == "rope_local_base_freq")) continue;  // in the blocks
+    if (block_theta && k == "rope_theta") continue;
     out[k] = v;
     c.defaults[k] = v;
     c.notes.push_back(k + " absent: " + v.dump() + " (HF's Gemma3TextConfig default)");
