@@ -73,6 +73,9 @@ std::vector<Expected> expected_layers(const Json& c) {
     } else if (mt == "gemma3" || mt == "gemma3_text" || mt == "cohere2") {
       const int p = t.value("sliding_window_pattern", mt == "cohere2" ? 4 : 6);
       e.name = every_pth_is_full(i, p) ? "full_attention" : "sliding_attention";
+    } else if ((mt == "mistral" || mt == "mixtral" || mt == "ministral3") && t.contains("sliding_window") &&
+               !t.at("sliding_window").is_null()) {
+      e.name = "sliding_attention";  // HF's Mistral attention windows every layer
     } else {
       e.name = "full_attention";
     }
@@ -272,6 +275,13 @@ TEST(PlansConfig, Llama4Cohere2MistralDeepSeek) {
     const Json& r = c["text_config"]["rope_parameters"];
     EXPECT_EQ(p.types[0].temperature.length, r["original_max_position_embeddings"].get<std::int64_t>());
     EXPECT_EQ(p.types[0].temperature.coefficient, r["llama_4_scaling_beta"].get<double>());
+  }
+  {  // Mistral 7B v0.1 style: sliding_window on every layer, uniform
+    const Json c = Json::parse(R"({"model_type": "mistral", "num_hidden_layers": 4, "num_attention_heads": 32,
+      "num_key_value_heads": 8, "hidden_size": 4096, "rope_theta": 10000.0, "sliding_window": 4096})");
+    const ModelPlan p = plan_of(c);
+    EXPECT_EQ(expect_layers_match(p, c, "mistral"), 1u);
+    EXPECT_EQ(p.types[0].window, c.at("sliding_window").get<std::int64_t>());
   }
   {  // DeepSeek-V3: uniform, RoPE on the qk_rope_head_dim sub-head
     const auto m = golden::rope_config_read(golden::default_presets_dir() / "deepseek-v3.json");

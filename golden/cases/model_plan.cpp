@@ -57,6 +57,7 @@ class PlanReader {
         source_(source) {
     std::string mt = x_.text(t_, "model_type", "model_type");
     if (mt.empty()) mt = m.model_type;
+    text_type_ = mt;
     family_ = family_of(mt);
     if (family_ == Family::kGeneric) family_ = family_of(m.model_type);
   }
@@ -172,7 +173,14 @@ class PlanReader {
     } else if (family_ == Family::kCohere2) {
       names = from_pattern(4, "HF's Cohere2Config default: 3 sliding : 1 full");
     } else {
-      names.assign(static_cast<std::size_t>(layers_), "full_attention");
+      // HF's Mistral, Mixtral and Ministral 3 attention passes sliding_window to every layer.
+      const bool slides = (text_type_ == "mistral" || text_type_ == "mixtral" || text_type_ == "ministral3") &&
+                          has("sliding_window");
+      if (slides) {
+        uniform_name_ = "sliding_attention";
+        note("model_type " + text_type_ + ": every layer slides (HF passes sliding_window to each attention)");
+      }
+      names.assign(static_cast<std::size_t>(layers_), uniform_name_);
       if (layers_ == 0) note("num_hidden_layers absent: a uniform plan without a layer list");
     }
     if (rope.empty()) {
@@ -184,7 +192,7 @@ class PlanReader {
     }
     std::vector<LayerKind> kinds;
     for (std::size_t i = 0; i < names.size(); ++i) kinds.push_back({names[i], static_cast<bool>(rope[i])});
-    if (kinds.empty()) kinds.push_back({"full_attention", true});  // no layer count: one type
+    if (kinds.empty()) kinds.push_back({uniform_name_, true});  // no layer count: one type
     return kinds;
   }
 
@@ -363,6 +371,8 @@ class PlanReader {
   Ctx x_;
   std::string source_;
   Family family_ = Family::kGeneric;
+  std::string text_type_;                        // the text model's model_type
+  std::string uniform_name_ = "full_attention";  // the one type of a uniform plan
   int layers_ = 0;
   bool gemma4_noted_ = false;
   std::vector<std::string> keys_;  // the keys every type's layer assignment came from
