@@ -6,11 +6,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/hf_config.hpp"
 #include "golden/cases/model_plan.hpp"
@@ -32,7 +31,8 @@ ModelPlan plan_of(const Json& config, const std::string& source = "config.json")
   return golden::model_plan_from_config(golden::rope_config_from_json(config, source), source);
 }
 
-// ---- the oracle: each layer's kind from the config keys, as HF's config classes derive it --------
+// ---- the oracle: each layer's kind from the config keys, as HF's config classes derive it
+// --------
 
 struct Expected {
   std::string name;  // the attention type HF gives the layer
@@ -73,8 +73,8 @@ std::vector<Expected> expected_layers(const Json& c) {
     } else if (mt == "gemma3" || mt == "gemma3_text" || mt == "cohere2") {
       const int p = t.value("sliding_window_pattern", mt == "cohere2" ? 4 : 6);
       e.name = every_pth_is_full(i, p) ? "full_attention" : "sliding_attention";
-    } else if ((mt == "mistral" || mt == "mixtral" || mt == "ministral3") && t.contains("sliding_window") &&
-               !t.at("sliding_window").is_null()) {
+    } else if ((mt == "mistral" || mt == "mixtral" || mt == "ministral3") &&
+               t.contains("sliding_window") && !t.at("sliding_window").is_null()) {
       e.name = "sliding_attention";  // HF's Mistral attention windows every layer
     } else {
       e.name = "full_attention";
@@ -96,7 +96,8 @@ std::size_t expect_layers_match(const ModelPlan& p, const Json& config, const st
   for (std::size_t i = 0; i < std::min(e.size(), p.layer_type.size()); ++i) {
     const PlanLayerType& t = p.types.at(p.layer_type[i]);
     const bool named = t.name == e[i].name || t.name == e[i].name + (e[i].rope ? "_rope" : "_nope");
-    EXPECT_TRUE(named) << what << " layer " << i << ": type " << t.name << ", config says " << e[i].name;
+    EXPECT_TRUE(named) << what << " layer " << i << ": type " << t.name << ", config says "
+                       << e[i].name;
     EXPECT_EQ(t.rope != PlanRope::kNone, e[i].rope) << what << " layer " << i;
     EXPECT_EQ(t.mask, e[i].mask) << what << " layer " << i;
     kinds.insert({e[i].name, e[i].rope});
@@ -168,8 +169,9 @@ TEST(PlansConfig, V5LayerTypesAndPerTypeRopeParameters) {
   c.erase("rope_local_base_freq");
   c.erase("rope_scaling");
   c.erase("sliding_window_pattern");
-  c["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
-                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  c["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
   Json types = Json::array();
   for (int i = 0; i < 34; ++i) types.push_back(i % 3 == 1 ? "full_attention" : "sliding_attention");
   c["layer_types"] = types;  // not Gemma 3's pattern: the list wins
@@ -179,7 +181,9 @@ TEST(PlansConfig, V5LayerTypesAndPerTypeRopeParameters) {
   for (const PlanLayerType& t : p.types) {
     const Json& block = c.at("rope_parameters").at(t.name);
     EXPECT_EQ(t.params.base, block.at("rope_theta").get<double>()) << t.name;
-    EXPECT_EQ(reference::rope_scaling_type_name(t.scaling.type), block.at("rope_type").get<std::string>()) << t.name;
+    EXPECT_EQ(reference::rope_scaling_type_name(t.scaling.type),
+              block.at("rope_type").get<std::string>())
+        << t.name;
   }
   // A flat v5 block's rope_theta is the global base; Gemma 3's class default does not override it.
   Json flat = gemma3_v4_config().at("text_config");
@@ -187,7 +191,8 @@ TEST(PlansConfig, V5LayerTypesAndPerTypeRopeParameters) {
   flat.erase("rope_scaling");
   flat["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 2e6}};
   const ModelPlan pf = plan_of(flat);
-  EXPECT_EQ(pf.types.at(pf.layer_type[5]).params.base, flat["rope_parameters"]["rope_theta"].get<double>());
+  EXPECT_EQ(pf.types.at(pf.layer_type[5]).params.base,
+            flat["rope_parameters"]["rope_theta"].get<double>());
   // Any model: a Qwen2-style config with a layer_types list.
   Json q = Json::parse(R"({"model_type": "qwen2", "num_hidden_layers": 4, "num_attention_heads": 4,
     "hidden_size": 256, "rope_theta": 1000000.0, "sliding_window": 32768,
@@ -203,10 +208,12 @@ TEST(PlansConfig, TypeModelsCarryEachTypesRope) {
   for (std::size_t k = 0; k < p.types.size(); ++k) {
     const auto m = golden::plan_type_model(p, k);
     EXPECT_EQ(m.params.base, p.types[k].params.base) << p.types[k].name;
-    EXPECT_EQ(golden::rope_scaling_to_json(m.scaling), golden::rope_scaling_to_json(p.types[k].scaling));
+    EXPECT_EQ(golden::rope_scaling_to_json(m.scaling),
+              golden::rope_scaling_to_json(p.types[k].scaling));
   }
   EXPECT_THROW(golden::plan_type_model(p, p.types.size()), InvalidArgument);
-  Json co = Json::parse(R"({"model_type": "cohere2", "num_hidden_layers": 4, "num_attention_heads": 4,
+  Json co =
+      Json::parse(R"({"model_type": "cohere2", "num_hidden_layers": 4, "num_attention_heads": 4,
     "hidden_size": 256, "sliding_window": 16})");
   const ModelPlan pc = plan_of(co);
   ASSERT_EQ(pc.types.size(), 2u);
@@ -231,7 +238,8 @@ TEST(PlansConfig, PlanJsonListsEveryLayer) {
 
 TEST(PlansConfig, Llama4Cohere2MistralDeepSeek) {
   {  // Llama 4: no_rope_layers (1 = RoPE), chunked RoPE layers, temperature on the NoPE layers
-    const Json c = Json::parse(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
+    const Json c =
+        Json::parse(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
       "num_hidden_layers": 8, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
       "hidden_size": 5120, "rope_theta": 500000.0, "attention_chunk_size": 8192, "floor_scale": 8192,
       "attn_scale": 0.1, "attn_temperature_tuning": 4, "no_rope_layers": [1, 1, 1, 0, 1, 0, 1, 0]}})");
@@ -254,7 +262,8 @@ TEST(PlansConfig, Llama4Cohere2MistralDeepSeek) {
     expect_layers_match(plan_of(empty), empty, "llama4 []");
   }
   {  // Cohere2: RoPE on sliding layers only, global layers NoPE
-    const Json c = Json::parse(R"({"model_type": "cohere2", "num_hidden_layers": 8, "num_attention_heads": 32,
+    const Json c =
+        Json::parse(R"({"model_type": "cohere2", "num_hidden_layers": 8, "num_attention_heads": 32,
       "num_key_value_heads": 8, "hidden_size": 4096, "rope_theta": 50000, "sliding_window": 4096,
       "sliding_window_pattern": 4})");
     const ModelPlan p = plan_of(c);
@@ -262,7 +271,8 @@ TEST(PlansConfig, Llama4Cohere2MistralDeepSeek) {
     EXPECT_EQ(p.model.params.layout, reference::RopeLayout::kInterleaved);
   }
   {  // Mistral 3: llama_4_scaling_beta in the yarn block, p / L0 on every layer
-    const Json c = Json::parse(R"({"model_type": "mistral3", "text_config": {"model_type": "ministral3",
+    const Json c =
+        Json::parse(R"({"model_type": "mistral3", "text_config": {"model_type": "ministral3",
       "num_hidden_layers": 4, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
       "hidden_size": 5120, "rope_parameters": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 48.0,
       "llama_4_scaling_beta": 0.1, "mscale": 1.0, "mscale_all_dim": 1.0,
@@ -273,11 +283,13 @@ TEST(PlansConfig, Llama4Cohere2MistralDeepSeek) {
     ASSERT_TRUE(p.types[0].has_temperature);
     EXPECT_EQ(p.types[0].temperature.rule, reference::QueryTemperatureRule::kMistral);
     const Json& r = c["text_config"]["rope_parameters"];
-    EXPECT_EQ(p.types[0].temperature.length, r["original_max_position_embeddings"].get<std::int64_t>());
+    EXPECT_EQ(p.types[0].temperature.length,
+              r["original_max_position_embeddings"].get<std::int64_t>());
     EXPECT_EQ(p.types[0].temperature.coefficient, r["llama_4_scaling_beta"].get<double>());
   }
   {  // Mistral 7B v0.1 style: sliding_window on every layer, uniform
-    const Json c = Json::parse(R"({"model_type": "mistral", "num_hidden_layers": 4, "num_attention_heads": 32,
+    const Json c =
+        Json::parse(R"({"model_type": "mistral", "num_hidden_layers": 4, "num_attention_heads": 32,
       "num_key_value_heads": 8, "hidden_size": 4096, "rope_theta": 10000.0, "sliding_window": 4096})");
     const ModelPlan p = plan_of(c);
     EXPECT_EQ(expect_layers_match(p, c, "mistral"), 1u);
@@ -291,12 +303,14 @@ TEST(PlansConfig, Llama4Cohere2MistralDeepSeek) {
   }
 }
 
-// ---- every committed preset -------------------------------------------------------------------------
+// ---- every committed preset
+// -------------------------------------------------------------------------
 
 std::vector<std::filesystem::path> all_presets() {
   std::vector<std::filesystem::path> v;
   for (const auto& e : std::filesystem::directory_iterator(golden::default_presets_dir())) {
-    if (e.path().extension() == ".json" && e.path().filename().string().find("-vl-") == std::string::npos) {
+    if (e.path().extension() == ".json" &&
+        e.path().filename().string().find("-vl-") == std::string::npos) {
       v.push_back(e.path());
     }
   }
@@ -308,28 +322,35 @@ std::vector<std::filesystem::path> all_presets() {
 void expect_type_values(const ModelPlan& p, const Json& c, const std::string& what) {
   const Json& t = text_of(c);
   const std::string mt = model_type_of(c);
-  const bool per_type = t.contains("rope_parameters") && t.at("rope_parameters").contains("full_attention");
+  const bool per_type =
+      t.contains("rope_parameters") && t.at("rope_parameters").contains("full_attention");
   for (const PlanLayerType& type : p.types) {
     const std::string w = what + " " + type.name;
-    if (type.mask == PlanMask::kSliding) EXPECT_EQ(type.window, t.at("sliding_window").get<std::int64_t>()) << w;
+    if (type.mask == PlanMask::kSliding)
+      EXPECT_EQ(type.window, t.at("sliding_window").get<std::int64_t>()) << w;
     if (per_type && type.rope != PlanRope::kNone) {
       const Json& block = t.at("rope_parameters").at(type.name);
       EXPECT_EQ(type.params.base, block.at("rope_theta").get<double>()) << w;
-      EXPECT_EQ(type.rope == PlanRope::kProportional, block.value("rope_type", "") == "proportional") << w;
+      EXPECT_EQ(type.rope == PlanRope::kProportional,
+                block.value("rope_type", "") == "proportional")
+          << w;
       if (type.rope == PlanRope::kProportional) {
-        EXPECT_EQ(type.proportional.proportion, block.at("partial_rotary_factor").get<double>()) << w;
+        EXPECT_EQ(type.proportional.proportion, block.at("partial_rotary_factor").get<double>())
+            << w;
         EXPECT_EQ(type.params.head_dim, t.value("global_head_dim", t.value("head_dim", 0))) << w;
       }
     }
     if (mt == "gemma3_text" && type.name == "sliding_attention") {
-      EXPECT_EQ(type.scaling.type, reference::RopeScalingType::kNone) << w << ": sliding layers are unscaled";
+      EXPECT_EQ(type.scaling.type, reference::RopeScalingType::kNone)
+          << w << ": sliding layers are unscaled";
       EXPECT_EQ(type.params.base, t.value("rope_local_base_freq", 10000.0)) << w;
     }
     if (mt == "gemma3_text" && type.name == "full_attention" && t.contains("rope_scaling")) {
       EXPECT_EQ(type.scaling.factor, t.at("rope_scaling").at("factor").get<double>()) << w;
     }
     EXPECT_EQ(type.sinks, mt == "gpt_oss") << w;
-    if (mt == "llama4_text") {  // HF Llama4TextConfig defaults: tuning on, floor_scale 8192, attn_scale 0.1
+    if (mt == "llama4_text") {  // HF Llama4TextConfig defaults: tuning on, floor_scale 8192,
+                                // attn_scale 0.1
       EXPECT_EQ(type.params.layout, reference::RopeLayout::kInterleaved) << w;
       EXPECT_EQ(type.has_temperature, type.rope == PlanRope::kNone) << w;
       if (type.has_temperature) {
@@ -339,7 +360,8 @@ void expect_type_values(const ModelPlan& p, const Json& c, const std::string& wh
         EXPECT_EQ(type.chunk, t.at("attention_chunk_size").get<std::int64_t>()) << w;
       }
     }
-    if (mt == "gpt_oss") EXPECT_EQ(type.scaling.truncate, t.at("rope_scaling").at("truncate").get<bool>()) << w;
+    if (mt == "gpt_oss")
+      EXPECT_EQ(type.scaling.truncate, t.at("rope_scaling").at("truncate").get<bool>()) << w;
   }
 }
 
@@ -359,7 +381,9 @@ TEST(PlansConfig, EveryPresetPlanCoversTheModel) {
       EXPECT_TRUE(p.layer_type.empty()) << what;
       EXPECT_EQ(p.types[0].params.base, m.params.base) << what;
       EXPECT_EQ(p.types[0].params.rotary_dim, m.params.rotary_dim) << what;
-      EXPECT_EQ(golden::rope_scaling_to_json(p.types[0].scaling), golden::rope_scaling_to_json(m.scaling)) << what;
+      EXPECT_EQ(golden::rope_scaling_to_json(p.types[0].scaling),
+                golden::rope_scaling_to_json(m.scaling))
+          << what;
     } else {
       ++planned;
       EXPECT_GE(kinds, 2u) << what << ": a plan preset has per-layer types";
@@ -369,12 +393,14 @@ TEST(PlansConfig, EveryPresetPlanCoversTheModel) {
   EXPECT_GE(uniform, 19);
   // A uniform plan's type model is the config's model: today's single case.
   const auto l31 = golden::rope_config_read(golden::default_presets_dir() / "llama-3.1-8b.json");
-  const auto same = golden::plan_type_model(golden::model_plan_from_config(l31, "llama-3.1-8b.json"), 0);
+  const auto same =
+      golden::plan_type_model(golden::model_plan_from_config(l31, "llama-3.1-8b.json"), 0);
   EXPECT_EQ(golden::rope_config_to_json(same), golden::rope_config_to_json(l31));
   EXPECT_GE(planned, 6);
 }
 
-// ---- bad plan keys: GoldenFileError naming the file, the key and the value -------------------------
+// ---- bad plan keys: GoldenFileError naming the file, the key and the value
+// -------------------------
 
 void expect_bad(const Json& c, const std::string& key, const std::string& value) {
   try {
@@ -419,7 +445,8 @@ TEST(PlansConfig, BadPlanKeysNameFileKeyAndValue) {
   {
     Json b = c;
     Json types = Json::array();
-    for (int i = 0; i < t.at("num_hidden_layers").get<int>(); ++i) types.push_back("full_attention");
+    for (int i = 0; i < t.at("num_hidden_layers").get<int>(); ++i)
+      types.push_back("full_attention");
     types[5] = "linear_attention";
     b["text_config"]["layer_types"] = types;
     expect_bad(b, "text_config.layer_types[5]", "\"linear_attention\"");
@@ -437,8 +464,9 @@ TEST(PlansConfig, BadPlanKeysNameFileKeyAndValue) {
   {  // a per-type block keeps the reader's strict keys
     Json b = t;
     b.erase("rope_scaling");
-    b["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}},
-                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}, {"fator", 8}}}};
+    b["rope_parameters"] = {
+        {"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}},
+        {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}, {"fator", 8}}}};
     expect_bad(b, "rope_parameters.sliding_attention", "\"fator\"");
   }
 }

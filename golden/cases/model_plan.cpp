@@ -38,22 +38,29 @@ Family family_of(const std::string& t) {
   return Family::kGeneric;
 }
 
-bool is_gemma(Family f) { return f == Family::kGemma2 || f == Family::kGemma3 || f == Family::kGemma4; }
+bool is_gemma(Family f) {
+  return f == Family::kGemma2 || f == Family::kGemma3 || f == Family::kGemma4;
+}
 
-const std::set<std::string> kKnownLayerTypes = {"full_attention", "sliding_attention", "chunked_attention"};
+const std::set<std::string> kKnownLayerTypes = {"full_attention", "sliding_attention",
+                                                "chunked_attention"};
 
 /// One layer as the config describes it: its attention type and whether it rotates.
 struct LayerKind {
   std::string name;
   bool rope = true;
-  bool operator<(const LayerKind& o) const { return std::tie(name, rope) < std::tie(o.name, o.rope); }
+  bool operator<(const LayerKind& o) const {
+    return std::tie(name, rope) < std::tie(o.name, o.rope);
+  }
 };
 
 /// Reads a plan from one config (see the header for the contract).
 class PlanReader {
  public:
   PlanReader(const RopeModelConfig& m, const std::string& source)
-      : m_(m), t_(m.text_with_defaults()), x_{source, m.raw_numbers, m.text_key.empty() ? std::string() : m.text_key + "."},
+      : m_(m),
+        t_(m.text_with_defaults()),
+        x_{source, m.raw_numbers, m.text_key.empty() ? std::string() : m.text_key + "."},
         source_(source) {
     std::string mt = x_.text(t_, "model_type", "model_type");
     if (mt.empty()) mt = m.model_type;
@@ -109,12 +116,14 @@ class PlanReader {
   std::vector<std::string> from_pattern(std::int64_t fallback, const char* why, bool keyed = true) {
     std::int64_t pattern = fallback;
     if (!keyed) {
-      if (has("sliding_window_pattern")) note(std::string("sliding_window_pattern ignored: ") + why);
+      if (has("sliding_window_pattern"))
+        note(std::string("sliding_window_pattern ignored: ") + why);
     } else if (has("sliding_window_pattern")) {
       pattern = x_.integer(t_.at("sliding_window_pattern"), "sliding_window_pattern", kPattern);
       keys_.push_back("sliding_window_pattern");
     } else {
-      note(std::string("sliding_window_pattern absent: ") + std::to_string(fallback) + " (" + why + ")");
+      note(std::string("sliding_window_pattern absent: ") + std::to_string(fallback) + " (" + why +
+           ")");
     }
     const int n = need_layers(keyed ? "sliding_window_pattern" : why);
     std::vector<std::string> names;
@@ -130,10 +139,12 @@ class PlanReader {
   std::vector<bool> llama4_rope_flags() {
     const int n = need_layers("Llama 4's no_rope_layers");
     std::vector<bool> rope(static_cast<std::size_t>(n), true);
-    if (has("no_rope_layers") && !(t_.at("no_rope_layers").is_array() && t_.at("no_rope_layers").empty())) {
+    if (has("no_rope_layers") &&
+        !(t_.at("no_rope_layers").is_array() && t_.at("no_rope_layers").empty())) {
       const Json& v = t_.at("no_rope_layers");
       if (!v.is_array() || v.size() < static_cast<std::size_t>(n)) {
-        x_.range(v, "no_rope_layers", "a list of at least num_hidden_layers = " + std::to_string(n) + " 0/1 flags");
+        x_.range(v, "no_rope_layers",
+                 "a list of at least num_hidden_layers = " + std::to_string(n) + " 0/1 flags");
       }
       for (int i = 0; i < n; ++i) {
         const std::string key = "no_rope_layers[" + std::to_string(i) + "]";
@@ -147,7 +158,9 @@ class PlanReader {
       interval = x_.integer(t_.at("no_rope_layer_interval"), "no_rope_layer_interval", kPattern);
       keys_.push_back("no_rope_layer_interval");
     } else {
-      note("no_rope_layers absent: every 4th layer is NoPE (HF's Llama4TextConfig no_rope_layer_interval = 4)");
+      note(
+          "no_rope_layers absent: every 4th layer is NoPE (HF's Llama4TextConfig "
+          "no_rope_layer_interval = 4)");
     }
     for (int i = 0; i < n; ++i) rope[i] = (i + 1) % interval != 0;
     return rope;
@@ -174,11 +187,13 @@ class PlanReader {
       names = from_pattern(4, "HF's Cohere2Config default: 3 sliding : 1 full");
     } else {
       // HF's Mistral, Mixtral and Ministral 3 attention passes sliding_window to every layer.
-      const bool slides = (text_type_ == "mistral" || text_type_ == "mixtral" || text_type_ == "ministral3") &&
-                          has("sliding_window");
+      const bool slides =
+          (text_type_ == "mistral" || text_type_ == "mixtral" || text_type_ == "ministral3") &&
+          has("sliding_window");
       if (slides) {
         uniform_name_ = "sliding_attention";
-        note("model_type " + text_type_ + ": every layer slides (HF passes sliding_window to each attention)");
+        note("model_type " + text_type_ +
+             ": every layer slides (HF passes sliding_window to each attention)");
       }
       names.assign(static_cast<std::size_t>(layers_), uniform_name_);
       if (layers_ == 0) note("num_hidden_layers absent: a uniform plan without a layer list");
@@ -191,7 +206,8 @@ class PlanReader {
       }
     }
     std::vector<LayerKind> kinds;
-    for (std::size_t i = 0; i < names.size(); ++i) kinds.push_back({names[i], static_cast<bool>(rope[i])});
+    for (std::size_t i = 0; i < names.size(); ++i)
+      kinds.push_back({names[i], static_cast<bool>(rope[i])});
     if (kinds.empty()) kinds.push_back({uniform_name_, true});  // no layer count: one type
     return kinds;
   }
@@ -223,8 +239,8 @@ class PlanReader {
       pt.config_keys.push_back("global_head_dim");
     }
     const Json* rp = has("rope_parameters") ? &t_.at("rope_parameters") : nullptr;
-    const bool per_type = rp && rp->is_object() && !rp->contains("rope_type") && !rp->contains("type") &&
-                          !rp->empty();
+    const bool per_type = rp && rp->is_object() && !rp->contains("rope_type") &&
+                          !rp->contains("type") && !rp->empty();
     if (per_type) {
       if (!rp->contains(k.name) || rp->at(k.name).is_null()) {
         x_.fail("\"rope_parameters\" has no block for layer type \"" + k.name + "\"");
@@ -254,7 +270,9 @@ class PlanReader {
         pt.config_keys.push_back("rope_local_base_freq");
       } else {
         pt.params.base = 10000.0;
-        note("sliding_attention: rope_local_base_freq absent: 10000 (HF's Gemma3TextConfig default)");
+        note(
+            "sliding_attention: rope_local_base_freq absent: 10000 (HF's Gemma3TextConfig "
+            "default)");
       }
       pt.config_keys.erase(std::remove(pt.config_keys.begin(), pt.config_keys.end(), m_.rope_key),
                            pt.config_keys.end());
@@ -269,7 +287,8 @@ class PlanReader {
       x_.fail("llama_4_scaling_beta needs original_max_position_embeddings in its rope block");
     }
     pt.has_temperature = true;
-    pt.temperature = {reference::QueryTemperatureRule::kMistral, pt.scaling.original_max_position, beta};
+    pt.temperature = {reference::QueryTemperatureRule::kMistral, pt.scaling.original_max_position,
+                      beta};
   }
 
   /// Llama 4's temperature on NoPE layers: attn_temperature_tuning, floor_scale, attn_scale.
@@ -280,7 +299,8 @@ class PlanReader {
       if (v.is_boolean()) {
         on = v.get<bool>();
       } else if (v.is_number_integer() || v.is_number_unsigned()) {  // Python truthiness of an int
-        on = x_.integer(v, "attn_temperature_tuning", IntRange{0, 1 << 30, "true, false or an integer >= 0"}) != 0;
+        on = x_.integer(v, "attn_temperature_tuning",
+                        IntRange{0, 1 << 30, "true, false or an integer >= 0"}) != 0;
       } else {
         x_.range(v, "attn_temperature_tuning", "true, false or an integer >= 0");
       }
@@ -314,7 +334,8 @@ class PlanReader {
       pt.window = x_.integer(t_.at("sliding_window"), "sliding_window", kWindow);
       pt.config_keys.push_back("sliding_window");
     } else if (k.name == "chunked_attention") {
-      if (!has("attention_chunk_size")) x_.fail("layer type chunked_attention needs \"attention_chunk_size\"");
+      if (!has("attention_chunk_size"))
+        x_.fail("layer type chunked_attention needs \"attention_chunk_size\"");
       pt.mask = PlanMask::kChunked;
       pt.chunk = x_.integer(t_.at("attention_chunk_size"), "attention_chunk_size", kWindow);
       pt.config_keys.push_back("attention_chunk_size");
@@ -328,11 +349,13 @@ class PlanReader {
       return;
     }
     if (has("query_pre_attn_scalar")) {
-      pt.query_pre_attn_scalar = x_.number(t_.at("query_pre_attn_scalar"), "query_pre_attn_scalar", kScalar);
+      pt.query_pre_attn_scalar =
+          x_.number(t_.at("query_pre_attn_scalar"), "query_pre_attn_scalar", kScalar);
       pt.config_keys.push_back("query_pre_attn_scalar");
     }
     if (has("attn_logit_softcapping")) {
-      pt.logit_softcap = x_.number(t_.at("attn_logit_softcapping"), "attn_logit_softcapping", kSoftcap);
+      pt.logit_softcap =
+          x_.number(t_.at("attn_logit_softcapping"), "attn_logit_softcapping", kSoftcap);
       pt.config_keys.push_back("attn_logit_softcapping");
     }
   }
@@ -355,14 +378,17 @@ class PlanReader {
     if (is_gemma(family_)) read_gemma_scores(pt);
     if (family_ == Family::kGemma4 && !gemma4_noted_) {
       gemma4_noted_ = true;
-      note("Gemma 4: softmax scale 1 (HF Gemma4TextAttention scaling = 1.0), written as query_pre_attn_scalar = 1; "
-           "full-attention layers use global_head_dim and num_global_key_value_heads");
+      note(
+          "Gemma 4: softmax scale 1 (HF Gemma4TextAttention scaling = 1.0), written as "
+          "query_pre_attn_scalar = 1; "
+          "full-attention layers use global_head_dim and num_global_key_value_heads");
     }
     if (m_.softmax_head_dim != m_.params.head_dim && pt.rope == PlanRope::kRope) {
       pt.mla_rope_dim = m_.params.head_dim;  // DeepSeek MLA: the qk_rope_head_dim sub-head
     }
     std::sort(pt.config_keys.begin(), pt.config_keys.end());
-    pt.config_keys.erase(std::unique(pt.config_keys.begin(), pt.config_keys.end()), pt.config_keys.end());
+    pt.config_keys.erase(std::unique(pt.config_keys.begin(), pt.config_keys.end()),
+                         pt.config_keys.end());
     return pt;
   }
 
@@ -390,7 +416,8 @@ Json type_json(const PlanLayerType& t) {
   }
   if (t.rope == PlanRope::kRope) j["scaling"] = rope_scaling_to_json(t.scaling);
   if (t.rope == PlanRope::kProportional) {
-    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion}, {"factor", t.proportional.factor}};
+    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion},
+                         {"factor", t.proportional.factor}};
   }
   if (t.mla_rope_dim > 0) j["mla_rope_dim"] = t.mla_rope_dim;
   j["mask"] = plan_mask_name(t.mask);
@@ -421,8 +448,10 @@ RopeModelConfig plan_type_model(const ModelPlan& plan, std::size_t type) {
   }
   const PlanLayerType& t = plan.types[type];
   if (t.rope != PlanRope::kRope) {
-    throw_invalid("plan_type_model", std::string("type \"") + t.name + "\" must rotate with RoPE, it is " +
-                                         plan_rope_name(t.rope), type);
+    throw_invalid("plan_type_model",
+                  std::string("type \"") + t.name + "\" must rotate with RoPE, it is " +
+                      plan_rope_name(t.rope),
+                  type);
   }
   RopeModelConfig m = plan.model;
   if (m.params.head_dim != t.params.head_dim) m.softmax_head_dim = t.params.head_dim;
@@ -434,14 +463,16 @@ RopeModelConfig plan_type_model(const ModelPlan& plan, std::size_t type) {
 Json model_plan_to_json(const ModelPlan& plan) {
   Json j;
   const RopeModelConfig& m = plan.model;
-  j["model"] = {{"id", m.id},
-                {"hf_model", m.hf_model},
-                {"model_type", m.model_type},
-                {"num_hidden_layers", plan.layer_type.empty() ? Json() : Json(plan.layer_type.size())},
-                {"source", m.source}};
+  j["model"] = {
+      {"id", m.id},
+      {"hf_model", m.hf_model},
+      {"model_type", m.model_type},
+      {"num_hidden_layers", plan.layer_type.empty() ? Json() : Json(plan.layer_type.size())},
+      {"source", m.source}};
   Json types = Json::object();
   std::vector<std::vector<int>> members(plan.types.size());
-  for (std::size_t i = 0; i < plan.layer_type.size(); ++i) members[plan.layer_type[i]].push_back(static_cast<int>(i));
+  for (std::size_t i = 0; i < plan.layer_type.size(); ++i)
+    members[plan.layer_type[i]].push_back(static_cast<int>(i));
   for (std::size_t k = 0; k < plan.types.size(); ++k) {
     Json t = type_json(plan.types[k]);
     t["layers"] = members[k];
@@ -450,12 +481,17 @@ Json model_plan_to_json(const ModelPlan& plan) {
   Json layers = Json::array();
   for (std::size_t i = 0; i < plan.layer_type.size(); ++i) {
     const PlanLayerType& t = plan.types[plan.layer_type[i]];
-    Json l = {{"index", i}, {"type", t.name}, {"rope", plan_rope_name(t.rope)}, {"mask", plan_mask_name(t.mask)}};
+    Json l = {{"index", i},
+              {"type", t.name},
+              {"rope", plan_rope_name(t.rope)},
+              {"mask", plan_mask_name(t.mask)}};
     if (t.rope != PlanRope::kNone) l["base"] = t.params.base;
     if (t.rope == PlanRope::kRope) l["scaling"] = reference::rope_scaling_type_name(t.scaling.type);
     if (t.mask == PlanMask::kSliding) l["window"] = t.window;
     if (t.mask == PlanMask::kChunked) l["chunk"] = t.chunk;
-    l["temperature"] = t.has_temperature ? Json(reference::query_temperature_rule_name(t.temperature.rule)) : Json();
+    l["temperature"] = t.has_temperature
+                           ? Json(reference::query_temperature_rule_name(t.temperature.rule))
+                           : Json();
     l["sinks"] = t.sinks;
     layers.push_back(std::move(l));
   }
