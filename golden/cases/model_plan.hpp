@@ -75,16 +75,25 @@ struct PlanLayerType {
 struct ModelPlan {
   RopeModelConfig model;              // the config as the RoPE reader sees it (ids, heads, L)
   std::vector<PlanLayerType> types;   // distinct types, in order of first appearance
-  std::vector<int> layer_type;        // [num_hidden_layers]: index into `types`
+  std::vector<int> layer_type;        // [num_hidden_layers]: index into `types`; empty when the
+                                      // config has no num_hidden_layers (then the plan is uniform)
   std::vector<std::string> notes;     // defaults filled in and conventions chosen, with reasons
   bool uniform() const { return types.size() == 1; }
 };
 
-/// The plan of a parsed config. Every model has one: a model without per-layer keys is uniform
+/// The plan of a parsed config (the rules per family: docs/own-model.md, "Model plans"; keys are
+/// read from the text model, with the class defaults the reader filled in). Every model has one: a model without per-layer keys is uniform
 /// (one type, every layer). GoldenFileError naming the file (`source`) and the key for missing,
 /// inconsistent or out-of-range plan keys (a `layer_types` list whose length is not
 /// num_hidden_layers, an unknown layer type, a pattern that is not a positive integer).
 ModelPlan model_plan_from_config(const RopeModelConfig& model, const std::string& source);
+
+/// The RoPE model of layer type `type` (a kRope type): the plan's model with that type's head,
+/// rotary dimension, base, layout and scaling (softmax head: the model's, or the type's head when
+/// the type's head differs, as Gemma 4's global_head_dim). For a uniform plan it is the model
+/// unchanged, so a uniform plan's case is today's single case. InvalidArgument naming
+/// plan_type_model for an index out of range or a type that is not kRope.
+RopeModelConfig plan_type_model(const ModelPlan& plan, std::size_t type);
 
 /// The plan as JSON: {"model", "layers": [{"index", "type", ...}], "types": {name: {...}}}
 /// (the plan manifest's body; the case ids are added by the writer).
