@@ -38,6 +38,11 @@ CLI::App* add_list_command(CLI::App& app, ListArgs* a) {
   list->add_option("--shard", a->shard,
                    "Only the cases `generate --shard i/n` of the same selection writes");
   list->add_option("--format", a->format, "text or json (with each case's estimated cost)");
+  list->add_option("--level", a->level,
+                   "1 (default): the catalog; 2: the cases `generate --level 2` of the same "
+                   "options writes (every RoPE and scaling preset, or --config's model)");
+  list->add_option("--config", a->config, "With --level 2: only this model config's cases");
+  list->add_option("--dtype", a->dtype, "With --level 2: f32 (default), bf16 or f16");
   return list;
 }
 

@@ -565,8 +565,8 @@ void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_byte
   const std::uint64_t expected = pairs + 2 * t * pairs + (hq + hk) * t * hd + scores;
   *largest_tensor_bytes = std::max<std::uint64_t>({8 * scores, 8 * (hq + hk) * t * hd, 8 * t * pairs});
   *file_bytes = inputs + per * expected + 65536;  // + the header
-  *seconds = 9e-5 * static_cast<double>(scores) + 5e-3 * static_cast<double>(t);
-  if (d.tables_only) *seconds = 1e-6 * static_cast<double>(t * pairs);  // fast oracle and budgets
+  *seconds = 3.5e-7 * static_cast<double>(scores * hd) + 1e-3 * static_cast<double>(t);
+  if (d.tables_only) *seconds = 0.03 + 7.5e-7 * static_cast<double>(t * pairs);  // fast oracle and budgets
 }
 
 namespace {
