@@ -15,6 +15,7 @@
 #include <string>
 
 #include "optimized/fast_math.hpp"
+#include "optimized/rope_table.hpp"
 #include "reference/common/errors.hpp"
 #include "optimized/common/mutant.hpp"
 
@@ -259,12 +260,7 @@ void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> posit
   check_shape<float>(fn, "q", p, "the", positions.size(), qs, q, q_out);
   const bool has_k = ks.n_heads != 0 || !k.empty();
   if (has_k) check_shape<float>(fn, "k", p, "the", positions.size(), ks, k, k_out);
-  for (std::size_t t = 0; t < positions.size(); ++t) {
-    if (positions[t] > kRopeMaxPosition || positions[t] < -kRopeMaxPosition) {
-      throw_invalid(fn, "positions[" + std::to_string(t) + "] must satisfy |m| <= 2^28",
-                    positions[t]);
-    }
-  }
+  rope_check_positions(fn, positions);
   std::vector<double> freq(static_cast<std::size_t>(np));
   if (inv_freq.empty()) {
     default_inv_freq(p, freq.data());
@@ -370,12 +366,7 @@ RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> position
   RopeCache cache;
   cache.n_pairs = np;
   cache.positions.assign(positions.begin(), positions.end());
-  for (std::size_t t = 0; t < positions.size(); ++t) {
-    if (positions[t] > kRopeMaxPosition || positions[t] < -kRopeMaxPosition) {
-      throw_invalid(fn, "positions[" + std::to_string(t) + "] must satisfy |m| <= 2^28",
-                    positions[t]);
-    }
-  }
+  rope_check_positions(fn, positions);
   if (!inv_freq.empty()) {
     if (inv_freq.size() != static_cast<std::size_t>(np)) {
       throw_invalid(fn, "inv_freq must have rotary_dim/2 = " + std::to_string(np) + " entries",
@@ -399,26 +390,42 @@ RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> position
   if (!std::isfinite(attention_factor)) {
     throw_invalid(fn, "attention_factor must be finite", attention_factor);
   }
-  const bool off_by_one = POSENC_MUTANT("opt_position_off_by_one");
-  const bool angle_f32 = POSENC_MUTANT("opt_angle_float32");
-  const bool sin_flip = POSENC_MUTANT("opt_sin_sign_flipped");
-  const bool cos_only = POSENC_MUTANT("opt_factor_cos_only");
-  const std::size_t n = positions.size() * static_cast<std::size_t>(np);
+  RopeTableMutants mut;
+  mut.off_by_one = POSENC_MUTANT("opt_position_off_by_one");
+  mut.angle_f32 = POSENC_MUTANT("opt_angle_float32");
+  mut.sin_flip = POSENC_MUTANT("opt_sin_sign_flipped");
+  mut.cos_only = POSENC_MUTANT("opt_factor_cos_only");
+  rope_fill_cache_tables(cache, attention_factor, mut);
+  return cache;
+}
+
+void rope_check_positions(const char* fn, span<const std::int64_t> positions) {
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    if (positions[t] > kRopeMaxPosition || positions[t] < -kRopeMaxPosition) {
+      throw_invalid(fn, "positions[" + std::to_string(t) + "] must satisfy |m| <= 2^28",
+                    positions[t]);
+    }
+  }
+}
+
+void rope_fill_cache_tables(RopeCache& cache, double factor, const RopeTableMutants& mut) {
+  const int np = cache.n_pairs;
+  const std::size_t n = cache.positions.size() * static_cast<std::size_t>(np);
   cache.cos_f32.resize(n);
   cache.sin_f32.resize(n);
   cache.cos_f64.resize(n);
   cache.sin_f64.resize(n);
-  const std::int64_t n_tok = static_cast<std::int64_t>(positions.size());
+  const std::int64_t n_tok = static_cast<std::int64_t>(cache.positions.size());
 #pragma omp parallel for schedule(static)
   for (std::int64_t t = 0; t < n_tok; ++t) {
-    const std::int64_t m = positions[t] + (off_by_one ? 1 : 0);
+    const std::int64_t m = cache.positions[t] + (mut.off_by_one ? 1 : 0);
     for (int i = 0; i < np; ++i) {
-      const double phi = angle_f32 ? static_cast<double>(static_cast<float>(m) *
-                                                         static_cast<float>(cache.inv_freq[i]))
-                                   : static_cast<double>(m) * cache.inv_freq[i];
-      const double c = attention_factor * std::cos(phi);
-      double s = (cos_only ? 1.0 : attention_factor) * std::sin(phi);
-      if (sin_flip) s = -s;
+      const double phi = mut.angle_f32 ? static_cast<double>(static_cast<float>(m) *
+                                                             static_cast<float>(cache.inv_freq[i]))
+                                       : static_cast<double>(m) * cache.inv_freq[i];
+      const double c = factor * std::cos(phi);
+      double s = (mut.cos_only ? 1.0 : factor) * std::sin(phi);
+      if (mut.sin_flip) s = -s;
       const std::size_t o = static_cast<std::size_t>(t) * np + i;
       cache.cos_f64[o] = c;
       cache.sin_f64[o] = s;
@@ -426,7 +433,6 @@ RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> position
       cache.sin_f32[o] = static_cast<float>(s);
     }
   }
-  return cache;
 }
 
 void rope_apply(const RopeParams& p, const RopeCache& cache, RopeShape s, span<const float> x,
