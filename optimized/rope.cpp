@@ -13,6 +13,9 @@
 #include <omp.h>
 #include <cstring>
 #include <string>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "optimized/fast_math.hpp"
 #include "optimized/rope_table.hpp"
@@ -139,6 +142,40 @@ template <class T>
 inline void prefetch_out(T* y, int n) {
   for (int i = 0; i < n; i += 64 / static_cast<int>(sizeof(T))) __builtin_prefetch(y + i, 1, 0);
 }
+
+/// Whether rope_apply_qk_positions streams its stores (kRopeStreamMinBytes, optimized/rope.hpp):
+/// an AVX-512 build, half-split pairs over whole 64-byte aligned rows (head_dim a multiple of
+/// 32), every tensor out of place, a large output, no mutant of rotate_row.
+bool stream_stores(const RopeParams& p, const Mutants& mut, std::int64_t rows, const float* x,
+                   const float* y) {
+#if defined(__AVX512F__)
+  return p.layout == RopeLayout::kHalfSplit && p.rotary_dim == p.head_dim && p.head_dim % 32 == 0 &&
+         x != y && reinterpret_cast<std::uintptr_t>(y) % 64 == 0 &&
+         static_cast<std::size_t>(rows) * static_cast<std::size_t>(p.head_dim) * sizeof(float) >=
+             kRopeStreamMinBytes &&
+         !mut.pairing_swapped && !mut.inplace_alias && !mut.tail_rotated;
+#else
+  (void)p, (void)mut, (void)rows, (void)x, (void)y;
+  return false;
+#endif
+}
+
+#if defined(__AVX512F__)
+/// rotate_row's half-split loop for float with streaming stores (y 64-byte aligned, half a
+/// multiple of 16, x != y): y_a = x_a c - (x_b s) and y_b = x_a s + (x_b c), each one product
+/// rounded and one fused multiply-add, as GCC contracts rotate_row's loop (the bits are the
+/// same: checked by RopeOptimizedPositions.StreamingStoresGiveTheSameBits).
+inline void rotate_row_stream(int half, const float* c, const float* s, const float* x, float* y) {
+  for (int i = 0; i < half; i += 16) {
+    const __m512 xa = _mm512_loadu_ps(x + i);
+    const __m512 xb = _mm512_loadu_ps(x + half + i);
+    const __m512 cv = _mm512_loadu_ps(c + i);
+    const __m512 sv = _mm512_loadu_ps(s + i);
+    _mm512_stream_ps(y + i, _mm512_fmsub_ps(xa, cv, _mm512_mul_ps(xb, sv)));
+    _mm512_stream_ps(y + half + i, _mm512_fmadd_ps(xa, sv, _mm512_mul_ps(xb, cv)));
+  }
+}
+#endif
 
 /// Rows [0, rows_q) belong to q, [rows_q, rows_q + rows_k) to k; one parallel loop over both.
 template <class T>
@@ -318,6 +355,10 @@ void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> posit
       }
     }
   };
+  // Streaming stores for the whole call or none (both tensors out of place, their rows aligned).
+  const std::int64_t rows_k = has_k ? n_tok * ks.n_heads : 0;
+  const bool stream = stream_stores(p, mut, rows_q + rows_k, q.data(), q_out.data()) &&
+                      (!has_k || stream_stores(p, mut, rows_q + rows_k, k.data(), k_out.data()));
 #pragma omp parallel
   {
     std::vector<float> ct(static_cast<std::size_t>(block) * np);
@@ -345,16 +386,27 @@ void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> posit
             const std::int64_t ahead = row_ahead(which, outer * n_inner + inner + kPrefetchRows, t0);
             if (ahead >= 0) {
               prefetch_row(ahead < rows_q ? q.data() + ahead * h : k.data() + (ahead - rows_q) * h, h);
-              prefetch_out(ahead < rows_q ? q_out.data() + ahead * h
-                                          : k_out.data() + (ahead - rows_q) * h, h);
+              if (!stream) {  // a streamed line is not read
+                prefetch_out(ahead < rows_q ? q_out.data() + ahead * h
+                                            : k_out.data() + (ahead - rows_q) * h, h);
+              }
             }
-            rotate_row<float>(h, d, interleaved, mut, ct.data() + static_cast<std::size_t>(t) * np,
-                              st.data() + static_cast<std::size_t>(t) * np, x + row * h,
-                              y + row * h);
+            const float* c_row = ct.data() + static_cast<std::size_t>(t) * np;
+            const float* s_row = st.data() + static_cast<std::size_t>(t) * np;
+#if defined(__AVX512F__)
+            if (stream) {
+              rotate_row_stream(d / 2, c_row, s_row, x + row * h, y + row * h);
+              continue;
+            }
+#endif
+            rotate_row<float>(h, d, interleaved, mut, c_row, s_row, x + row * h, y + row * h);
           }
         }
       }
     }
+#if defined(__AVX512F__)
+    if (stream) _mm_sfence();  // this thread's streamed lines are visible before the join
+#endif
   }
 }
 
