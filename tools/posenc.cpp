@@ -794,9 +794,8 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
     ++total;
   });
   if (total == 0) throw UsageError("generate --level 2: no case matches the selection");
-  const std::string shard = a.sel.shard_count == 1 ? std::string()
-                            : " (shard " + a.shard + ", balanced by estimated cost: `posenc list --level 2 --shard " +
-                                  a.shard + "`)";
+  const std::string shard =
+      a.sel.shard_count == 1 ? std::string() : " (shard " + a.shard + ", balanced by estimated cost)";
   std::fprintf(stderr, "estimate: %zu level-2 cases from %zu model configs%s, about %.2f GB, about %.1f s on one core\n",
                total, configs.size(), shard.c_str(), est_bytes / 1e9, est_seconds);
   if (!a.no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
