@@ -387,8 +387,9 @@ void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> posit
             if (ahead >= 0) {
               prefetch_row(ahead < rows_q ? q.data() + ahead * h : k.data() + (ahead - rows_q) * h, h);
               if (!stream) {  // a streamed line is not read
-                prefetch_out(ahead < rows_q ? q_out.data() + ahead * h
-                                            : k_out.data() + (ahead - rows_q) * h, h);
+                prefetch_out(
+                    ahead < rows_q ? q_out.data() + ahead * h : k_out.data() + (ahead - rows_q) * h,
+                    h);
               }
             }
             const float* c_row = ct.data() + static_cast<std::size_t>(t) * np;
@@ -472,9 +473,10 @@ void rope_fill_cache_tables(RopeCache& cache, double factor, const RopeTableMuta
   for (std::int64_t t = 0; t < n_tok; ++t) {
     const std::int64_t m = cache.positions[t] + (mut.off_by_one ? 1 : 0);
     for (int i = 0; i < np; ++i) {
-      const double phi = mut.angle_f32 ? static_cast<double>(static_cast<float>(m) *
-                                                             static_cast<float>(cache.inv_freq[i]))
-                                       : static_cast<double>(m) * cache.inv_freq[i];
+      const double phi =
+          mut.angle_f32
+              ? static_cast<double>(static_cast<float>(m) * static_cast<float>(cache.inv_freq[i]))
+              : static_cast<double>(m) * cache.inv_freq[i];
       const double c = factor * std::cos(phi);
       double s = (mut.cos_only ? 1.0 : factor) * std::sin(phi);
       if (mut.sin_flip) s = -s;

@@ -716,7 +716,8 @@ std::vector<ConfigCase> level2_matching(const fs::path& config, DType t, const C
   try {
     re = std::regex(sel.case_regex.empty() ? std::string(".*") : sel.case_regex);
   } catch (const std::regex_error& e) {
-    throw UsageError("--case " + sel.case_regex + ": not a valid regular expression (" + e.what() + ")");
+    throw UsageError("--case " + sel.case_regex + ": not a valid regular expression (" + e.what() +
+                     ")");
   }
   std::vector<ConfigCase> v;
   for (ConfigCase& c : cases_for_config(config, {}, t, 2).cases) {
@@ -786,17 +787,21 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
   const Level2Run run = level2_run(configs, t, a.sel);
   std::size_t total = 0;
   double est_bytes = 0, est_seconds = 0;
-  for_each_level2_case(run, [&](const ConfigCase& cc) {  // every output checked before any long work
-    rule.check_file(case_tensors_path(out, cc.scheme, cc.id), OutputKind::kGoldenTensors);
-    rule.check_file(case_manifest_path(out, cc.scheme, cc.id), OutputKind::kGoldenManifest);
-    est_bytes += static_cast<double>(cc.file_bytes);
-    est_seconds += cc.seconds;
-    ++total;
-  });
+  for_each_level2_case(
+      run, [&](const ConfigCase& cc) {  // every output checked before any long work
+        rule.check_file(case_tensors_path(out, cc.scheme, cc.id), OutputKind::kGoldenTensors);
+        rule.check_file(case_manifest_path(out, cc.scheme, cc.id), OutputKind::kGoldenManifest);
+        est_bytes += static_cast<double>(cc.file_bytes);
+        est_seconds += cc.seconds;
+        ++total;
+      });
   if (total == 0) throw UsageError("generate --level 2: no case matches the selection");
-  const std::string shard =
-      a.sel.shard_count == 1 ? std::string() : " (shard " + a.shard + ", balanced by estimated cost)";
-  std::fprintf(stderr, "estimate: %zu level-2 cases from %zu model configs%s, about %.2f GB, about %.1f s on one core\n",
+  const std::string shard = a.sel.shard_count == 1
+                                ? std::string()
+                                : " (shard " + a.shard + ", balanced by estimated cost)";
+  std::fprintf(stderr,
+               "estimate: %zu level-2 cases from %zu model configs%s, about %.2f GB, about %.1f s "
+               "on one core\n",
                total, configs.size(), shard.c_str(), est_bytes / 1e9, est_seconds);
   if (!a.no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
   const DirectoryLock lock(out, a.no_catalog ? DirectoryLock::Mode::kShared : DirectoryLock::Mode::kExclusive);
@@ -807,8 +812,9 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
     std::uint64_t n = 0;
     write_case(out, cc.scheme, cc.id, cc.generate(), rule, &n);
     bytes += n;
-    std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s, %.1f MB\n", ++done, total, cc.scheme.c_str(), cc.id.c_str(),
-                 cc.description.c_str(), seconds_since(t1), static_cast<double>(n) / 1e6);
+    std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s, %.1f MB\n", ++done, total,
+                 cc.scheme.c_str(), cc.id.c_str(), cc.description.c_str(), seconds_since(t1),
+                 static_cast<double>(n) / 1e6);
   });
   std::fprintf(stderr, "generated %zu level-2 cases, %zu bytes, in %.2f s\n", done, bytes, seconds_since(t0));
   if (!a.no_catalog) write_catalog_from_files(out, rule);
@@ -825,7 +831,10 @@ int cmd_list_level2(const tools::ListArgs& a, const CaseSelection& sel) {
   std::size_t n = 0;
   for_each_level2_case(run, [&](const ConfigCase& cc) {
     if (a.format == "json") {
-      arr.push_back({{"id", cc.id}, {"scheme", cc.scheme}, {"description", cc.description}, {"cost", level2_cost(cc)}});
+      arr.push_back({{"id", cc.id},
+                     {"scheme", cc.scheme},
+                     {"description", cc.description},
+                     {"cost", level2_cost(cc)}});
     } else {
       std::printf("%-48s %s\n", cc.id.c_str(), cc.description.c_str());
     }
@@ -837,8 +846,10 @@ int cmd_list_level2(const tools::ListArgs& a, const CaseSelection& sel) {
     return kExitPass;
   }
   const std::string shard = sel.shard_count == 1 ? std::string()
-                            : "shard " + std::to_string(sel.shard_index) + "/" + std::to_string(sel.shard_count) + ", ";
-  std::printf("%zu level-2 cases (%sestimated %.1f s of one core)\n", n, shard.c_str(), static_cast<double>(cost) * 1e-4);
+                                                 : "shard " + std::to_string(sel.shard_index) +
+                                                       "/" + std::to_string(sel.shard_count) + ", ";
+  std::printf("%zu level-2 cases (%sestimated %.1f s of one core)\n", n, shard.c_str(),
+              static_cast<double>(cost) * 1e-4);
   return kExitPass;
 }
 
@@ -1319,7 +1330,8 @@ int dispatch(const CLI::App& app, const tools::CommandLine& c, int argc, char** 
       throw UsageError("--level must be 1 or 2 (got \"" + c.list.level + "\")");
     }
     if (c.list.level == "2") return cmd_list_level2(c.list, sel);
-    if (!c.list.config.empty()) throw UsageError("list --config needs --level 2 (it lists a model's level-2 cases)");
+    if (!c.list.config.empty())
+      throw UsageError("list --config needs --level 2 (it lists a model's level-2 cases)");
     return cmd_list(sel, c.list.format);
   }
   if (sub == "show") return cmd_show(c.show.which, c.show.data, c.show.format);

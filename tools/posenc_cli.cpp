@@ -34,7 +34,8 @@ void add_report(CLI::App* sub, std::string* report, bool* force, bool capped,
       "elements and the diagnosis. Checked before the run: a FIFO, device, directory or a file "
       "this command reads is refused; an existing file that is not a posenc report needs --force";
   if (capped) {
-    help += " (failing cases: the first " + std::to_string(golden::kReportDiagnoses) + " diagnosed)";
+    help +=
+        " (failing cases: the first " + std::to_string(golden::kReportDiagnoses) + " diagnosed)";
   }
   sub->add_option("--report", *report, help);
   add_force(sub, force, force_what);

@@ -566,7 +566,8 @@ void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_byte
   *largest_tensor_bytes = std::max<std::uint64_t>({8 * scores, 8 * (hq + hk) * t * hd, 8 * t * pairs});
   *file_bytes = inputs + per * expected + 65536;  // + the header
   *seconds = 3.5e-7 * static_cast<double>(scores * hd) + 1e-3 * static_cast<double>(t);
-  if (d.tables_only) *seconds = 0.03 + 7.5e-7 * static_cast<double>(t * pairs);  // fast oracle and budgets
+  if (d.tables_only)
+    *seconds = 0.03 + 7.5e-7 * static_cast<double>(t * pairs);  // fast oracle and budgets
 }
 
 namespace {
@@ -1032,8 +1033,9 @@ struct RopeCaseGen {
   }
 
   // cos, sin
-  ExpectedTensor table_tensor(const std::string& name, const std::vector<mp50>& values,
-                              std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
+  ExpectedTensor table_tensor(
+      const std::string& name, const std::vector<mp50>& values,
+      std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
     ExpectedTensor e = table_skeleton(name);
     e.values = values;
     for (const auto& [al, v] : alt_values) {
