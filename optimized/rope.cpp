@@ -13,8 +13,12 @@
 #include <omp.h>
 #include <cstring>
 #include <string>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "optimized/fast_math.hpp"
+#include "optimized/rope_table.hpp"
 #include "reference/common/errors.hpp"
 #include "optimized/common/mutant.hpp"
 
@@ -139,6 +143,40 @@ inline void prefetch_out(T* y, int n) {
   for (int i = 0; i < n; i += 64 / static_cast<int>(sizeof(T))) __builtin_prefetch(y + i, 1, 0);
 }
 
+/// Whether rope_apply_qk_positions streams its stores (kRopeStreamMinBytes, optimized/rope.hpp):
+/// an AVX-512 build, half-split pairs over whole 64-byte aligned rows (head_dim a multiple of
+/// 32), every tensor out of place, a large output, no mutant of rotate_row.
+bool stream_stores(const RopeParams& p, const Mutants& mut, std::int64_t rows, const float* x,
+                   const float* y) {
+#if defined(__AVX512F__)
+  return p.layout == RopeLayout::kHalfSplit && p.rotary_dim == p.head_dim && p.head_dim % 32 == 0 &&
+         x != y && reinterpret_cast<std::uintptr_t>(y) % 64 == 0 &&
+         static_cast<std::size_t>(rows) * static_cast<std::size_t>(p.head_dim) * sizeof(float) >=
+             kRopeStreamMinBytes &&
+         !mut.pairing_swapped && !mut.inplace_alias && !mut.tail_rotated;
+#else
+  (void)p, (void)mut, (void)rows, (void)x, (void)y;
+  return false;
+#endif
+}
+
+#if defined(__AVX512F__)
+/// rotate_row's half-split loop for float with streaming stores (y 64-byte aligned, half a
+/// multiple of 16, x != y): y_a = x_a c - (x_b s) and y_b = x_a s + (x_b c), each one product
+/// rounded and one fused multiply-add, as GCC contracts rotate_row's loop (the bits are the
+/// same: checked by RopeOptimizedPositions.StreamingStoresGiveTheSameBits).
+inline void rotate_row_stream(int half, const float* c, const float* s, const float* x, float* y) {
+  for (int i = 0; i < half; i += 16) {
+    const __m512 xa = _mm512_loadu_ps(x + i);
+    const __m512 xb = _mm512_loadu_ps(x + half + i);
+    const __m512 cv = _mm512_loadu_ps(c + i);
+    const __m512 sv = _mm512_loadu_ps(s + i);
+    _mm512_stream_ps(y + i, _mm512_fmsub_ps(xa, cv, _mm512_mul_ps(xb, sv)));
+    _mm512_stream_ps(y + half + i, _mm512_fmadd_ps(xa, sv, _mm512_mul_ps(xb, cv)));
+  }
+}
+#endif
+
 /// Rows [0, rows_q) belong to q, [rows_q, rows_q + rows_k) to k; one parallel loop over both.
 template <class T>
 void apply_impl(const char* fn, const RopeParams& p, const RopeCache& cache, RopeShape qs,
@@ -259,12 +297,7 @@ void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> posit
   check_shape<float>(fn, "q", p, "the", positions.size(), qs, q, q_out);
   const bool has_k = ks.n_heads != 0 || !k.empty();
   if (has_k) check_shape<float>(fn, "k", p, "the", positions.size(), ks, k, k_out);
-  for (std::size_t t = 0; t < positions.size(); ++t) {
-    if (positions[t] > kRopeMaxPosition || positions[t] < -kRopeMaxPosition) {
-      throw_invalid(fn, "positions[" + std::to_string(t) + "] must satisfy |m| <= 2^28",
-                    positions[t]);
-    }
-  }
+  rope_check_positions(fn, positions);
   std::vector<double> freq(static_cast<std::size_t>(np));
   if (inv_freq.empty()) {
     default_inv_freq(p, freq.data());
@@ -322,6 +355,10 @@ void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> posit
       }
     }
   };
+  // Streaming stores for the whole call or none (both tensors out of place, their rows aligned).
+  const std::int64_t rows_k = has_k ? n_tok * ks.n_heads : 0;
+  const bool stream = stream_stores(p, mut, rows_q + rows_k, q.data(), q_out.data()) &&
+                      (!has_k || stream_stores(p, mut, rows_q + rows_k, k.data(), k_out.data()));
 #pragma omp parallel
   {
     std::vector<float> ct(static_cast<std::size_t>(block) * np);
@@ -349,16 +386,28 @@ void rope_apply_qk_positions(const RopeParams& p, span<const std::int64_t> posit
             const std::int64_t ahead = row_ahead(which, outer * n_inner + inner + kPrefetchRows, t0);
             if (ahead >= 0) {
               prefetch_row(ahead < rows_q ? q.data() + ahead * h : k.data() + (ahead - rows_q) * h, h);
-              prefetch_out(ahead < rows_q ? q_out.data() + ahead * h
-                                          : k_out.data() + (ahead - rows_q) * h, h);
+              if (!stream) {  // a streamed line is not read
+                prefetch_out(
+                    ahead < rows_q ? q_out.data() + ahead * h : k_out.data() + (ahead - rows_q) * h,
+                    h);
+              }
             }
-            rotate_row<float>(h, d, interleaved, mut, ct.data() + static_cast<std::size_t>(t) * np,
-                              st.data() + static_cast<std::size_t>(t) * np, x + row * h,
-                              y + row * h);
+            const float* c_row = ct.data() + static_cast<std::size_t>(t) * np;
+            const float* s_row = st.data() + static_cast<std::size_t>(t) * np;
+#if defined(__AVX512F__)
+            if (stream) {
+              rotate_row_stream(d / 2, c_row, s_row, x + row * h, y + row * h);
+              continue;
+            }
+#endif
+            rotate_row<float>(h, d, interleaved, mut, c_row, s_row, x + row * h, y + row * h);
           }
         }
       }
     }
+#if defined(__AVX512F__)
+    if (stream) _mm_sfence();  // this thread's streamed lines are visible before the join
+#endif
   }
 }
 
@@ -370,12 +419,7 @@ RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> position
   RopeCache cache;
   cache.n_pairs = np;
   cache.positions.assign(positions.begin(), positions.end());
-  for (std::size_t t = 0; t < positions.size(); ++t) {
-    if (positions[t] > kRopeMaxPosition || positions[t] < -kRopeMaxPosition) {
-      throw_invalid(fn, "positions[" + std::to_string(t) + "] must satisfy |m| <= 2^28",
-                    positions[t]);
-    }
-  }
+  rope_check_positions(fn, positions);
   if (!inv_freq.empty()) {
     if (inv_freq.size() != static_cast<std::size_t>(np)) {
       throw_invalid(fn, "inv_freq must have rotary_dim/2 = " + std::to_string(np) + " entries",
@@ -399,26 +443,43 @@ RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> position
   if (!std::isfinite(attention_factor)) {
     throw_invalid(fn, "attention_factor must be finite", attention_factor);
   }
-  const bool off_by_one = POSENC_MUTANT("opt_position_off_by_one");
-  const bool angle_f32 = POSENC_MUTANT("opt_angle_float32");
-  const bool sin_flip = POSENC_MUTANT("opt_sin_sign_flipped");
-  const bool cos_only = POSENC_MUTANT("opt_factor_cos_only");
-  const std::size_t n = positions.size() * static_cast<std::size_t>(np);
+  RopeTableMutants mut;
+  mut.off_by_one = POSENC_MUTANT("opt_position_off_by_one");
+  mut.angle_f32 = POSENC_MUTANT("opt_angle_float32");
+  mut.sin_flip = POSENC_MUTANT("opt_sin_sign_flipped");
+  mut.cos_only = POSENC_MUTANT("opt_factor_cos_only");
+  rope_fill_cache_tables(cache, attention_factor, mut);
+  return cache;
+}
+
+void rope_check_positions(const char* fn, span<const std::int64_t> positions) {
+  for (std::size_t t = 0; t < positions.size(); ++t) {
+    if (positions[t] > kRopeMaxPosition || positions[t] < -kRopeMaxPosition) {
+      throw_invalid(fn, "positions[" + std::to_string(t) + "] must satisfy |m| <= 2^28",
+                    positions[t]);
+    }
+  }
+}
+
+void rope_fill_cache_tables(RopeCache& cache, double factor, const RopeTableMutants& mut) {
+  const int np = cache.n_pairs;
+  const std::size_t n = cache.positions.size() * static_cast<std::size_t>(np);
   cache.cos_f32.resize(n);
   cache.sin_f32.resize(n);
   cache.cos_f64.resize(n);
   cache.sin_f64.resize(n);
-  const std::int64_t n_tok = static_cast<std::int64_t>(positions.size());
+  const std::int64_t n_tok = static_cast<std::int64_t>(cache.positions.size());
 #pragma omp parallel for schedule(static)
   for (std::int64_t t = 0; t < n_tok; ++t) {
-    const std::int64_t m = positions[t] + (off_by_one ? 1 : 0);
+    const std::int64_t m = cache.positions[t] + (mut.off_by_one ? 1 : 0);
     for (int i = 0; i < np; ++i) {
-      const double phi = angle_f32 ? static_cast<double>(static_cast<float>(m) *
-                                                         static_cast<float>(cache.inv_freq[i]))
-                                   : static_cast<double>(m) * cache.inv_freq[i];
-      const double c = attention_factor * std::cos(phi);
-      double s = (cos_only ? 1.0 : attention_factor) * std::sin(phi);
-      if (sin_flip) s = -s;
+      const double phi =
+          mut.angle_f32
+              ? static_cast<double>(static_cast<float>(m) * static_cast<float>(cache.inv_freq[i]))
+              : static_cast<double>(m) * cache.inv_freq[i];
+      const double c = factor * std::cos(phi);
+      double s = (mut.cos_only ? 1.0 : factor) * std::sin(phi);
+      if (mut.sin_flip) s = -s;
       const std::size_t o = static_cast<std::size_t>(t) * np + i;
       cache.cos_f64[o] = c;
       cache.sin_f64[o] = s;
@@ -426,7 +487,6 @@ RopeCache rope_cache_init(const RopeParams& p, span<const std::int64_t> position
       cache.sin_f32[o] = static_cast<float>(s);
     }
   }
-  return cache;
 }
 
 void rope_apply(const RopeParams& p, const RopeCache& cache, RopeShape s, span<const float> x,

@@ -17,6 +17,7 @@
 //                 computed by the same instruction sequence whatever the thread count, so the
 //                 result bits do not depend on it
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -81,6 +82,14 @@ inline constexpr int kRopeTokenBlock = 16;
 /// a longer block gives longer runs between jumps to the next head (64 tokens x 512 bytes =
 /// 32 KiB per run; the table, 32 KiB, stays in L2). The bits do not depend on the block.
 inline constexpr int kRopeTokenBlockHeadsMajor = 64;
+/// rope_apply_qk_positions writes an out-of-place output with streaming (non-temporal) stores
+/// when q_out and k_out together hold at least this many bytes (the last-level cache of the
+/// machines posenc is measured on, 32 MiB: an output that large leaves the cache before the next
+/// kernel reads it anyway) and the kernel can: AVX-512 build, half-split layout with
+/// rotary_dim == head_dim and head_dim a multiple of 32, output rows 64-byte aligned. A normal
+/// store first reads the line it writes (write-allocate), so streaming moves 2/3 of the bytes.
+/// The bits are those of the normal stores (the same products and roundings).
+inline constexpr std::size_t kRopeStreamMinBytes = std::size_t{32} << 20;
 
 /// q and k rotated with the cos/sin table built inside the call from the positions, a token
 /// block at a time (what engines do: no table in memory between calls).

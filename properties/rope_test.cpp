@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -511,6 +512,80 @@ RC_GTEST_PROP(RopeOptimizedPositions, InPlaceEqualsOutOfPlaceAndExplicitInvFreq,
                                      qf, c.ks, kf, kf);
   RC_ASSERT(same_bits(qf, qo));
   RC_ASSERT(same_bits(kf, ko));
+}
+
+// An out-of-place call with kRopeStreamMinBytes of output (64-byte aligned) streams its stores
+// (optimized/rope.hpp): the same bits as the same tokens rotated by small calls (normal stores;
+// their error bound is checked above), and for 1, 2 and 3 threads. q tokens-major, k heads-major,
+// positions scattered up to 2^24. Without AVX-512 nothing streams and this checks the same.
+TEST(RopeOptimizedPositions, StreamingStoresGiveTheSameBits) {
+  const RopeParams p{128, 128, 5e5, RopeLayout::kHalfSplit, 1.0};
+  const int heads = 8;
+  const auto tokens =
+      static_cast<std::int64_t>(optimized::kRopeStreamMinBytes / (2 * heads * 128 * sizeof(float)));
+  const std::size_t n = static_cast<std::size_t>(tokens) * heads * 128;
+  struct Free {
+    void operator()(float* f) const { std::free(f); }
+  };
+  auto aligned = [&] {
+    return std::unique_ptr<float[], Free>(
+        static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))));
+  };
+  const auto q = aligned(), k = aligned(), qo = aligned(), ko = aligned();
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(tokens));
+  for (std::int64_t t = 0; t < tokens; ++t)
+    pos[static_cast<std::size_t>(t)] = (t * 2654435761LL) % (std::int64_t{1} << 24);
+  for (std::size_t i = 0; i < n; ++i) {
+    q[i] = std::ldexp(
+        static_cast<float>(static_cast<std::int64_t>(i * 2654435761ULL % 2001) - 1000), -10);
+    k[i] =
+        std::ldexp(static_cast<float>(static_cast<std::int64_t>(i * 40503ULL % 2001) - 1000), -10);
+  }
+  const optimized::RopeShape qs{tokens, heads, optimized::RopeTensorLayout::kTokensHeadsDim};
+  const optimized::RopeShape ks{tokens, heads, optimized::RopeTensorLayout::kHeadsTokensDim};
+  auto run = [&] {
+    std::fill_n(qo.get(), n, 0.0f);
+    std::fill_n(ko.get(), n, 0.0f);
+    optimized::rope_apply_qk_positions(p, pos, {}, 0.0, qs, {q.get(), n}, {qo.get(), n}, ks,
+                                       {k.get(), n}, {ko.get(), n});
+    return std::pair{std::vector<float>(qo.get(), qo.get() + n),
+                     std::vector<float>(ko.get(), ko.get() + n)};
+  };
+  struct Restore {
+    ~Restore() { omp_set_num_threads(omp_get_num_procs()); }
+  } restore;
+  omp_set_num_threads(1);
+  const auto one = run();
+  for (int threads : {2, 3}) {
+    omp_set_num_threads(threads);
+    const auto other = run();
+    EXPECT_TRUE(same_bits(other.first, one.first) && same_bits(other.second, one.second))
+        << threads << " threads";
+  }
+  // Slices of 40 tokens (a small call: normal stores) at the start, the middle and the end.
+  const std::int64_t len = 40;
+  for (const std::int64_t t0 : {std::int64_t{0}, tokens / 2 + 5, tokens - len}) {
+    const std::vector<std::int64_t> sp(pos.begin() + t0, pos.begin() + t0 + len);
+    std::vector<float> sq, sk;
+    for (std::int64_t r = t0 * heads; r < (t0 + len) * heads; ++r)
+      sq.insert(sq.end(), &q[r * 128], &q[r * 128] + 128);
+    for (int hh = 0; hh < heads; ++hh) {
+      for (std::int64_t t = t0; t < t0 + len; ++t)
+        sk.insert(sk.end(), &k[(hh * tokens + t) * 128], &k[(hh * tokens + t) * 128] + 128);
+    }
+    std::vector<float> sqo(sq.size()), sko(sk.size());
+    optimized::rope_apply_qk_positions(p, sp, {}, 0.0, {len, heads, qs.layout}, sq, sqo,
+                                       {len, heads, ks.layout}, sk, sko);
+    const std::vector<float> want_q(one.first.begin() + t0 * heads * 128,
+                                    one.first.begin() + (t0 + len) * heads * 128);
+    std::vector<float> want_k;
+    for (int hh = 0; hh < heads; ++hh) {
+      const auto at = one.second.begin() + (hh * tokens + t0) * 128;
+      want_k.insert(want_k.end(), at, at + len * 128);
+    }
+    EXPECT_TRUE(same_bits(sqo, want_q)) << "q, tokens " << t0 << " .. " << t0 + len - 1;
+    EXPECT_TRUE(same_bits(sko, want_k)) << "k, tokens " << t0 << " .. " << t0 + len - 1;
+  }
 }
 
 TEST(RopeOptimizedPositions, RejectsBadArguments) {

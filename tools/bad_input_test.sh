@@ -243,6 +243,8 @@ expect 2 "generate --level 2 needs --out DIR \(level 2 is never committed" "gene
 expect 2 "--out .* is the committed catalog golden/data; choose another folder" "generate --level 2 into golden/data" generate --level 2 --out "$DATA"
 expect 2 "generate --level 2 takes no --positions" "generate --level 2 with --positions" generate --level 2 --config ok.json --positions 0-5 --out l2_out
 expect 2 "generate --level 2: no case matches the selection" "generate --level 2, nothing selected" generate --level 2 --case nothing_matches --out l2_out
+expect 2 "--case \(: not a valid regular expression" "generate --level 2, bad --case" generate --level 2 --case "(" --out l2_out
+expect 2 "list --config needs --level 2" "list --config without --level 2" list --config ok.json
 if [ -e cfg_out ]; then
   echo "FAIL: a refused config left files in cfg_out"
   failures=$((failures + 1))

@@ -702,18 +702,65 @@ std::vector<fs::path> level2_configs(const std::string& config) {
   return v;
 }
 
-/// The level-2 cases of one config that the selection keeps (--scheme, --case, --shard: the
-/// shard takes every n-th case of the whole run, counted by `*index`).
-std::vector<ConfigCase> level2_selected(const fs::path& config, DType t, const CaseSelection& sel, std::size_t* index) {
+/// Estimated cost of a level-2 case in case_cost's units (0.1 ms of one core's CPU time), from its
+/// shapes (ConfigCase::seconds, rope_case_estimate: positions x pairs for a table sweep, the
+/// sampled rotations and scores of a full case); at least 1. A function of the build and the
+/// configs only, so every shard of a batch computes the same assignment.
+std::uint64_t level2_cost(const ConfigCase& c) {
+  return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(c.seconds * 1e4)));
+}
+
+/// The level-2 cases of one config that --scheme and --case keep, in the config's order.
+std::vector<ConfigCase> level2_matching(const fs::path& config, DType t, const CaseSelection& sel) {
+  std::regex re;
+  try {
+    re = std::regex(sel.case_regex.empty() ? std::string(".*") : sel.case_regex);
+  } catch (const std::regex_error& e) {
+    throw UsageError("--case " + sel.case_regex + ": not a valid regular expression (" + e.what() +
+                     ")");
+  }
   std::vector<ConfigCase> v;
-  const std::regex re(sel.case_regex.empty() ? std::string(".*") : sel.case_regex);
   for (ConfigCase& c : cases_for_config(config, {}, t, 2).cases) {
     if (!sel.scheme.empty() && c.scheme != sel.scheme) continue;
     if (!sel.case_regex.empty() && !std::regex_search(c.id, re)) continue;
-    if ((*index)++ % static_cast<std::size_t>(sel.shard_count) != static_cast<std::size_t>(sel.shard_index)) continue;
     v.push_back(std::move(c));
   }
   return v;
+}
+
+/// A level-2 run's selection: its configs, and with --shard i/n the shard of each case that
+/// --scheme and --case keep (in run order: config by config), balanced_shards by level2_cost
+/// over the whole run, as level 1 balances by case_cost.
+struct Level2Run {
+  std::vector<fs::path> configs;
+  DType dtype;
+  CaseSelection sel;
+  std::vector<int> shard_of;  // empty: one shard
+};
+
+Level2Run level2_run(std::vector<fs::path> configs, DType t, const CaseSelection& sel) {
+  Level2Run r{std::move(configs), t, sel, {}};
+  if (sel.shard_count == 1) return r;
+  std::vector<std::uint64_t> costs;
+  for (const auto& c : r.configs) {
+    for (const ConfigCase& cc : level2_matching(c, t, sel)) costs.push_back(level2_cost(cc));
+  }
+  r.shard_of = balanced_shards(costs, sel.shard_count);
+  return r;
+}
+
+/// Calls each(case) for every case of the run's shard, config by config (one config's cases in
+/// memory at a time).
+template <class Each>
+void for_each_level2_case(const Level2Run& r, Each each) {
+  std::size_t k = 0;
+  for (const auto& c : r.configs) {
+    for (ConfigCase& cc : level2_matching(c, r.dtype, r.sel)) {
+      const bool mine = r.shard_of.empty() || r.shard_of[k] == r.sel.shard_index;
+      ++k;
+      if (mine) each(cc);
+    }
+  }
 }
 
 /// `generate --level 2`: the dense sweeps of every RoPE and scaling preset (or --config's
@@ -737,37 +784,72 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
   OutputRule rule(a.force);
   for (const auto& c : configs) rule.add_read(c);
   rule.check_dir(out);
-  std::size_t index = 0, total = 0;
+  const Level2Run run = level2_run(configs, t, a.sel);
+  std::size_t total = 0;
   double est_bytes = 0, est_seconds = 0;
-  for (const auto& c : configs) {  // every output checked before any long work
-    for (const ConfigCase& cc : level2_selected(c, t, a.sel, &index)) {
-      rule.check_file(case_tensors_path(out, cc.scheme, cc.id), OutputKind::kGoldenTensors);
-      rule.check_file(case_manifest_path(out, cc.scheme, cc.id), OutputKind::kGoldenManifest);
-      est_bytes += static_cast<double>(cc.file_bytes);
-      est_seconds += cc.seconds;
-      ++total;
-    }
-  }
+  for_each_level2_case(
+      run, [&](const ConfigCase& cc) {  // every output checked before any long work
+        rule.check_file(case_tensors_path(out, cc.scheme, cc.id), OutputKind::kGoldenTensors);
+        rule.check_file(case_manifest_path(out, cc.scheme, cc.id), OutputKind::kGoldenManifest);
+        est_bytes += static_cast<double>(cc.file_bytes);
+        est_seconds += cc.seconds;
+        ++total;
+      });
   if (total == 0) throw UsageError("generate --level 2: no case matches the selection");
-  std::fprintf(stderr, "estimate: %zu level-2 cases from %zu model configs, about %.2f GB, about %.0f s on one core\n",
-               total, configs.size(), est_bytes / 1e9, est_seconds);
+  const std::string shard = a.sel.shard_count == 1
+                                ? std::string()
+                                : " (shard " + a.shard + ", balanced by estimated cost)";
+  std::fprintf(stderr,
+               "estimate: %zu level-2 cases from %zu model configs%s, about %.2f GB, about %.1f s "
+               "on one core\n",
+               total, configs.size(), shard.c_str(), est_bytes / 1e9, est_seconds);
   if (!a.no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
   const DirectoryLock lock(out, a.no_catalog ? DirectoryLock::Mode::kShared : DirectoryLock::Mode::kExclusive);
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t done = 0, bytes = 0;
-  index = 0;
-  for (const auto& c : configs) {
-    for (const ConfigCase& cc : level2_selected(c, t, a.sel, &index)) {
-      const auto t1 = std::chrono::steady_clock::now();
-      std::uint64_t n = 0;
-      write_case(out, cc.scheme, cc.id, cc.generate(), rule, &n);
-      bytes += n;
-      std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s, %.1f MB\n", ++done, total, cc.scheme.c_str(), cc.id.c_str(),
-                   cc.description.c_str(), seconds_since(t1), static_cast<double>(n) / 1e6);
-    }
-  }
+  for_each_level2_case(run, [&](const ConfigCase& cc) {
+    const auto t1 = std::chrono::steady_clock::now();
+    std::uint64_t n = 0;
+    write_case(out, cc.scheme, cc.id, cc.generate(), rule, &n);
+    bytes += n;
+    std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s, %.1f MB\n", ++done, total,
+                 cc.scheme.c_str(), cc.id.c_str(), cc.description.c_str(), seconds_since(t1),
+                 static_cast<double>(n) / 1e6);
+  });
   std::fprintf(stderr, "generated %zu level-2 cases, %zu bytes, in %.2f s\n", done, bytes, seconds_since(t0));
   if (!a.no_catalog) write_catalog_from_files(out, rule);
+  return kExitPass;
+}
+
+/// `list --level 2`: the cases `generate --level 2` of the same selection and --shard writes,
+/// with each one's estimated cost (level2_cost).
+int cmd_list_level2(const tools::ListArgs& a, const CaseSelection& sel) {
+  check_format(a.format);
+  const Level2Run run = level2_run(level2_configs(a.config), parse_case_dtype(a.dtype), sel);
+  json arr = json::array();
+  std::uint64_t cost = 0;
+  std::size_t n = 0;
+  for_each_level2_case(run, [&](const ConfigCase& cc) {
+    if (a.format == "json") {
+      arr.push_back({{"id", cc.id},
+                     {"scheme", cc.scheme},
+                     {"description", cc.description},
+                     {"cost", level2_cost(cc)}});
+    } else {
+      std::printf("%-48s %s\n", cc.id.c_str(), cc.description.c_str());
+    }
+    cost += level2_cost(cc);
+    ++n;
+  });
+  if (a.format == "json") {
+    std::cout << arr.dump(1) << '\n';
+    return kExitPass;
+  }
+  const std::string shard = sel.shard_count == 1 ? std::string()
+                                                 : "shard " + std::to_string(sel.shard_index) +
+                                                       "/" + std::to_string(sel.shard_count) + ", ";
+  std::printf("%zu level-2 cases (%sestimated %.1f s of one core)\n", n, shard.c_str(),
+              static_cast<double>(cost) * 1e-4);
   return kExitPass;
 }
 
@@ -1244,6 +1326,12 @@ int dispatch(const CLI::App& app, const tools::CommandLine& c, int argc, char** 
   if (sub == "list") {
     CaseSelection sel = c.list.sel;
     if (!c.list.shard.empty()) parse_shard(c.list.shard, &sel.shard_index, &sel.shard_count);
+    if (c.list.level != "1" && c.list.level != "2") {
+      throw UsageError("--level must be 1 or 2 (got \"" + c.list.level + "\")");
+    }
+    if (c.list.level == "2") return cmd_list_level2(c.list, sel);
+    if (!c.list.config.empty())
+      throw UsageError("list --config needs --level 2 (it lists a model's level-2 cases)");
     return cmd_list(sel, c.list.format);
   }
   if (sub == "show") return cmd_show(c.show.which, c.show.data, c.show.format);

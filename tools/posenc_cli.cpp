@@ -23,12 +23,23 @@ void add_selection(CLI::App* sub, golden::CaseSelection* sel) {
   sub->add_option("--case", sel->case_regex, "Only case ids matching this regular expression");
 }
 
-// --report of verify, diagnose and check.
-const std::string report_help =
-    "Also write one self-contained HTML page (inline SVG, no script): the case table, and per "
-    "failing tensor the error against position, a position x channel heat map, the worst "
-    "elements and the diagnosis. Checked before the run: a FIFO, device, directory or a file "
-    "this command reads is refused; an existing file that is not a posenc report needs --force";
+// --report of verify, diagnose and check, then its --force (replacing `force_what`). With
+// `capped`, the help says how many failing cases the page diagnoses (verify and check: a run of
+// many cases; diagnose diagnoses every case it is given).
+void add_report(CLI::App* sub, std::string* report, bool* force, bool capped,
+                const std::string& force_what) {
+  std::string help =
+      "Also write one self-contained HTML page (inline SVG, no script): the case table, and per "
+      "failing tensor the error against position, a position x channel heat map, the worst "
+      "elements and the diagnosis. Checked before the run: a FIFO, device, directory or a file "
+      "this command reads is refused; an existing file that is not a posenc report needs --force";
+  if (capped) {
+    help +=
+        " (failing cases: the first " + std::to_string(golden::kReportDiagnoses) + " diagnosed)";
+  }
+  sub->add_option("--report", *report, help);
+  add_force(sub, force, force_what);
+}
 
 }  // namespace
 
@@ -38,6 +49,11 @@ CLI::App* add_list_command(CLI::App& app, ListArgs* a) {
   list->add_option("--shard", a->shard,
                    "Only the cases `generate --shard i/n` of the same selection writes");
   list->add_option("--format", a->format, "text or json (with each case's estimated cost)");
+  list->add_option("--level", a->level,
+                   "1 (default): the catalog; 2: the cases `generate --level 2` of the same "
+                   "options writes (every RoPE and scaling preset, or --config's model)");
+  list->add_option("--config", a->config, "With --level 2: only this model config's cases");
+  list->add_option("--dtype", a->dtype, "With --level 2: f32 (default), bf16 or f16");
   return list;
 }
 
@@ -124,10 +140,7 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs* a) {
   ver->add_flag("-v,--verbose", a->verbose,
                 "Print the worst element of passing tensors and cases "
                 "without output too");
-  ver->add_option("--report", a->report,
-                  report_help + " (failing cases: the first " +
-                      std::to_string(golden::kReportDiagnoses) + " diagnosed)");
-  add_force(ver, &a->force, "the --report file");
+  add_report(ver, &a->report, &a->force, true, "the --report file");
   return ver;
 }
 
@@ -143,8 +156,7 @@ CLI::App* add_diagnose_command(CLI::App& app, DiagnoseArgs* a) {
   dia->add_option("--profile", a->profile, "The profile the engine claims (default strict)");
   dia->add_option("--format", a->format, "text or json");
   dia->add_flag("-v,--verbose", a->verbose, "List every hypothesis, not only the best five");
-  dia->add_option("--report", a->report, report_help);
-  add_force(dia, &a->force, "the --report file");
+  add_report(dia, &a->report, &a->force, false, "the --report file");
   dia->footer(
       "Exit codes: 0 every diagnosed case is correct (passes the claimed profile), 1 at "
       "least one is not (explained or unexplained), 2 usage or input error, including no "
@@ -167,10 +179,7 @@ CLI::App* add_check_command(CLI::App& app, CheckArgs* a) {
   chk->add_option("--keep", a->keep,
                   "Keep the engine output files in this directory "
                   "(<case_id>.safetensors; checked before the run)");
-  chk->add_option("--report", a->report,
-                  report_help + " (failing cases: the first " +
-                      std::to_string(golden::kReportDiagnoses) + " diagnosed)");
-  add_force(chk, &a->force, "the --report file or a --keep file");
+  add_report(chk, &a->report, &a->force, true, "the --report file or a --keep file");
   return chk;
 }
 

@@ -17,7 +17,7 @@ namespace posenc::tools {
 
 struct ListArgs {
   golden::CaseSelection sel;
-  std::string shard, format = "text";
+  std::string shard, format = "text", level = "1", config, dtype = "f32";
 };
 
 struct ShowArgs {

@@ -565,8 +565,9 @@ void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_byte
   const std::uint64_t expected = pairs + 2 * t * pairs + (hq + hk) * t * hd + scores;
   *largest_tensor_bytes = std::max<std::uint64_t>({8 * scores, 8 * (hq + hk) * t * hd, 8 * t * pairs});
   *file_bytes = inputs + per * expected + 65536;  // + the header
-  *seconds = 9e-5 * static_cast<double>(scores) + 5e-3 * static_cast<double>(t);
-  if (d.tables_only) *seconds = 1e-6 * static_cast<double>(t * pairs);  // fast oracle and budgets
+  *seconds = 3.5e-7 * static_cast<double>(scores * hd) + 1e-3 * static_cast<double>(t);
+  if (d.tables_only)
+    *seconds = 0.03 + 7.5e-7 * static_cast<double>(t * pairs);  // fast oracle and budgets
 }
 
 namespace {
@@ -1011,15 +1012,12 @@ struct RopeCaseGen {
     return e;
   }
 
-  // cos, sin
-  ExpectedTensor table_tensor(const std::string& name, const std::vector<mp50>& values,
-                              std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
+  // cos, sin: a [tn, np] table tensor with its axes, cond = amp = a, positions, every
+  // profile's table budget and the angle profiles' extras; the callers add values and
+  // alternatives
+  ExpectedTensor table_skeleton(const std::string& name) {
     ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, CheckKind::kConditioned);
     e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
-    e.values = values;
-    for (const auto& [al, v] : alt_values) {
-      add_alternative(e, *al, *v, std::vector<double>(static_cast<std::size_t>(tn * np), al->a));
-    }
     e.cond.assign(static_cast<std::size_t>(tn * np), a);
     e.amp = e.cond;
     for (std::int64_t tt = 0; tt < tn; ++tt) {
@@ -1034,11 +1032,22 @@ struct RopeCaseGen {
     return e;
   }
 
+  // cos, sin
+  ExpectedTensor table_tensor(
+      const std::string& name, const std::vector<mp50>& values,
+      std::vector<std::pair<const AltOracle*, const std::vector<mp50>*>> alt_values) {
+    ExpectedTensor e = table_skeleton(name);
+    e.values = values;
+    for (const auto& [al, v] : alt_values) {
+      add_alternative(e, *al, *v, std::vector<double>(static_cast<std::size_t>(tn * np), al->a));
+    }
+    return e;
+  }
+
   // cos, sin of a tables-only case: the fast oracle's roundings (target dtype, double)
   ExpectedTensor fast_table_tensor(const std::string& name, const std::vector<double>& target,
                                    const std::vector<double>& exact, bool is_sin) {
-    ExpectedTensor e = expected_tensor(name, "table", t, {tn, np}, CheckKind::kConditioned);
-    e.spec.axes = {{"token", "positions", {}, {}}, {"pair", "", identity_pairs, {}}};
+    ExpectedTensor e = table_skeleton(name);
     e.rounded = rounded_tensor(name, t, {tn, np}, target);
     e.exact64 = exact;
     for (const auto& al : alts) {
@@ -1046,17 +1055,6 @@ struct RopeCaseGen {
       if (x == exact) continue;
       e.alternatives.push_back({al.def->name, al.def->description, x,
                                 std::vector<double>(static_cast<std::size_t>(tn * np), al.a)});
-    }
-    e.cond.assign(static_cast<std::size_t>(tn * np), a);
-    e.amp = e.cond;
-    for (std::int64_t tt = 0; tt < tn; ++tt) {
-      for (int i = 0; i < np; ++i) e.positions.push_back(pos[tt]);
-    }
-    for (const auto& prof : profiles()) e.spec.check.profiles[prof.name] = sb[prof.name].table;
-    for (const auto& prof : angle_profiles) {
-      std::vector<double> x(static_cast<std::size_t>(tn * np));
-      for (std::size_t j = 0; j < x.size(); ++j) x[j] = a * pe[prof].angle[j];
-      e.extra[prof] = x;
     }
     return e;
   }

@@ -98,8 +98,12 @@ std::vector<RopeAlternative> rope_default_alternatives(const RopeModelConfig& m,
 /// What generating `d` costs, estimated from its shapes before any oracle runs: the largest
 /// tensor of its file (scores.exact, f64 [Hq, T, T], once there are scores), the whole file
 /// (every expected tensor with its .cond, .exact and per-profile .extra companions) and the
-/// seconds on one core (measured: 740 s for T = 2048, Hq = 2 on a loaded core, i.e. about 9e-5 s
-/// per score in mp50 + mp100; the rotations add about 5 ms per token).
+/// seconds on one core: a full case about 3.5e-7 s per score and head_dim channel (the mp50 and
+/// mp100 dot products) plus 1 ms per token (its rotations), a tables-only case 30 ms plus 7.5e-7 s
+/// per position and pair (the fast oracle and the budgets). Fitted to `posenc generate --level 2`
+/// (every preset: sampled cases of 58-69 positions, 8192-position sweeps) and to `generate
+/// --config --positions` of 128-512 positions, on one core of a 2-core machine at load 2: within
+/// 1.5x of the measured time. Also the cost by which level-2 shards are balanced.
 void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_bytes, std::uint64_t* file_bytes,
                         double* seconds);
 
