@@ -160,22 +160,11 @@ DebertaBias::DebertaBias(const DebertaParams& p,
     x0 = x1;
   }
   const float scale = static_cast<float>(deberta_scale_value(p));
-  // C2P: dst[h, r, c] = scale * (q_h[r] . Kr_h[c]), per (head, block of kDebertaTableBlock
-  // queries) one GEMM [nr, d] x [d, 2k], then the float scale. Not zeroed first: the GEMMs write
-  // every entry.
+  scale_ = scale;
+  // C2P is built per (head, query block) by begin_block(), from q_ and kr_.
   if (p.c2p) {
-    c2p_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * tq * k2_));
-    const std::int64_t n_blocks = (tq + kDebertaTableBlock - 1) / kDebertaTableBlock;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t hb = 0; hb < H * n_blocks; ++hb) {
-      const std::int64_t h = hb / n_blocks, r0 = (hb % n_blocks) * kDebertaTableBlock;
-      const std::int64_t nr = std::min(kDebertaTableBlock, tq - r0);
-      const ConstStrided xm(q.data() + (r0 * H + h) * d, nr, d, Eigen::OuterStride<>(H * d));
-      const ConstStrided tm(layers.kr.data() + h * d, k2_, d, Eigen::OuterStride<>(H * d));
-      Map out(c2p_.get() + (h * tq + r0) * k2_, nr, k2_);
-      out.noalias() = xm * tm.transpose();
-      out *= scale;
-    }
+    q_ = q;
+    kr_ = span<const float>(layers.kr.data(), layers.kr.size());
   }
   // P2C: dst[h, j, c] = scale * (k_h[j] . Qr_h[c]), per (head, block of kDebertaTableBlock
   // keys) one GEMM [nr, d] x [d, 2k], then the float scale; then the block's columns of the
@@ -216,9 +205,32 @@ DebertaBias::DebertaBias(const DebertaParams& p,
   }
 }
 
+std::size_t DebertaBias::block_scratch() const {
+  return p_.c2p ? static_cast<std::size_t>(kAttentionQueryTile) * k2_ : 0;
+}
+
+void DebertaBias::begin_block(int head, std::int64_t q0, int nq, float* scratch) const {
+  // C2P rows of queries [q0, q0 + nq): scratch[r, c] = scale * (q_h[q0 + r] . Kr_h[c]), one
+  // GEMM [nq, d] x [d, 2k], then the float scale.
+  if (!p_.c2p || nq <= 0) return;
+  const std::int64_t H = p_.n_heads, d = p_.head_dim;
+  const ConstStrided xm(q_.data() + (q0 * H + head) * d, nq, d, Eigen::OuterStride<>(H * d));
+  const ConstStrided tm(kr_.data() + head * d, k2_, d, Eigen::OuterStride<>(H * d));
+  Map out(scratch, nq, k2_);
+  out.noalias() = xm * tm.transpose();
+  out *= scale_;
+}
+
 void DebertaBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
                        float* tile) const {
-  const float* c2p = p_.c2p ? c2p_.get() + head * tq_ * k2_ : nullptr;
+  std::vector<float> scratch(p_.c2p ? static_cast<std::size_t>(std::max(nq, 0)) * k2_ : 0);
+  begin_block(head, q0, nq, scratch.data());
+  fill_block(scratch.data(), head, q0, nq, k0, nk, tile);
+}
+
+void DebertaBias::fill_block(const float* scratch, int head, std::int64_t q0, int nq,
+                             std::int64_t k0, int nk, float* tile) const {
+  const float* c2p = p_.c2p ? scratch : nullptr;  // the block's C2P rows
   const float* p2c = p_.p2c ? p2c_.get() + (head * tk_ + k0) * p2c_ld_ : nullptr;  // key k0's row
   const float* p2c_long = p_.p2c ? p2c_long_.get() + head * n_long_ * tk_ + k0 : nullptr;
   const std::int32_t* cidx = c2p_idx_.data();
@@ -226,7 +238,7 @@ void DebertaBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int n
   if (!c2p && !p2c) std::fill(tile, tile + static_cast<std::size_t>(nq) * nk, 0.0f);
   for (int r = 0; r < nq && (c2p || p2c); ++r) {
     const std::int64_t i = q0 + r;
-    const float* crow = c2p ? c2p + i * k2_ : nullptr;
+    const float* crow = c2p ? c2p + static_cast<std::int64_t>(r) * k2_ : nullptr;
     float* out = tile + static_cast<std::size_t>(r) * nk;
     // Column c reads x = x0 - c. A long run of one index pair adds one C2P value to a
     // contiguous stretch of keys of one P2C index; a stretch of short runs is gathered element

@@ -63,6 +63,10 @@ class DebertaBias final : public AttentionBias {
               span<const float> q, span<const float> k, std::int64_t tq, std::int64_t tk,
               std::int64_t query_offset);
   void fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk, float* tile) const override;
+  std::size_t block_scratch() const override;
+  void begin_block(int head, std::int64_t q0, int nq, float* scratch) const override;
+  void fill_block(const float* scratch, int head, std::int64_t q0, int nq, std::int64_t k0,
+                  int nk, float* tile) const override;
   /// Relative position (bucketed) and table rows of (query row i, key j).
   std::int32_t relative(std::int64_t i, std::int64_t j) const {
     return rel_[static_cast<std::size_t>(query_offset_ + i - j - d_min_)];
@@ -82,8 +86,10 @@ class DebertaBias final : public AttentionBias {
   // one long run of an index pair (else a stretch of short runs)
   std::vector<std::int32_t> seg_lo_;
   std::vector<std::uint8_t> seg_long_;
+  // C2P is built per query block (begin_block) from q and Kr, which must outlive the bias.
+  float scale_ = 1.0f;
+  span<const float> q_, kr_;
   // Tables (uninitialised on allocation; the GEMMs write every entry):
-  std::unique_ptr<float[]> c2p_;       // [H, Tq, 2k]
   std::unique_ptr<float[]> p2c_;       // [H, Tk, 2k], rows p2c_ld_ floats apart
   std::int64_t p2c_ld_ = 0;
   std::vector<std::int32_t> long_slot_;  // by p2c index: its row in p2c_long_, or -1

@@ -28,6 +28,7 @@
 //                 not on the thread count; fill is const and thread-safe; bits do not depend on
 //                 the thread count
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -52,6 +53,12 @@ std::int64_t txl_position_count(const TransformerXlParams& p, std::int64_t klen)
 std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos,
                                 span<const float> w_r);
 
+/// r_h(pos) in float, rows in descending position order: row y = W_r R(n_pos - 1 - y),
+/// [n_pos, H * d_head] (R from sincos in double rounded once to float, a float GEMM of d_model
+/// terms per entry).
+std::vector<float> txl_r_table_f32(const TransformerXlParams& p, std::int64_t n_pos,
+                                   span<const float> w_r);
+
 /// The engines' positional table pos_emb [klen, d_model]: row r = R(min(klen - 1 - r,
 /// clamp_len)) (descending), evaluated in double and rounded once to float.
 void txl_pos_emb(const TransformerXlParams& p, std::int64_t klen, span<float> out);
@@ -59,23 +66,29 @@ void txl_pos_emb(const TransformerXlParams& p, std::int64_t klen, span<float> ou
 /// The Transformer-XL score terms as an AttentionBias (the kernel adds scale * q . k itself).
 class TransformerXlBias final : public AttentionBias {
  public:
+  /// q and r_r_bias are read again by begin_block() / fill(): they must outlive the bias.
   TransformerXlBias(const TransformerXlParams& p, std::int64_t qlen, std::int64_t klen,
                     span<const float> q, span<const float> k, span<const float> r_w_bias,
                     span<const float> r_r_bias, span<const float> r_net);
   void fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk, float* tile) const override;
+  std::size_t block_scratch() const override;
+  void begin_block(int head, std::int64_t q0, int nq, float* scratch) const override;
+  void fill_block(const float* scratch, int head, std::int64_t q0, int nq, std::int64_t k0,
+                  int nk, float* tile) const override;
   /// The sinusoid position query i reads for key j: clamp(mlen + i - j), or -1 for a future key.
   std::int32_t position(std::int64_t i, std::int64_t j) const;
   std::int64_t n_positions() const { return n_pos_; }
 
  private:
+  /// Positions 0 .. np - 1 whose BD a block of nq queries from q0 computes.
+  std::int64_t block_positions(std::int64_t q0, int nq) const;
   TransformerXlParams p_;
   std::int64_t qlen_ = 0, klen_ = 0, mlen_ = 0, n_pos_ = 0;
-  std::vector<float> uk_;  // [H, klen]: scale * u_h . k_j
-  // [H, qlen, n_pos]: scale * (q_i + v_h) . r_h(pos), each row reversed (pos = n_pos - 1 first);
-  // only the causal entries (pos <= mlen + i) are written, and only they are read
-  std::unique_ptr<float[]> bd_;
+  double scale_ = 1.0;
+  span<const float> q_, v_;
+  std::vector<float> uk_;     // [H, klen]: scale * u_h . k_j
+  std::vector<float> r_rev_;  // [n_pos, H * d_head]: row y = r(n_pos - 1 - y) in float
 };
-
 /// Transformer-XL attention (causal with mlen = klen - qlen memory keys, same_length as a
 /// window of mem_len keys), the relative terms fused per tile. out [qlen, H, d_head].
 void transformer_xl_forward(const TransformerXlParams& p, std::int64_t qlen, std::int64_t klen,
