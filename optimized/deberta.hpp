@@ -61,7 +61,7 @@ class DebertaBias final : public AttentionBias {
  public:
   DebertaBias(const DebertaParams& p, const reference::DebertaPositionLayers<float>& layers,
               span<const float> q, span<const float> k, std::int64_t tq, std::int64_t tk,
-              std::int64_t query_offset);
+              std::int64_t query_offset, bool per_thread_p2c = false);
   void fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk, float* tile) const override;
   std::size_t block_scratch() const override;
   void begin_block(int head, std::int64_t q0, int nq, float* scratch) const override;
@@ -92,7 +92,18 @@ class DebertaBias final : public AttentionBias {
   // Tables (uninitialised on allocation; the GEMMs write every entry):
   std::unique_ptr<float[]> p2c_;       // [H, Tk, 2k], rows p2c_ld_ floats apart
   std::int64_t p2c_ld_ = 0;
-  std::vector<std::int32_t> long_slot_;  // by p2c index: its row in p2c_long_, or -1
+  /// P2C of keys [j0, j0 + 256) of one head into its table p2c [Tk, p2c_ld_] and the long
+  /// runs' copy p2c_long [n_long, Tk] (one GEMM; the same bits wherever it runs).
+  void p2c_block(int head, std::int64_t j0, float* p2c, float* p2c_long) const;
+  std::int64_t c2p_scratch(int nq) const;  // floats of nq C2P rows in the scratch
+  std::int64_t p2c_scratch() const;        // floats of one head's P2C in the scratch (or 0)
+  /// Scratch: [kScratchHeader] (float 0: the head whose P2C it holds, + 1), C2P [64, 2k],
+  /// then with per_thread_p2c one head's P2C [Tk, p2c_ld_] and long runs [n_long, Tk].
+  static constexpr std::int64_t kScratchHeader = 16;
+  bool per_thread_p2c_ = false;
+  span<const float> k_, qr_;
+  std::vector<std::int32_t> long_index_;  // by slot: the p2c index of a long run
+  std::vector<std::int32_t> long_slot_;   // by p2c index: its row in p2c_long_, or -1
   std::int64_t n_long_ = 0;              // p2c indices with a long run
   std::unique_ptr<float[]> p2c_long_;  // [H, n_long, Tk]: those indices' P2C, index-major
 };
