@@ -8,13 +8,16 @@
 // fill() one addition C2P + P2C; the attention kernel adds scale * (q . k).
 //
 // Speed: the projection (P W^T, [2k, hidden] x [hidden, H d]), C2P (per head [Tq, d] x [d, 2k])
-// and P2C (per head [2k, d] x [d, Tk], index-major) are float Eigen GEMMs over fixed blocks
-// (kDebertaRowBlock rows of P; of one head's queries / keys), one block per OpenMP iteration
-// with Eigen single-threaded inside: each element's summation order depends on the block, never
-// on the thread count. fill() walks a tile row by runs of keys whose relative positions share
-// one (c2p, p2c) index pair: outside the bucket's linear band (|delta| > buckets / 2) a run spans
-// many keys, and the row is one broadcast C2P value plus a contiguous P2C stretch (the old
-// per-element gather, P2C row-major [Tk, 2k], read a different row for every key).
+// and P2C (per head [Tk, d] x [d, 2k]) are float Eigen GEMMs over fixed blocks (kDebertaRowBlock
+// rows of P; 64 queries of one head for C2P, built by begin_block() in the attention task that
+// reads it; kDebertaTableBlock keys of one head for P2C), Eigen single-threaded inside: each
+// element's summation order depends on the block, never on the thread count. With fewer threads
+// than heads each thread holds one head's P2C at a time (4.3 MiB at T = 2048, 2k = 512: it stays
+// in the last-level cache and its pages are faulted in once per call, not 35 MiB of [H, Tk, 2k]).
+// fill_block() walks a tile row by runs of keys whose relative positions share one (c2p, p2c)
+// index pair: outside the bucket's linear band (|delta| > buckets / 2) a run spans many keys,
+// and the row is one broadcast C2P value plus a contiguous P2C stretch (the old per-element
+// gather, P2C row-major [Tk, 2k], read a different row for every key).
 #define EIGEN_DONT_PARALLELIZE  // one OpenMP level: blocks, not GEMM threads
 #include "optimized/deberta.hpp"
 
@@ -250,13 +253,14 @@ void DebertaBias::begin_block(int head, std::int64_t q0, int nq, float* scratch)
 
 void DebertaBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
                        float* tile) const {
-  // A standalone tile: the block's tables in a buffer of its own (per_thread_p2c: with the
-  // head's whole P2C, so a caller that fills row by row should construct without it).
-  const int rows = std::max(nq, kAttentionQueryTile);
-  std::vector<float> scratch(
-      static_cast<std::size_t>(kScratchHeader + c2p_scratch(rows) + p2c_scratch()));
-  begin_block(head, q0, nq, scratch.data());
-  fill_block(scratch.data(), head, q0, nq, k0, nk, tile);
+  // A standalone tile: the tables of each 64-row block in a buffer of its own (per_thread_p2c:
+  // with the head's whole P2C, so a caller that fills row by row should construct without it).
+  std::vector<float> scratch(block_scratch());
+  for (int r0 = 0; r0 < nq; r0 += kAttentionQueryTile) {
+    const int n = std::min(kAttentionQueryTile, nq - r0);
+    begin_block(head, q0 + r0, n, scratch.data());
+    fill_block(scratch.data(), head, q0 + r0, n, k0, nk, tile + static_cast<std::size_t>(r0) * nk);
+  }
 }
 
 void DebertaBias::fill_block(const float* scratch, int head, std::int64_t q0, int nq,

@@ -10,12 +10,18 @@
 //   projections:  Kr = P Wk^T + bk, Qr = P Wq^T + bq in float ([2k, H*d]; share_att_key picks
 //                 key_proj / query_proj, else pos_key_proj / pos_query_proj)
 //   relative term: per head, C2P = Q Kr^T / sqrt(d sf) [Tq, 2k] and P2C = K Qr^T / sqrt(d sf)
-//                 [Tk, 2k], computed once over the 2k bucket band (float Eigen GEMMs over fixed
-//                 256-query / 256-key blocks: float dot products whose order depends on the
-//                 block only), plus an index-major copy of P2C's columns for the indices that
-//                 cover runs of >= 16 relative positions (beyond the buckets: the clamped ends);
-//                 fill() adds C2P[i, c_ij] + P2C[j, c_ij] per tile, such a run as one C2P value
-//                 plus contiguous P2C values: no Tq x Tk x d (nor Tq x Tk) tensor
+//                 [Tk, 2k] over the 2k bucket band (float Eigen GEMMs, then the float scale:
+//                 float dot products whose order depends on the block only), plus an
+//                 index-major copy of P2C's columns for the indices that cover runs of >= 16
+//                 relative positions (beyond the buckets: the clamped ends); fill adds
+//                 C2P[i, c_ij] + P2C[j, c_ij] per tile, such a run as one C2P value plus
+//                 contiguous P2C values: no Tq x Tk x d (nor Tq x Tk) tensor
+//   tables:       C2P per (head, 64-query block) in the attention kernel's per-thread scratch
+//                 (begin_block: one GEMM [64, d] x [d, 2k]); P2C per (head, 256-key block),
+//                 either all heads per call (the constructor) or, with per_thread_p2c, one head
+//                 at a time in each thread's scratch, rebuilt when the thread's tasks move to
+//                 another head (deberta_forward picks it when it has fewer threads than heads:
+//                 [Tk, 2k] per thread instead of [H, Tk, 2k] per call); the same bits either way
 //   score scale:  c2c through the attention kernel's given scale 1/sqrt(d sf) (as a float)
 //   error metric: the attention output's (optimized/attention.hpp) with the score condition
 //                   S_ij = (sum_x |q_ix k_jx| + sum_x |q_ix| |Kr|_cx + sum_x |k_jx| |Qr|_cx)
@@ -28,10 +34,12 @@
 //   layout:       rel_embeddings [2k, hidden]; weights [H*d, hidden], biases [H*d] (HF
 //                 nn.Linear); q [Tq, H, d], k [Tk, H, d], v [Tk, H, dv], out [Tq, H, dv];
 //                 relative / index matrices [Tq, Tk]
-//   threading:    OpenMP over fixed blocks (64 rows of P for Kr / Qr; head x 256 queries for
-//                 C2P, head x 256 keys for P2C), schedule static, one single-threaded Eigen GEMM per block;
-//                 DebertaBias::fill is const and thread-safe; bits do not depend on the thread
-//                 count
+//   threading:    OpenMP over fixed blocks (64 rows of P for Kr / Qr; head x 256 keys for
+//                 P2C; C2P per attention task), schedule static, one single-threaded Eigen GEMM
+//                 per block; DebertaBias::fill is const and thread-safe; bits do not depend on
+//                 the thread count
+//   lifetime:     q, k and the layers are read again by begin_block(): they must outlive the
+//                 bias
 #pragma once
 #include <cstdint>
 #include <memory>

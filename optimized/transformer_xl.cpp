@@ -2,21 +2,23 @@
 // optimized/transformer_xl.hpp.
 //
 // Numerics: the sinusoid is evaluated in double at exact integer positions (sincos_f64,
-// optimized/fast_math.hpp: |error| <= 2^-50 up to its kSinCosMaxAngle, glibc beyond), projected
-// by r_net in double, and every table entry u . k and
-// (q + v) . r is a double dot product rounded once to float, so the bias carries two float
-// roundings and the float add in fill(). The BD table is indexed by position, not by (i, j):
-// row i of it covers the P distinct positions, and fill() gathers pos = min(mlen + i - j,
-// clamp_len), the rel-shift's result without its [qlen, klen + 1] buffer.
+// optimized/fast_math.hpp: |error| <= 2^-50 up to its kSinCosMaxAngle, glibc beyond) and
+// rounded once to float; r_h = W_r R is a float GEMM; u . k is a double dot product rounded
+// once to float; BD = fl(scale (q + v)) . r_h is a float dot product, so the bias carries float
+// dot-product roundings measured against sum_c |q_ic + v_c| |r|_c (contract) and the float add
+// in fill_block(). BD is indexed by position, not by (i, j): row i of a block covers the
+// positions its query can see, and fill_block() gathers pos = min(mlen + i - j, clamp_len), the
+// rel-shift's result without its [qlen, klen + 1] buffer.
 //
-// Speed: the r table (R W_r^T, [P, d_model] x [d_model, H d]) and BD ((q + v) R_h^T per head,
-// [qlen, d] x [d, P]) are double Eigen GEMMs over fixed blocks (kTxlPositionBlock positions;
-// kTxlQueryBlock queries of one head), one block per OpenMP iteration with Eigen single-threaded
-// inside, so each entry's summation order depends on the block, never on the thread count. A
-// query block computes only the positions its rows can see (pos <= mlen + i0 + nb for the nb
-// rows from i0, the causal triangle: about half of [qlen, P]); the entries it skips are
-// neither zeroed nor read by fill(). Each BD row is stored reversed, so that fill() reads the
-// descending positions of a tile row as one forward run (one vector loop with u . k).
+// Speed: the r table (R W_r^T, [P, d_model] x [d_model, H d], rows in descending position
+// order) is float Eigen GEMMs over fixed blocks of kTxlPositionBlock positions, one block per
+// OpenMP iteration with Eigen single-threaded inside. BD is built per (head, 64-query block)
+// by begin_block() inside the attention task that reads it, into the thread's scratch (one
+// GEMM [nb, d] x [d, np] over the positions the block can see, about half of [qlen, P]): no
+// [H, qlen, P] table is written, faulted in and read back (it was 64 MiB at T = 2048, H = 8,
+// and built in double it was 60 % of a call). The descending r rows make each BD row reversed,
+// so that fill_block() reads the descending positions of a tile row as one forward run (one
+// vector loop with u . k).
 #define EIGEN_DONT_PARALLELIZE  // one OpenMP level: blocks, not GEMM threads
 #include "optimized/transformer_xl.hpp"
 
@@ -250,9 +252,13 @@ std::int32_t TransformerXlBias::position(std::int64_t i, std::int64_t j) const {
 
 void TransformerXlBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
                              float* tile) const {
-  std::vector<float> scratch(static_cast<std::size_t>(std::max(nq, 0)) * (n_pos_ + p_.d_head));
-  begin_block(head, q0, nq, scratch.data());
-  fill_block(scratch.data(), head, q0, nq, k0, nk, tile);
+  // A standalone tile: each 64-row block's BD in a buffer of its own.
+  std::vector<float> scratch(block_scratch());
+  for (int r0 = 0; r0 < nq; r0 += kAttentionQueryTile) {
+    const int n = std::min(kAttentionQueryTile, nq - r0);
+    begin_block(head, q0 + r0, n, scratch.data());
+    fill_block(scratch.data(), head, q0 + r0, n, k0, nk, tile + static_cast<std::size_t>(r0) * nk);
+  }
 }
 
 void TransformerXlBias::fill_block(const float* scratch, int head, std::int64_t q0, int nq,

@@ -2,31 +2,37 @@
 // reference/transformer_xl.hpp.
 //
 // Contract
-//   dtypes:       float q, k, v, r_w_bias, r_r_bias, r_net and output; the sinusoid, the
-//                 projected table r_h(pos) = W_r R(pos), u . k and (q + v) . r_h are computed in
-//                 double and rounded once to float; attention itself is optimized/attention's
+//   dtypes:       float q, k, v, r_w_bias, r_r_bias, r_net and output; u . k in double rounded
+//                 once to float; the sinusoid R(pos) in double rounded once to float, the r table
+//                 r_h(pos) = W_r R(pos) a float GEMM (d_model terms), BD = fl(scale (q + v)) .
+//                 r_h(pos) a float GEMM (d_head terms); attention itself is optimized/attention's
 //   positions:    exact integers: pos = min(mlen + i - j, clamp_len) for every visible key
 //   error metric: the attention output's (optimized/attention.hpp), with bias_ij = scale *
-//                 (u . k_j + (q_i + v) . r_h(pos)) in the score scale; the bias adds at most
-//                 eps_f32 * (|u . k_j| + |BD_ij|) * scale (two roundings and one float add):
-//                   |o - o*| <= kTransformerXlMaxError * eps_f32 * (A_ic + B_ic),
-//                   B_ic with S_ij = scale * (sum_c |q_ic k_jc| + |u . k_j| + |BD_ij|)
+//                 (u . k_j + (q_i + v) . r_h(pos)) and the score scale
+//                   S_ij = scale * (sum_c |q_ic k_jc| + |u . k_j| + sum_c |q_ic + v_c| |r|_c(pos)),
+//                   |r|_c(pos) = sum_m |W_r[c, m] R_m(pos)|:
+//                   |o - o*| <= kTransformerXlMaxError * eps_f32 * (A_ic + B_ic)
+//                 BD is a float dot product of d_head terms like q . k (whose scale is sum_c
+//                 |q_ic k_jc|), of float r entries whose own rounding (d_model terms, and R's)
+//                 scales with |r|_c; empirical like the kernel's (MatchesOracleWithinBound
+//                 measures the margin), not a worst-case proof
 //   valid range:  0 <= qlen <= klen; klen - qlen = mlen memory tokens; distances below 2^31
 //   layout:       q [qlen, H, d_head]; k, v [klen, H, d_head]; r_w_bias, r_r_bias [H, d_head];
 //                 r_net [H * d_head, d_model] (nn.Linear weight); out [qlen, H, d_head]
-//   memory:       TransformerXlBias holds u . k [H, klen] and the BD table [H, qlen, P] over
-//                 the P = min(klen - 1, clamp_len) + 1 distinct positions; fill() gathers from
-//                 it (a direct gather instead of the rel-shift); no T x T x d intermediate, no
-//                 [T, T] bias per head beyond that table; future keys (masked) read nothing
-//   tables:       r_h = R W_r^T and BD = (q + v) r_h^T are double Eigen GEMMs (64 positions;
-//                 64 queries of one head per block), each entry rounded once to float; a query
-//                 block computes only the positions its rows can see (pos <= mlen + i0 + nb
-//                 for its nb rows from i0); the table is not zeroed, and fill() reads only
-//                 entries the block wrote
-//   threading:    the tables are built with OpenMP over those fixed blocks, schedule static,
-//                 Eigen single-threaded inside, so each entry's order depends on the block,
-//                 not on the thread count; fill is const and thread-safe; bits do not depend on
-//                 the thread count
+//   memory:       TransformerXlBias holds u . k [H, klen] and the r table [P, H * d_head] over
+//                 the P = min(klen - 1, clamp_len) + 1 distinct positions; BD is built per
+//                 (head, 64-query block) in the attention kernel's per-thread scratch ([64, P],
+//                 begin_block) and gathered by fill_block (a direct gather instead of the
+//                 rel-shift); no T x T x d intermediate, no [T, T] nor [H, T, P] table; future
+//                 keys (masked) read nothing
+//   tables:       the r table is float Eigen GEMMs over fixed blocks of 64 positions; a query
+//                 block's BD is one GEMM [nb, d] x [d, np] over the positions its rows can see
+//                 (pos < np = min(P, mlen + i0 + nb + 1)), the causal triangle; fill_block reads
+//                 only entries its block wrote
+//   threading:    the r table and u . k are built with OpenMP over fixed blocks, schedule
+//                 static, Eigen single-threaded inside; a block's BD depends on (head, block)
+//                 only, never on the thread that builds it; fill is const and thread-safe; bits
+//                 do not depend on the thread count
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +48,7 @@ namespace posenc::optimized {
 using reference::TransformerXlParams;
 
 /// Output bound of transformer_xl_forward in eps_f32 * (A + B) units (contract above): that of
-/// attention_forward, with the bias's own two roundings inside the score scale S.
+/// attention_forward, with the bias's float tables inside the score scale S.
 inline constexpr double kTransformerXlMaxError = kAttentionMaxError;
 
 /// Number of distinct sinusoid positions of a call with klen keys: min(klen - 1, clamp_len) + 1

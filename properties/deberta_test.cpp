@@ -519,6 +519,14 @@ RC_GTEST_PROP(DebertaOptimized, PerThreadP2cMatchesPerCallTables, ()) {
     optimized::attention_forward(pp, {}, c.tq, c.tk, q, k, v, out, &b);
     return out;
   };
+  // A standalone fill() of all rows at once (more than one 64-row block) agrees too.
+  const std::size_t n = static_cast<std::size_t>(c.tq * c.tk);
+  for (int h = 0; h < c.p.n_heads; ++h) {
+    std::vector<float> a(n), b(n);
+    per_call.fill(h, 0, static_cast<int>(c.tq), 0, static_cast<int>(c.tk), a.data());
+    per_thread.fill(h, 0, static_cast<int>(c.tq), 0, static_cast<int>(c.tk), b.data());
+    RC_ASSERT(same_bits(a, b));
+  }
   omp_set_num_threads(1);
   const auto want = run(per_call);
   for (int t : {1, 2, 3}) {
