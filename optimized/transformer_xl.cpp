@@ -141,7 +141,8 @@ std::vector<float> txl_r_table_f32(const TransformerXlParams& p, std::int64_t n_
   const bool fast_sincos = static_cast<double>(n_pos) <= kSinCosMaxAngle;
 #pragma omp parallel if (threaded)
   {
-    RowMatrixF r(kTxlPositionBlock, dm);  // the sinusoid rows of one block, reversed
+    RowMatrixF r(kTxlPositionBlock, dm);   // the sinusoid rows of one block, reversed
+    RowMatrixF rh(kTxlPositionBlock, hd);  // their r rows, all heads
 #pragma omp for schedule(static)
     for (std::int64_t blk = 0; blk < n_blocks; ++blk) {
       const std::int64_t y0 = blk * kTxlPositionBlock;
@@ -164,8 +165,15 @@ std::vector<float> txl_r_table_f32(const TransformerXlParams& p, std::int64_t n_
           }
         }
       }
-      Eigen::Map<RowMatrixF> out(table.data() + static_cast<std::size_t>(y0) * hd, ny, hd);
+      // One GEMM for all heads, then each head's rows to its own [n_pos, d] slab.
+      auto out = rh.topRows(ny);
       out.noalias() = r.topRows(ny) * w.transpose();
+      for (int h = 0; h < p.n_heads; ++h) {
+        float* dst = table.data() + (static_cast<std::size_t>(h) * n_pos + y0) * p.d_head;
+        for (std::int64_t y = 0; y < ny; ++y) {
+          std::copy_n(&out(y, h * p.d_head), p.d_head, dst + y * p.d_head);
+        }
+      }
     }
   }
   return table;
@@ -235,9 +243,8 @@ void TransformerXlBias::begin_block(int head, std::int64_t q0, int nq, float* sc
     }
   }
   const Eigen::Map<const RowMatrixF> qm(qv, nq, d);
-  const Eigen::Map<const RowMatrixF, 0, Eigen::OuterStride<>> rm(
-      r_rev_.data() + static_cast<std::size_t>(n_pos_ - np) * hd + static_cast<std::size_t>(head) * d,
-      np, d, Eigen::OuterStride<>(hd));
+  const Eigen::Map<const RowMatrixF> rm(
+      r_rev_.data() + (static_cast<std::size_t>(head) * n_pos_ + (n_pos_ - np)) * d, np, d);
   Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>> bd(scratch, nq, np,
                                                       Eigen::OuterStride<>(n_pos_));
   bd.noalias() = qm * rm.transpose();

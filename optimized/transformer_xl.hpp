@@ -19,7 +19,7 @@
 //   valid range:  0 <= qlen <= klen; klen - qlen = mlen memory tokens; distances below 2^31
 //   layout:       q [qlen, H, d_head]; k, v [klen, H, d_head]; r_w_bias, r_r_bias [H, d_head];
 //                 r_net [H * d_head, d_model] (nn.Linear weight); out [qlen, H, d_head]
-//   memory:       TransformerXlBias holds u . k [H, klen] and the r table [P, H * d_head] over
+//   memory:       TransformerXlBias holds u . k [H, klen] and the r table [H, P, d_head] over
 //                 the P = min(klen - 1, clamp_len) + 1 distinct positions; BD is built per
 //                 (head, 64-query block) in the attention kernel's per-thread scratch ([64, P],
 //                 begin_block) and gathered by fill_block (a direct gather instead of the
@@ -59,9 +59,9 @@ std::int64_t txl_position_count(const TransformerXlParams& p, std::int64_t klen)
 std::vector<double> txl_r_table(const TransformerXlParams& p, std::int64_t n_pos,
                                 span<const float> w_r);
 
-/// r_h(pos) in float, rows in descending position order: row y = W_r R(n_pos - 1 - y),
-/// [n_pos, H * d_head] (R from sincos in double rounded once to float, a float GEMM of d_model
-/// terms per entry).
+/// r_h(pos) in float, head-major with rows in descending position order: [H, n_pos, d_head],
+/// row y of head h = W_r[h] R(n_pos - 1 - y) (R from sincos in double rounded once to float, a
+/// float GEMM of d_model terms per entry).
 std::vector<float> txl_r_table_f32(const TransformerXlParams& p, std::int64_t n_pos,
                                    span<const float> w_r);
 
@@ -93,7 +93,7 @@ class TransformerXlBias final : public AttentionBias {
   double scale_ = 1.0;
   span<const float> q_, v_;
   std::vector<float> uk_;     // [H, klen]: scale * u_h . k_j
-  std::vector<float> r_rev_;  // [n_pos, H * d_head]: row y = r(n_pos - 1 - y) in float
+  std::vector<float> r_rev_;  // [H, n_pos, d_head]: row y of head h = r_h(n_pos - 1 - y), float
 };
 /// Transformer-XL attention (causal with mlen = klen - qlen memory keys, same_length as a
 /// window of mem_len keys), the relative terms fused per tile. out [qlen, H, d_head].
