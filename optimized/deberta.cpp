@@ -216,12 +216,14 @@ void DebertaBias::p2c_block(int head, std::int64_t j0, float* p2c, float* p2c_lo
   out *= scale_;
   for (std::int64_t slot = 0; slot < n_long_; ++slot) {
     float* dst = p2c_long + slot * tk_ + j0;
-    for (std::int64_t y = 0; y < nr; ++y) dst[y] = out(y, long_index_[static_cast<std::size_t>(slot)]);
+    const std::int32_t m = long_index_[static_cast<std::size_t>(slot)];
+    for (std::int64_t y = 0; y < nr; ++y) dst[y] = out(y, m);
   }
 }
 
 std::size_t DebertaBias::block_scratch() const {
-  return static_cast<std::size_t>(kScratchHeader + c2p_scratch(kAttentionQueryTile) + p2c_scratch());
+  return static_cast<std::size_t>(kScratchHeader + c2p_scratch(kAttentionQueryTile) +
+                                  p2c_scratch());
 }
 
 std::int64_t DebertaBias::c2p_scratch(int nq) const { return p_.c2p ? std::int64_t{nq} * k2_ : 0; }
@@ -267,11 +269,12 @@ void DebertaBias::fill_block(const float* scratch, int head, std::int64_t q0, in
                              std::int64_t k0, int nk, float* tile) const {
   const float* c2p = p_.c2p ? scratch + kScratchHeader : nullptr;  // the block's C2P rows
   // The head's P2C [Tk, ld] and long runs [n_long, Tk]: the thread's own or the call's.
-  const float* p2c_head = !p_.p2c          ? nullptr
-                          : per_thread_p2c_ ? scratch + kScratchHeader + c2p_scratch(kAttentionQueryTile)
+  const float* own = scratch + kScratchHeader + c2p_scratch(kAttentionQueryTile);
+  const float* p2c_head = !p_.p2c           ? nullptr
+                          : per_thread_p2c_ ? own
                                             : p2c_.get() + head * tk_ * p2c_ld_;
-  const float* long_head = !p_.p2c          ? nullptr
-                           : per_thread_p2c_ ? p2c_head + tk_ * p2c_ld_
+  const float* long_head = !p_.p2c           ? nullptr
+                           : per_thread_p2c_ ? own + tk_ * p2c_ld_
                                              : p2c_long_.get() + head * n_long_ * tk_;
   const float* p2c = p2c_head ? p2c_head + k0 * p2c_ld_ : nullptr;  // key k0's row
   const float* p2c_long = long_head ? long_head + k0 : nullptr;

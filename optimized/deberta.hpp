@@ -73,8 +73,8 @@ class DebertaBias final : public AttentionBias {
   void fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk, float* tile) const override;
   std::size_t block_scratch() const override;
   void begin_block(int head, std::int64_t q0, int nq, float* scratch) const override;
-  void fill_block(const float* scratch, int head, std::int64_t q0, int nq, std::int64_t k0,
-                  int nk, float* tile) const override;
+  void fill_block(const float* scratch, int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
+                  float* tile) const override;
   /// Relative position (bucketed) and table rows of (query row i, key j).
   std::int32_t relative(std::int64_t i, std::int64_t j) const {
     return rel_[static_cast<std::size_t>(query_offset_ + i - j - d_min_)];
@@ -98,7 +98,7 @@ class DebertaBias final : public AttentionBias {
   float scale_ = 1.0f;
   span<const float> q_, kr_;
   // Tables (uninitialised on allocation; the GEMMs write every entry):
-  std::unique_ptr<float[]> p2c_;       // [H, Tk, 2k], rows p2c_ld_ floats apart
+  std::unique_ptr<float[]> p2c_;  // [H, Tk, 2k], rows p2c_ld_ floats apart
   std::int64_t p2c_ld_ = 0;
   /// P2C of keys [j0, j0 + 256) of one head into its table p2c [Tk, p2c_ld_] and the long
   /// runs' copy p2c_long [n_long, Tk] (one GEMM; the same bits wherever it runs).
@@ -112,8 +112,8 @@ class DebertaBias final : public AttentionBias {
   span<const float> k_, qr_;
   std::vector<std::int32_t> long_index_;  // by slot: the p2c index of a long run
   std::vector<std::int32_t> long_slot_;   // by p2c index: its row in p2c_long_, or -1
-  std::int64_t n_long_ = 0;              // p2c indices with a long run
-  std::unique_ptr<float[]> p2c_long_;  // [H, n_long, Tk]: those indices' P2C, index-major
+  std::int64_t n_long_ = 0;               // p2c indices with a long run
+  std::unique_ptr<float[]> p2c_long_;     // [H, n_long, Tk]: those indices' P2C, index-major
 };
 
 /// DeBERTa self-attention (no causal mask) with the relative term fused per tile; mask: key

@@ -227,7 +227,7 @@ std::size_t TransformerXlBias::block_scratch() const {
 }
 
 void TransformerXlBias::begin_block(int head, std::int64_t q0, int nq, float* scratch) const {
-  const int H = p_.n_heads, d = p_.d_head, hd = H * d;
+  const int H = p_.n_heads, d = p_.d_head;
   const std::int64_t np = block_positions(q0, nq);
   if (np == 0 || nq <= 0) return;
   using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -238,15 +238,15 @@ void TransformerXlBias::begin_block(int head, std::int64_t q0, int nq, float* sc
   for (int y = 0; y < nq; ++y) {
     const float* qi = q_.data() + ((q0 + y) * H + head) * d;
     for (int c = 0; c < d; ++c) {
-      const double vc = no_v ? 0.0 : static_cast<double>(v_[static_cast<std::size_t>(head) * d + c]);
+      const double vc =
+          no_v ? 0.0 : static_cast<double>(v_[static_cast<std::size_t>(head) * d + c]);
       qv[y * d + c] = static_cast<float>(scale_ * (static_cast<double>(qi[c]) + vc));
     }
   }
   const Eigen::Map<const RowMatrixF> qm(qv, nq, d);
   const Eigen::Map<const RowMatrixF> rm(
       r_rev_.data() + (static_cast<std::size_t>(head) * n_pos_ + (n_pos_ - np)) * d, np, d);
-  Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>> bd(scratch, nq, np,
-                                                      Eigen::OuterStride<>(n_pos_));
+  Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>> bd(scratch, nq, np, Eigen::OuterStride<>(n_pos_));
   bd.noalias() = qm * rm.transpose();
 }
 
@@ -283,7 +283,8 @@ void TransformerXlBias::fill_block(const float* scratch, int head, std::int64_t 
     // Columns [0, c_clamp): pos clamped to n_pos - 1 (then np == n_pos); [c_clamp, c_future):
     // pos = delta0 - c <= np - 1; [c_future, nk): future keys (masked), which read nothing.
     const int c_future = static_cast<int>(std::clamp<std::int64_t>(delta0 + 1, 0, nk));
-    const int c_clamp = static_cast<int>(std::clamp<std::int64_t>(delta0 - (n_pos_ - 1), 0, c_future));
+    const int c_clamp =
+        static_cast<int>(std::clamp<std::int64_t>(delta0 - (n_pos_ - 1), 0, c_future));
     if (c_clamp > 0) {
       const float last = rev[np - n_pos_];
 #pragma omp simd

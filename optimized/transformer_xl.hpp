@@ -79,8 +79,8 @@ class TransformerXlBias final : public AttentionBias {
   void fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk, float* tile) const override;
   std::size_t block_scratch() const override;
   void begin_block(int head, std::int64_t q0, int nq, float* scratch) const override;
-  void fill_block(const float* scratch, int head, std::int64_t q0, int nq, std::int64_t k0,
-                  int nk, float* tile) const override;
+  void fill_block(const float* scratch, int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
+                  float* tile) const override;
   /// The sinusoid position query i reads for key j: clamp(mlen + i - j), or -1 for a future key.
   std::int32_t position(std::int64_t i, std::int64_t j) const;
   std::int64_t n_positions() const { return n_pos_; }

@@ -7,9 +7,10 @@
 // of the build:
 //
 //   cmake --build build --target posenc_optimized
-//   g++ -O2 -std=gnu++20 -fopenmp -march=native -I. -isystem /usr/include/eigen3 -o build/relative_stages tools/relative_stages.cpp build/libposenc_optimized.a
-//   OMP_NUM_THREADS=1 build/relative_stages [N = 5] [txl | deberta]
-//   OMP_NUM_THREADS=1 perf record -o rel.data build/relative_stages 5 deberta   # the profile
+//   g++ -O2 -std=gnu++20 -fopenmp -march=native -I. -isystem /usr/include/eigen3 -o
+//   build/relative_stages tools/relative_stages.cpp build/libposenc_optimized.a OMP_NUM_THREADS=1
+//   build/relative_stages [N = 5] [txl | deberta] OMP_NUM_THREADS=1 perf record -o rel.data
+//   build/relative_stages 5 deberta   # the profile
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -82,9 +83,8 @@ int main(int argc, char** argv) {
     print("TransformerXlBias (r table, u . k)", median_seconds(reps, [&] {
             const optimized::TransformerXlBias b(p, t, t, q, k, u, vb, w_r);
           }));
-    print("txl_r_table_f32", median_seconds(reps, [&] {
-            const auto r = optimized::txl_r_table_f32(p, t, w_r);
-          }));
+    print("txl_r_table_f32",
+          median_seconds(reps, [&] { const auto r = optimized::txl_r_table_f32(p, t, w_r); }));
   }
   if (!std::strcmp(only, "") || !std::strcmp(only, "deberta")) {
     reference::DebertaParams p;
@@ -105,13 +105,11 @@ int main(int argc, char** argv) {
     print("attention_forward, no bias", median_seconds(reps, [&] {
             optimized::attention_forward(full, {}, t, t, q, k, v, out);
           }));
-    print("deberta_position_layers (projection)", median_seconds(reps, [&] {
-            const auto l = optimized::deberta_position_layers(p, w);
-          }));
+    print("deberta_position_layers (projection)",
+          median_seconds(reps, [&] { const auto l = optimized::deberta_position_layers(p, w); }));
     const auto layers = optimized::deberta_position_layers(p, w);
-    print("DebertaBias, all heads' P2C up front", median_seconds(reps, [&] {
-            const optimized::DebertaBias b(p, layers, q, k, t, t, 0);
-          }));
+    print("DebertaBias, all heads' P2C up front",
+          median_seconds(reps, [&] { const optimized::DebertaBias b(p, layers, q, k, t, t, 0); }));
   }
   return 0;
 }
