@@ -27,8 +27,10 @@
 // Budgets (contract)
 //   rel_position: exact in every profile (integers).
 //   probs, out: attention_case's (docs/profiles.md), with bias_ij = scale * (u . k_j + BD_ij)
-//     in the condition scale. strict: the optimized engine rounds the bias once from double and
-//     adds two float terms, inside kAttentionMaxError * eps_f32 * S. The float pipelines (fp32,
+//     in the condition scale. strict: the optimized engine's bias is float GEMMs over a float r
+//     table (optimized/transformer_xl.hpp: its own bound scales with sum |q + v| |r|, not |BD|);
+//     on these cases it stays inside kAttentionMaxError * eps_f32 * S with the golden S
+//     (TransformerXlGolden.OptimizedPassesVerify). The float pipelines (fp32,
 //     fp32-recurrence and, as the source of the bias, bf16) compute the bias the PyTorch way in
 //     float32: inv_freq = 1 / powf(10000, 2k / d_model), angle = fl(pos * inv_freq), sinf/cosf,
 //     r = W_r R, (q + v) . r, u . k, each a float32 sum. Their extra (absolute, per (h, i, j)):

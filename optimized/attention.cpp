@@ -111,6 +111,8 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
   {
     RowMatrix s(kAttentionQueryTile, kAttentionKeyTile), acc(kAttentionQueryTile, dv);
     std::vector<float> bias_tile(static_cast<std::size_t>(kAttentionQueryTile) * kAttentionKeyTile);
+    // The bias's per-block tables (begin_block), this thread's own.
+    std::vector<float> bias_scratch(bias ? bias->block_scratch() : 0);
     std::vector<float> row_max(kAttentionQueryTile), row_sum(kAttentionQueryTile);
     // Value hook state: unnormalised weights per slot [query tile, W] and the slot tile.
     const int n_slots = value_hook ? value_hook->slots() : 0;
@@ -131,6 +133,7 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
       std::fill(row_max.begin(), row_max.end(), -std::numeric_limits<float>::infinity());
       std::fill(row_sum.begin(), row_sum.end(), 0.0f);
       if (value_hook) std::fill(wacc.begin(), wacc.end(), 0.0f);
+      bool block_ready = false;  // begin_block() ran for this task (at its first key chunk)
       const std::int64_t qpos_first = p.query_offset + i0;
       const std::int64_t qpos_last = qpos_first + nq - 1;
       // Keys any row of the block can see: [j_first, j_end) (causal, window and chunk masks).
@@ -153,7 +156,11 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
         const ConstStrided vb(v.data() + (j0 * Hkv + hk) * dv, nk, dv, Eigen::OuterStride<>(Hkv * dv));
         auto st = s.topLeftCorner(nq, nk);
         st.noalias() = qb * kb.transpose();
-        if (bias) bias->fill(h, i0, nq, j0, nk, bias_tile.data());
+        if (bias && !block_ready) {
+          bias->begin_block(h, i0, nq, bias_scratch.data());
+          block_ready = true;
+        }
+        if (bias) bias->fill_block(bias_scratch.data(), h, i0, nq, j0, nk, bias_tile.data());
         if (value_hook) value_hook->slot_tile(h, i0, nq, j0, nk, slot_tile.data());
         for (int r = 0; r < nq; ++r) {
           const std::int64_t i = i0 + r, qpos = p.query_offset + i;

@@ -26,16 +26,19 @@
 //                 after the last key chunk (std::exp, a rescale as for a key chunk); the bound
 //                 keeps its form, with p the exact probabilities (which sum to < 1)
 //   bias:         an AttentionBias fills one [64-query tile, <= 256-key chunk] block at a time
-//                 (chunks on a fixed 256-key grid, trimmed to the keys the masks leave visible)
+//                 (chunks on a fixed 256-key grid, trimmed to the keys the masks leave visible),
+//                 after building its per-block tables (begin_block) once per (head, query tile)
 //   value hook:   optional (Shaw's relative values): an AttentionValueHook names a slot per
 //                 (query, key) a chunk at a time; the kernel sums the unnormalised weights per
 //                 slot next to the accumulator (rescaled with it), normalises them with the
 //                 same 1/l and lets the hook add sum_s w_s row_s to the output row
-//   memory:       per thread S and bias [64, 256] floats (64 KiB each), acc [64, dv], plus
-//                 Eigen's GEMM packing; no Tq x Tk matrix is ever materialised
+//   memory:       per thread S and bias [64, 256] floats (64 KiB each), acc [64, dv], the
+//                 bias's block_scratch(), plus Eigen's GEMM packing; no Tq x Tk matrix is ever
+//                 materialised
 //   threading:    OpenMP over (head, 64-query block) tasks, schedule static; each output row is
 //                 computed by one task with a fixed chunk order; Eigen GEMMs run 1-threaded
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "reference/attention.hpp"
@@ -55,12 +58,32 @@ inline constexpr int kAttentionQueryTile = 64;
 inline constexpr int kAttentionKeyTile = 256;
 
 /// An additive score bias computed per tile (ALiBi, T5, ...).
+///
+/// Per-block tables (optional): a bias whose terms depend on the query (Transformer-XL's
+/// (q + v) . r, DeBERTa's C2P) can build them per (head, query block) instead of per call, in
+/// scratch the kernel keeps per thread. attention_forward then calls, on the thread that runs a
+/// (head, query block) task, begin_block() once with that thread's block_scratch() floats and
+/// then fill_block() with the same scratch for each key chunk of the block. Callers that do not
+/// (attention_probs, tests) call fill(), which a bias with per-block tables implements as
+/// begin_block() into its own buffer and fill_block(). Whatever begin_block() writes must depend
+/// on (head, q0, nq) only, never on the thread: bits do not depend on the thread count.
 class AttentionBias {
  public:
   virtual ~AttentionBias() = default;
   /// tile[r * nk + c] = bias(head, query q0 + r, key k0 + c), for r < nq, c < nk.
   virtual void fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
                     float* tile) const = 0;
+  /// Floats of per-thread scratch that begin_block() writes (0: no per-block tables).
+  virtual std::size_t block_scratch() const { return 0; }
+  /// Builds the tables of queries [q0, q0 + nq) (nq <= kAttentionQueryTile) of one head into
+  /// scratch (block_scratch() floats).
+  virtual void begin_block(int /*head*/, std::int64_t /*q0*/, int /*nq*/,
+                           float* /*scratch*/) const {}
+  /// fill() for a tile of the block that begin_block(head, q0, nq, scratch) prepared.
+  virtual void fill_block(const float* /*scratch*/, int head, std::int64_t q0, int nq,
+                          std::int64_t k0, int nk, float* tile) const {
+    fill(head, q0, nq, k0, nk, tile);
+  }
 };
 
 /// An additive value term through per-(query, key) slots (Shaw's aV): the output row i gets

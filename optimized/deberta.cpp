@@ -8,13 +8,16 @@
 // fill() one addition C2P + P2C; the attention kernel adds scale * (q . k).
 //
 // Speed: the projection (P W^T, [2k, hidden] x [hidden, H d]), C2P (per head [Tq, d] x [d, 2k])
-// and P2C (per head [2k, d] x [d, Tk], index-major) are float Eigen GEMMs over fixed blocks
-// (kDebertaRowBlock rows of P; of one head's queries / keys), one block per OpenMP iteration
-// with Eigen single-threaded inside: each element's summation order depends on the block, never
-// on the thread count. fill() walks a tile row by runs of keys whose relative positions share
-// one (c2p, p2c) index pair: outside the bucket's linear band (|delta| > buckets / 2) a run spans
-// many keys, and the row is one broadcast C2P value plus a contiguous P2C stretch (the old
-// per-element gather, P2C row-major [Tk, 2k], read a different row for every key).
+// and P2C (per head [Tk, d] x [d, 2k]) are float Eigen GEMMs over fixed blocks (kDebertaRowBlock
+// rows of P; 64 queries of one head for C2P, built by begin_block() in the attention task that
+// reads it; kDebertaTableBlock keys of one head for P2C), Eigen single-threaded inside: each
+// element's summation order depends on the block, never on the thread count. With fewer threads
+// than heads each thread holds one head's P2C at a time (4.3 MiB at T = 2048, 2k = 512: it stays
+// in the last-level cache and its pages are faulted in once per call, not 35 MiB of [H, Tk, 2k]).
+// fill_block() walks a tile row by runs of keys whose relative positions share one (c2p, p2c)
+// index pair: outside the bucket's linear band (|delta| > buckets / 2) a run spans many keys,
+// and the row is one broadcast C2P value plus a contiguous P2C stretch (the old per-element
+// gather, P2C row-major [Tk, 2k], read a different row for every key).
 #define EIGEN_DONT_PARALLELIZE  // one OpenMP level: blocks, not GEMM threads
 #include "optimized/deberta.hpp"
 
@@ -105,8 +108,8 @@ reference::DebertaPositionLayers<float> deberta_position_layers(const DebertaPar
 DebertaBias::DebertaBias(const DebertaParams& p,
                          const reference::DebertaPositionLayers<float>& layers, span<const float> q,
                          span<const float> k, std::int64_t tq, std::int64_t tk,
-                         std::int64_t query_offset)
-    : p_(p), tq_(tq), tk_(tk), query_offset_(query_offset) {
+                         std::int64_t query_offset, bool per_thread_p2c)
+    : p_(p), tq_(tq), tk_(tk), query_offset_(query_offset), per_thread_p2c_(per_thread_p2c) {
   constexpr const char* fn = "DebertaBias";
   reference::deberta_check(p, fn);
   if (tq < 0) throw_invalid(fn, "query length must be >= 0", tq);
@@ -160,22 +163,11 @@ DebertaBias::DebertaBias(const DebertaParams& p,
     x0 = x1;
   }
   const float scale = static_cast<float>(deberta_scale_value(p));
-  // C2P: dst[h, r, c] = scale * (q_h[r] . Kr_h[c]), per (head, block of kDebertaTableBlock
-  // queries) one GEMM [nr, d] x [d, 2k], then the float scale. Not zeroed first: the GEMMs write
-  // every entry.
+  scale_ = scale;
+  // C2P is built per (head, query block) by begin_block(), from q_ and kr_.
   if (p.c2p) {
-    c2p_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * tq * k2_));
-    const std::int64_t n_blocks = (tq + kDebertaTableBlock - 1) / kDebertaTableBlock;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t hb = 0; hb < H * n_blocks; ++hb) {
-      const std::int64_t h = hb / n_blocks, r0 = (hb % n_blocks) * kDebertaTableBlock;
-      const std::int64_t nr = std::min(kDebertaTableBlock, tq - r0);
-      const ConstStrided xm(q.data() + (r0 * H + h) * d, nr, d, Eigen::OuterStride<>(H * d));
-      const ConstStrided tm(layers.kr.data() + h * d, k2_, d, Eigen::OuterStride<>(H * d));
-      Map out(c2p_.get() + (h * tq + r0) * k2_, nr, k2_);
-      out.noalias() = xm * tm.transpose();
-      out *= scale;
-    }
+    q_ = q;
+    kr_ = span<const float>(layers.kr.data(), layers.kr.size());
   }
   // P2C: dst[h, j, c] = scale * (k_h[j] . Qr_h[c]), per (head, block of kDebertaTableBlock
   // keys) one GEMM [nr, d] x [d, 2k], then the float scale; then the block's columns of the
@@ -193,40 +185,105 @@ DebertaBias::DebertaBias(const DebertaParams& p,
       }
     }
     n_long_ = static_cast<std::int64_t>(long_index.size());
+    long_index_ = std::move(long_index);
+    k_ = k;
+    qr_ = span<const float>(layers.qr.data(), layers.qr.size());
     // Rows padded by 16 floats: at a power-of-two stride the keys of a short stretch (one
     // element per row) would share a few L1 sets.
     p2c_ld_ = k2_ + 16;
-    p2c_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * tk * p2c_ld_));
-    p2c_long_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * n_long_ * tk));
-    const std::int64_t n_blocks = (tk + kDebertaTableBlock - 1) / kDebertaTableBlock;
+    if (!per_thread_p2c_) {
+      p2c_ = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * tk * p2c_ld_));
+      p2c_long_ =
+          std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(H * n_long_ * tk));
+      const std::int64_t n_blocks = (tk + kDebertaTableBlock - 1) / kDebertaTableBlock;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t hb = 0; hb < H * n_blocks; ++hb) {
-      const std::int64_t h = hb / n_blocks, j0 = (hb % n_blocks) * kDebertaTableBlock;
-      const std::int64_t nr = std::min(kDebertaTableBlock, tk - j0);
-      const ConstStrided km(k.data() + (j0 * H + h) * d, nr, d, Eigen::OuterStride<>(H * d));
-      const ConstStrided tm(layers.qr.data() + h * d, k2_, d, Eigen::OuterStride<>(H * d));
-      StridedOut out(p2c_.get() + (h * tk + j0) * p2c_ld_, nr, k2_, Eigen::OuterStride<>(p2c_ld_));
-      out.noalias() = km * tm.transpose();
-      out *= scale;
-      for (std::int64_t slot = 0; slot < n_long_; ++slot) {
-        float* dst = p2c_long_.get() + (h * n_long_ + slot) * tk + j0;
-        for (std::int64_t y = 0; y < nr; ++y) dst[y] = out(y, long_index[slot]);
+      for (std::int64_t hb = 0; hb < H * n_blocks; ++hb) {
+        const std::int64_t h = hb / n_blocks, j0 = (hb % n_blocks) * kDebertaTableBlock;
+        p2c_block(static_cast<int>(h), j0, p2c_.get() + h * tk * p2c_ld_,
+                  p2c_long_.get() + h * n_long_ * tk);
       }
     }
   }
 }
 
+void DebertaBias::p2c_block(int head, std::int64_t j0, float* p2c, float* p2c_long) const {
+  const std::int64_t H = p_.n_heads, d = p_.head_dim;
+  const std::int64_t nr = std::min(kDebertaTableBlock, tk_ - j0);
+  const ConstStrided km(k_.data() + (j0 * H + head) * d, nr, d, Eigen::OuterStride<>(H * d));
+  const ConstStrided tm(qr_.data() + head * d, k2_, d, Eigen::OuterStride<>(H * d));
+  StridedOut out(p2c + j0 * p2c_ld_, nr, k2_, Eigen::OuterStride<>(p2c_ld_));
+  out.noalias() = km * tm.transpose();
+  out *= scale_;
+  for (std::int64_t slot = 0; slot < n_long_; ++slot) {
+    float* dst = p2c_long + slot * tk_ + j0;
+    const std::int32_t m = long_index_[static_cast<std::size_t>(slot)];
+    for (std::int64_t y = 0; y < nr; ++y) dst[y] = out(y, m);
+  }
+}
+
+std::size_t DebertaBias::block_scratch() const {
+  return static_cast<std::size_t>(kScratchHeader + c2p_scratch(kAttentionQueryTile) +
+                                  p2c_scratch());
+}
+
+std::int64_t DebertaBias::c2p_scratch(int nq) const { return p_.c2p ? std::int64_t{nq} * k2_ : 0; }
+
+std::int64_t DebertaBias::p2c_scratch() const {
+  return p_.p2c && per_thread_p2c_ ? tk_ * p2c_ld_ + n_long_ * tk_ : 0;
+}
+
+void DebertaBias::begin_block(int head, std::int64_t q0, int nq, float* scratch) const {
+  // Per thread, the P2C of one head (per_thread_p2c): rebuilt when the block's head differs
+  // from the one scratch holds (its tag: head + 1; 0 in fresh, zeroed scratch).
+  if (p_.p2c && per_thread_p2c_ && scratch[0] != static_cast<float>(head + 1)) {
+    float* p2c = scratch + kScratchHeader + c2p_scratch(kAttentionQueryTile);
+    for (std::int64_t j0 = 0; j0 < tk_; j0 += kDebertaTableBlock) {
+      p2c_block(head, j0, p2c, p2c + tk_ * p2c_ld_);
+    }
+    scratch[0] = static_cast<float>(head + 1);
+  }
+  // C2P rows of queries [q0, q0 + nq): scratch[r, c] = scale * (q_h[q0 + r] . Kr_h[c]), one
+  // GEMM [nq, d] x [d, 2k], then the float scale.
+  if (!p_.c2p || nq <= 0) return;
+  const std::int64_t H = p_.n_heads, d = p_.head_dim;
+  const ConstStrided xm(q_.data() + (q0 * H + head) * d, nq, d, Eigen::OuterStride<>(H * d));
+  const ConstStrided tm(kr_.data() + head * d, k2_, d, Eigen::OuterStride<>(H * d));
+  Map out(scratch + kScratchHeader, nq, k2_);
+  out.noalias() = xm * tm.transpose();
+  out *= scale_;
+}
+
 void DebertaBias::fill(int head, std::int64_t q0, int nq, std::int64_t k0, int nk,
                        float* tile) const {
-  const float* c2p = p_.c2p ? c2p_.get() + head * tq_ * k2_ : nullptr;
-  const float* p2c = p_.p2c ? p2c_.get() + (head * tk_ + k0) * p2c_ld_ : nullptr;  // key k0's row
-  const float* p2c_long = p_.p2c ? p2c_long_.get() + head * n_long_ * tk_ + k0 : nullptr;
+  // A standalone tile: the tables of each 64-row block in a buffer of its own (per_thread_p2c:
+  // with the head's whole P2C, so a caller that fills row by row should construct without it).
+  std::vector<float> scratch(block_scratch());
+  for (int r0 = 0; r0 < nq; r0 += kAttentionQueryTile) {
+    const int n = std::min(kAttentionQueryTile, nq - r0);
+    begin_block(head, q0 + r0, n, scratch.data());
+    fill_block(scratch.data(), head, q0 + r0, n, k0, nk, tile + static_cast<std::size_t>(r0) * nk);
+  }
+}
+
+void DebertaBias::fill_block(const float* scratch, int head, std::int64_t q0, int nq,
+                             std::int64_t k0, int nk, float* tile) const {
+  const float* c2p = p_.c2p ? scratch + kScratchHeader : nullptr;  // the block's C2P rows
+  // The head's P2C [Tk, ld] and long runs [n_long, Tk]: the thread's own or the call's.
+  const float* own = scratch + kScratchHeader + c2p_scratch(kAttentionQueryTile);
+  const float* p2c_head = !p_.p2c           ? nullptr
+                          : per_thread_p2c_ ? own
+                                            : p2c_.get() + head * tk_ * p2c_ld_;
+  const float* long_head = !p_.p2c           ? nullptr
+                           : per_thread_p2c_ ? own + tk_ * p2c_ld_
+                                             : p2c_long_.get() + head * n_long_ * tk_;
+  const float* p2c = p2c_head ? p2c_head + k0 * p2c_ld_ : nullptr;  // key k0's row
+  const float* p2c_long = long_head ? long_head + k0 : nullptr;
   const std::int32_t* cidx = c2p_idx_.data();
   const std::int32_t* pidx = p2c_idx_.data();
   if (!c2p && !p2c) std::fill(tile, tile + static_cast<std::size_t>(nq) * nk, 0.0f);
   for (int r = 0; r < nq && (c2p || p2c); ++r) {
     const std::int64_t i = q0 + r;
-    const float* crow = c2p ? c2p + i * k2_ : nullptr;
+    const float* crow = c2p ? c2p + static_cast<std::int64_t>(r) * k2_ : nullptr;
     float* out = tile + static_cast<std::size_t>(r) * nk;
     // Column c reads x = x0 - c. A long run of one index pair adds one C2P value to a
     // contiguous stretch of keys of one P2C index; a stretch of short runs is gathered element
@@ -266,7 +323,10 @@ void deberta_forward(const DebertaParams& p, const AttentionParams& ap, const At
   const AttentionParams pp = kernel_params(p, ap, "deberta_forward");
   reference::attention_check(pp, tq, tk, "deberta_forward");
   const auto layers = deberta_position_layers(p, w);
-  const DebertaBias bias(p, layers, q, k, tq, tk, pp.query_offset);
+  // Fewer threads than heads: each thread builds one head's P2C at a time in its own scratch
+  // (reused from head to head, in cache) instead of all heads' up front; the same values.
+  const bool per_thread = omp_get_max_threads() < p.n_heads;
+  const DebertaBias bias(p, layers, q, k, tq, tk, pp.query_offset, per_thread);
   attention_forward(pp, mask, tq, tk, q, k, v, out, &bias);
 }
 

@@ -260,7 +260,7 @@ std::vector<double> dyadic(std::mt19937_64& g, std::size_t n, double range, int 
   return x;
 }
 
-SmallCase make_case(std::uint64_t seed, int max_t = 40) {
+SmallCase make_case(std::uint64_t seed, int max_t = 40, int max_heads = 2) {
   std::mt19937_64 g(seed);
   SmallCase c;
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); };
@@ -270,7 +270,7 @@ SmallCase make_case(std::uint64_t seed, int max_t = 40) {
   c.p.c2p = kind != 2;
   c.p.p2c = kind != 1;
   c.p.share_att_key = pick(0, 1) == 1;
-  c.p.n_heads = pick(1, 2);
+  c.p.n_heads = pick(1, max_heads);
   c.p.head_dim = 4 * pick(1, 8);
   c.hidden = pick(2, 12);
   c.tq = pick(1, max_t);
@@ -496,6 +496,42 @@ RC_GTEST_PROP(DebertaOptimized, IdenticalBitsForAnyThreadCount, ()) {
     omp_set_num_threads(t);
     const auto many = run_optimized(c);
     RC_ASSERT(same_bits(one, many));
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+// With fewer threads than heads deberta_forward builds P2C per thread, one head at a time in the
+// thread's scratch, rebuilt when the thread's tasks reach another head (they straddle heads
+// here: up to 5 heads, 3 query blocks, 1-3 threads): the bits of the per-call tables.
+RC_GTEST_PROP(DebertaOptimized, PerThreadP2cMatchesPerCallTables, ()) {
+  SmallCase c = make_case(*rc::gen::arbitrary<std::uint64_t>(), 150, 5);
+  c.p.p2c = true;
+  const auto w = weights_as<float>(c.w);
+  const auto layers = optimized::deberta_position_layers(c.p, w);
+  const auto q = f32(c.q), k = f32(c.k), v = f32(c.v);
+  AttentionParams ap;
+  ap.query_offset = c.offset;
+  const AttentionParams pp = reference::deberta_attention_params(ap, c.p);
+  const optimized::DebertaBias per_call(c.p, layers, q, k, c.tq, c.tk, c.offset, false);
+  const optimized::DebertaBias per_thread(c.p, layers, q, k, c.tq, c.tk, c.offset, true);
+  auto run = [&](const optimized::DebertaBias& b) {
+    std::vector<float> out(static_cast<std::size_t>(c.tq * c.p.n_heads * c.p.head_dim));
+    optimized::attention_forward(pp, {}, c.tq, c.tk, q, k, v, out, &b);
+    return out;
+  };
+  // A standalone fill() of all rows at once (more than one 64-row block) agrees too.
+  const std::size_t n = static_cast<std::size_t>(c.tq * c.tk);
+  for (int h = 0; h < c.p.n_heads; ++h) {
+    std::vector<float> a(n), b(n);
+    per_call.fill(h, 0, static_cast<int>(c.tq), 0, static_cast<int>(c.tk), a.data());
+    per_thread.fill(h, 0, static_cast<int>(c.tq), 0, static_cast<int>(c.tk), b.data());
+    RC_ASSERT(same_bits(a, b));
+  }
+  omp_set_num_threads(1);
+  const auto want = run(per_call);
+  for (int t : {1, 2, 3}) {
+    omp_set_num_threads(t);
+    RC_ASSERT(same_bits(want, run(per_thread)));
   }
   omp_set_num_threads(omp_get_num_procs());
 }

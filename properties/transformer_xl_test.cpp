@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -280,6 +281,24 @@ std::vector<float> run_optimized(const TxlCase& c) {
   return out;
 }
 
+/// |r|_c(pos) = sum_m |W_r[c, m] R_m(pos)| for every head channel c (hd = H * d_head), in
+/// double: the scale of the float r table's own rounding (optimized/transformer_xl.hpp).
+std::vector<double> r_abs_row(const TransformerXlParams& p, const std::vector<double>& w_r,
+                              std::int64_t pos) {
+  const int hd = p.n_heads * p.d_head, dm = p.d_model, half = dm / 2;
+  std::vector<double> rm(static_cast<std::size_t>(dm));
+  for (int m = 0; m < half; ++m) {
+    const double a = static_cast<double>(pos) * std::pow(10000.0, -2.0 * m / dm);
+    rm[m] = std::fabs(std::sin(a));
+    rm[half + m] = std::fabs(std::cos(a));
+  }
+  std::vector<double> out(static_cast<std::size_t>(hd), 0.0);
+  for (int c = 0; c < hd; ++c) {
+    for (int m = 0; m < dm; ++m) out[c] += std::fabs(w_r[static_cast<std::size_t>(c) * dm + m]) * rm[m];
+  }
+  return out;
+}
+
 TEST(TransformerXlOptimized, MatchesOracleWithinBound) {
   double worst = 0;
   rc::detail::checkGTest([&] {
@@ -298,6 +317,10 @@ TEST(TransformerXlOptimized, MatchesOracleWithinBound) {
     const auto hooks = reference::txl_hooks<mp50>(p, x, c.qlen, c.klen);
     const int H = p.n_heads, d = p.d_head;
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    std::map<std::int64_t, std::vector<double>> r_abs;  // by position
+    for (std::int64_t pos = 0; pos < c.klen; ++pos) {
+      r_abs[reference::txl_clamp(p, pos)] = r_abs_row(p, c.x.w_r, reference::txl_clamp(p, pos));
+    }
     for (int h = 0; h < H; ++h) {
       const auto r = reference::attention_head<mp50>(
           ap, {}, h, reference::attention_slice(x.q, c.qlen, H, d, h),
@@ -311,8 +334,14 @@ TEST(TransformerXlOptimized, MatchesOracleWithinBound) {
           for (int y = 0; y < d; ++y)
             s += std::fabs(c.x.q[(i * H + h) * d + y] * c.x.k[(j * H + h) * d + y]);
           const double uk = static_cast<double>(reference::txl_uk(p, x, h, j));
-          const double bias = static_cast<double>(hooks.bias(h, i, j));
-          sens[j] = scale * s + scale * std::fabs(uk) + std::fabs(bias - scale * uk);
+          // The BD term is a float dot product of fl(scale (q_i + v)) with the float r table:
+          // its scale is sum_c |q_ic + v_c| |r|_c(pos), not |BD| (contract).
+          const auto& ra = r_abs.at(reference::txl_clamp(p, c.klen - c.qlen + i - j));
+          double bd = 0;
+          for (int y = 0; y < d; ++y) {
+            bd += std::fabs(c.x.q[(i * H + h) * d + y] + c.x.v_bias[h * d + y]) * ra[h * d + y];
+          }
+          sens[j] = scale * (s + std::fabs(uk) + bd);
         }
         for (int y = 0; y < d; ++y) {
           const double o = static_cast<double>(r.out(i, y));
