@@ -736,17 +736,32 @@ struct Level2Run {
   DType dtype;
   CaseSelection sel;
   std::vector<int> shard_of;  // empty: one shard
+  std::vector<ShardRecordCase> cases;  // sharded: every case of the run and its shard
 };
 
 Level2Run level2_run(std::vector<fs::path> configs, DType t, const CaseSelection& sel) {
-  Level2Run r{std::move(configs), t, sel, {}};
+  Level2Run r{std::move(configs), t, sel, {}, {}};
   if (sel.shard_count == 1) return r;
   std::vector<std::uint64_t> costs;
   for (const auto& c : r.configs) {
-    for (const ConfigCase& cc : level2_matching(c, t, sel)) costs.push_back(level2_cost(cc));
+    for (const ConfigCase& cc : level2_matching(c, t, sel)) {
+      costs.push_back(level2_cost(cc));
+      r.cases.push_back({cc.scheme, cc.id, 0});
+    }
   }
   r.shard_of = balanced_shards(costs, sel.shard_count);
+  for (std::size_t k = 0; k < r.cases.size(); ++k) r.cases[k].shard = r.shard_of[k];
   return r;
+}
+
+/// The generate options that select a level-2 run (a shard record's rerun command).
+std::string level2_options(const tools::GenerateArgs& a) {
+  std::string o = " --level 2";
+  if (!a.config.empty()) o += " --config '" + a.config + "'";
+  if (a.dtype != "f32") o += " --dtype " + a.dtype;
+  if (!a.sel.scheme.empty()) o += " --scheme " + a.sel.scheme;
+  if (!a.sel.case_regex.empty()) o += " --case '" + a.sel.case_regex + "'";
+  return o;
 }
 
 /// Calls each(case) for every case of the run's shard, config by config (one config's cases in
@@ -804,7 +819,13 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
                "on one core\n",
                total, configs.size(), shard.c_str(), est_bytes / 1e9, est_seconds);
   if (!a.no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
+  // A shard that leaves the catalog to `posenc catalog` records the whole run's cases first: the
+  // merge refuses the folder until every shard's cases are in it (as level 1).
+  const bool record = a.no_catalog && a.sel.shard_count > 1;
+  ShardRecord rec{2, a.sel, level2_options(a), run.cases};
+  if (record) rule.check_file(shard_record_path(out, rec), OutputKind::kShardRecord);
   const DirectoryLock lock(out, a.no_catalog ? DirectoryLock::Mode::kShared : DirectoryLock::Mode::kExclusive);
+  if (record) rule.write_text(shard_record_path(out, rec), OutputKind::kShardRecord, shard_record_text(rec));
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t done = 0, bytes = 0;
   for_each_level2_case(run, [&](const ConfigCase& cc) {
@@ -1244,7 +1265,9 @@ int run_generate(tools::GenerateArgs a) {
 }
 
 /// "--scheme rope --case 'x'": the generate options of a recorded selection.
-std::string selection_options(const CaseSelection& sel) {
+std::string selection_options(const ShardRecord& r) {
+  if (r.level == 2) return r.options;
+  const CaseSelection& sel = r.sel;
   std::string o;
   if (!sel.scheme.empty()) o += " --scheme " + sel.scheme;
   if (!sel.case_regex.empty()) o += " --case '" + sel.case_regex + "'";
@@ -1260,12 +1283,12 @@ std::string incomplete_batch_message(const fs::path& data, const std::vector<Sha
   for (const ShardGap& g : gaps) {
     const std::string shard = std::to_string(g.shard.sel.shard_index) + "/" +
                               std::to_string(g.shard.sel.shard_count);
-    m += "\n  shard " + shard + " of `generate" + selection_options(g.shard.sel) + "`: " +
+    m += "\n  shard " + shard + " of `generate" + selection_options(g.shard) + "`: " +
          std::to_string(g.missing.size()) + " case(s) missing (";
     for (std::size_t k = 0; k < g.missing.size() && k < 3; ++k) m += (k ? ", " : "") + g.missing[k];
     if (g.missing.size() > 3) m += " and " + std::to_string(g.missing.size() - 3) + " more";
     m += ")";
-    rerun += "\n  posenc generate" + selection_options(g.shard.sel) + " --shard " + shard +
+    rerun += "\n  posenc generate" + selection_options(g.shard) + " --shard " + shard +
              " --no-catalog --out " + data.string();
   }
   return m + "\nrerun each alone (generation is idempotent per case), then `posenc catalog` again:" + rerun;

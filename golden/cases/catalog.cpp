@@ -1,6 +1,7 @@
 #include "golden/cases/catalog.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -223,13 +224,44 @@ nlohmann::json shard_record_json(const ShardRecord& r) {
   j["scheme"] = r.sel.scheme;
   j["case"] = r.sel.case_regex;
   j["shard"] = std::to_string(r.sel.shard_index) + "/" + std::to_string(r.sel.shard_count);
+  if (r.level == 2) {
+    j["options"] = r.options;
+    nlohmann::json cases = nlohmann::json::array();
+    for (const ShardRecordCase& c : r.cases) cases.push_back({c.scheme, c.id, c.shard});
+    j["cases"] = std::move(cases);
+  }
   return j;
+}
+
+/// What identifies a batch: level 1 its selection; level 2 its options and case list.
+std::string shard_batch_key(const ShardRecord& r) {
+  std::string key = std::to_string(r.level) + "\n" + r.sel.scheme + "\n" + r.sel.case_regex;
+  if (r.level == 2) {
+    key += "\n" + r.options;
+    for (const ShardRecordCase& c : r.cases) key += "\n" + c.scheme + "/" + c.id + "@" + std::to_string(c.shard);
+  }
+  return key;
+}
+
+/// Reads a level-2 record's "options" and "cases" ([scheme, id, shard] each).
+void read_level2_cases(const nlohmann::json& j, ShardRecord* r, const std::function<GoldenFileError(const std::string&)>& bad) {
+  if (!j.contains("options") || !j["options"].is_string()) throw bad("\"options\" must be a string");
+  r->options = j["options"].get<std::string>();
+  if (!j.contains("cases") || !j["cases"].is_array()) throw bad("\"cases\" must be an array");
+  for (const auto& c : j["cases"]) {
+    if (!c.is_array() || c.size() != 3 || !c[0].is_string() || !c[1].is_string() || !c[2].is_number_integer() ||
+        c[2].get<std::int64_t>() < 0 || c[2].get<std::int64_t>() >= r->sel.shard_count) {
+      throw bad("each of \"cases\" must be [scheme, id, shard] with 0 <= shard < " +
+                std::to_string(r->sel.shard_count));
+    }
+    r->cases.push_back({c[0].get<std::string>(), c[1].get<std::string>(), c[2].get<int>()});
+  }
 }
 
 }  // namespace
 
 fs::path shard_record_path(const fs::path& dir, const ShardRecord& r) {
-  const std::string key = std::to_string(r.level) + "\n" + r.sel.scheme + "\n" + r.sel.case_regex;
+  const std::string key = shard_batch_key(r);
   const std::string hash = sha256_hex(std::span<const std::uint8_t>(
       reinterpret_cast<const std::uint8_t*>(key.data()), key.size()));
   return dir / kShardRecordDir /
@@ -260,9 +292,9 @@ std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
     if (!j.contains("level") || !j["level"].is_number_integer()) throw bad("\"level\" must be an integer");
     ShardRecord r;
     r.level = j["level"].get<int>();
-    if (r.level != 1) {
+    if (r.level != 1 && r.level != 2) {
       throw GoldenFileError(f.string() + ": \"level\" is " + std::to_string(r.level) +
-                            ", a catalog level this posenc does not generate (it knows level 1)");
+                            ", a catalog level this posenc does not generate (it knows levels 1 and 2)");
     }
     r.sel.scheme = j["scheme"].get<std::string>();
     r.sel.case_regex = j["case"].get<std::string>();
@@ -271,6 +303,7 @@ std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
     } catch (const InvalidArgument& e) {
       throw bad(e.what());
     }
+    if (r.level == 2) read_level2_cases(j, &r, bad);
     out.push_back(r);
   }
   return out;
@@ -278,19 +311,27 @@ std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
 
 std::vector<ShardGap> shard_gaps(const fs::path& dir) {
   // One check per recorded selection and shard count, however many of its shards recorded it.
-  std::set<std::tuple<int, std::string, std::string, int>> batches;
+  std::map<std::string, ShardRecord> batches;  // by batch key (shard_batch_key) and shard count
   for (const ShardRecord& r : read_shard_records(dir)) {
-    batches.emplace(r.level, r.sel.scheme, r.sel.case_regex, r.sel.shard_count);
+    batches.emplace(shard_batch_key(r) + "\n" + std::to_string(r.sel.shard_count), r);
   }
+  auto present = [&](const std::string& scheme, const std::string& id) {
+    return fs::is_regular_file(case_manifest_path(dir, scheme, id)) &&
+           fs::is_regular_file(case_tensors_path(dir, scheme, id));
+  };
   std::vector<ShardGap> gaps;
-  for (const auto& [level, scheme, regex, count] : batches) {
-    for (int i = 0; i < count; ++i) {
+  for (const auto& [key, r] : batches) {
+    for (int i = 0; i < r.sel.shard_count; ++i) {
       ShardGap g;
-      g.shard = ShardRecord{level, CaseSelection{scheme, regex, i, count}};
-      for (const auto& [s, row] : select_cases(g.shard.sel)) {
-        if (!fs::is_regular_file(case_manifest_path(dir, s->slug, row.id)) ||
-            !fs::is_regular_file(case_tensors_path(dir, s->slug, row.id))) {
-          g.missing.push_back(row.id);
+      g.shard = r;
+      g.shard.sel.shard_index = i;
+      if (r.level == 2) {
+        for (const ShardRecordCase& c : r.cases) {
+          if (c.shard == i && !present(c.scheme, c.id)) g.missing.push_back(c.id);
+        }
+      } else {
+        for (const auto& [s, row] : select_cases(g.shard.sel)) {
+          if (!present(s->slug, row.id)) g.missing.push_back(row.id);
         }
       }
       if (!g.missing.empty()) gaps.push_back(std::move(g));

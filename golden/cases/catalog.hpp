@@ -87,9 +87,18 @@ std::vector<int> balanced_shards(const std::vector<std::uint64_t>& costs, int sh
 /// selection holds (all its shards) in DIR: then the catalog is written and the records removed;
 /// else the catalog is refused (shard_gaps). `level` is the catalog level (1: the committed
 /// cases; a level the program does not know is refused when read).
+/// Level 2 (`generate --level 2`): its cases come from model configs and a dtype, which the
+/// record does not reread: it lists every case of the whole run (all shards) with the shard that
+/// writes it, and the generate options that select the run (for the rerun command).
+struct ShardRecordCase {
+  std::string scheme, id;
+  int shard = 0;
+};
 struct ShardRecord {
   int level = 1;
   CaseSelection sel;
+  std::string options;                  // level 2: " --level 2 --config ... --dtype ..."
+  std::vector<ShardRecordCase> cases;   // level 2: the whole run's cases (level 1: empty)
 };
 inline constexpr const char* kShardRecordDir = ".posenc-shards";
 /// DIR/.posenc-shards/<selection hash>-<i>-of-<n>.json: one file per shard of a selection.
@@ -97,7 +106,7 @@ std::filesystem::path shard_record_path(const std::filesystem::path& dir, const 
 /// The record's JSON text ("schema": "posenc-shard"; written through OutputKind::kShardRecord).
 std::string shard_record_text(const ShardRecord& r);
 /// Every record in dir/.posenc-shards (none when the folder is absent), by file name;
-/// GoldenFileError naming a malformed record or one of an unknown level.
+/// GoldenFileError naming a malformed record or one of an unknown level (posenc knows 1 and 2).
 std::vector<ShardRecord> read_shard_records(const std::filesystem::path& dir);
 
 /// A shard of a recorded selection some of whose cases are not in the folder (a manifest or
