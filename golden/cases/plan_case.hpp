@@ -1,0 +1,96 @@
+// One golden case per layer type of a model plan (golden/cases/model_plan.hpp): what one layer of
+// that type computes on positions, from q, k, v to the attention output.
+//
+// A case is a handful of tokens at chosen absolute positions (sorted, distinct; every token is a
+// query and a key, as a prefill over a cache that holds exactly these tokens): 0..3, and a few
+// positions on both sides of each of the type's boundaries (the window edge W, the chunk
+// boundary C, the temperature's steps, the end of the context). The mask is a function of those
+// positions, never of the token indices. Shapes: 2 q heads over 1 kv head (the model's grouping
+// reduced to its smallest form), the type's head_dim, value_dim = head_dim. Stages:
+//   q_rot [T, Hq, h]   rotated   q rotated to its position (RoPE, proportional RoPE or none),
+//                                then times the query temperature tau(m) where the type has one
+//   k_rot [T, Hk, h]   rotated   k rotated to its position (never scaled)
+//   scores [Hq, T, T]  scores    sigma (q_rot . k_rot) for every pair, masked or not; sigma =
+//                                1/sqrt(query_pre_attn_scalar), else 1/sqrt(head_dim); kv head
+//                                = q head / (Hq / Hk)
+//   probs [Hq, T, T]   probabilities   softmax over the visible keys (the type's mask on the
+//                                positions), with the head's sink logit in the denominator
+//                                where the type has sinks; masked entries exactly 0
+//   out [T, Hq, h]     output    sum_j probs_ij v_j
+// Inputs: positions [T] int64, q [T, Hq, h], k [T, Hk, h], v [T, Hk, h], sinks [Hq] (f32, when
+// the type has sinks). The manifest's params.type is the layer type (plan_type_to_json), and
+// params.plan the model's other types and the layers of this one.
+//
+// Budgets (docs/profiles.md, "Model plans"): the RoPE stages' (rope_stage_budgets) with the
+// angle extras of the profile's pipeline (rope_pipeline_angle_errors; a proportional type's
+// zero pairs are exact), the temperature's error added to q_rot and the scores, and the
+// attention core's (kAttentionMaxError) on the probabilities and the output, whose extras carry
+// the score error the rotated inputs bring (the scores' budget, first order through the
+// softmax). Logit soft-capping and MLA types are refused (not modelled here yet).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/cases/hard_positions.hpp"
+#include "golden/cases/model_plan.hpp"
+#include "golden/cases/registry.hpp"
+
+namespace posenc::golden {
+
+/// Everything a plan case is made from.
+struct PlanCaseDef {
+  std::string id;
+  std::string model;        // the model's name ("gemma3_4b"), as case ids carry it
+  std::string model_words;  // one line: which model this mirrors, or the config read
+  PlanLayerType type;       // the layer type as the model has it
+  /// The type the expected values follow: `type`, or for a negative control the mistaken one.
+  PlanLayerType expected;
+  std::vector<PlanLayerType> plan_types;  // every type of the model (engine mistakes borrow)
+  std::vector<int> layers;                // the layers of this type
+  int n_layers = 0;
+  int n_q_heads = 2, n_kv_heads = 1;
+  std::vector<HardPosition> positions;    // sorted, distinct
+  std::vector<double> sinks;              // [n_q_heads] when type.sinks (exact in float32)
+  DType dtype = DType::kF32;
+  std::uint64_t seed = 0;
+  std::string result = "valid", convention, reason, mistake;
+};
+
+/// The positions of a type's case: 0..3 and both sides of each of its boundaries (window W,
+/// chunk C, the temperature's first two steps, the last two positions below `max_position`
+/// when it is > 0), each with why, sorted and distinct.
+std::vector<HardPosition> plan_type_positions(const PlanLayerType& t, std::int64_t max_position);
+
+/// A valid case of one type of a plan: heads 2 q / 1 kv, positions plan_type_positions, sinks
+/// drawn from the seed when the type has them.
+PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::string& model_name,
+                          DType t);
+
+/// The layer type as JSON (a plan case's params.type, plan.json's "types"), and back
+/// (GoldenFileError naming `source` and the key).
+nlohmann::json plan_type_to_json(const PlanLayerType& t);
+PlanLayerType plan_type_from_json(const nlohmann::json& j, const std::string& source);
+
+/// Pure: inputs from the PRNG, expected values from mp50 (cross-checked in mp100), budgets,
+/// manifest. InvalidArgument for a type this case does not model (MLA, logit soft-capping).
+GoldenCase plan_case_generate(const PlanCaseDef& d);
+
+/// The built-in engine: posenc's kernels (optimized::rope_apply with the type's cache,
+/// optimized::query_temperature_apply, optimized::attention_forward / attention_probs with the
+/// positions' mask as `allowed`) on pipeline "exact", a float32 HF-style pipeline on "fp32";
+/// EngineOptions::mistake one of plan_case_mistakes() (InvalidArgument where it does not apply
+/// to the case's type).
+TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o);
+std::vector<std::string> plan_case_mistakes();
+/// The bug a mistake plants, in engine terms.
+std::string plan_case_mistake_words(const std::string& mistake);
+/// The type an engine with `mistake` computes in place of `t` (`plan`: the model's types; the
+/// global RoPE of global-rope-on-sliding and the RoPE of rope-on-nope come from there);
+/// InvalidArgument when the mistake does not apply to `t`. A negative control's `expected`.
+PlanLayerType plan_type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan,
+                                     const std::string& mistake);
+
+}  // namespace posenc::golden
