@@ -35,6 +35,7 @@
 #include "golden/format/output_path.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/mrope_case.hpp"
+#include "golden/cases/plan_case.hpp"
 #include "golden/verify/verify.hpp"
 #include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
@@ -816,12 +817,53 @@ void check_maps(const VerifyOptions& opt, const CaseSpec& spec, Has has,
   }
 }
 
+/// After a plan's cases are verified (text format): one line per layer type with its verdict
+/// and the layers it covers ("sliding_attention FAIL: layers 0-4, 6-10, ..."), then the model's.
+void print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& reports) {
+  std::size_t width = 0;
+  for (const auto& t : plan.types) width = std::max(width, t.name.size());
+  int failed = 0, layers_failed = 0;
+  std::cout << "plan " << plan.model << ": " << plan.n_layers << " layers, " << plan.types.size()
+            << " layer types\n";
+  for (const auto& t : plan.types) {
+    std::string verdict = "NO OUTPUT";
+    for (const auto& r : reports) {
+      if (r.id != t.case_id) continue;
+      verdict = r.status == Verdict::kPass   ? "PASS"
+                : r.status == Verdict::kFail ? "FAIL"
+                : r.status == Verdict::kError ? "ERROR"
+                : r.status == Verdict::kNotApplicable ? "NOT APPLICABLE"
+                                                      : "NO OUTPUT";
+    }
+    if (verdict != "PASS") {
+      ++failed;
+      layers_failed += static_cast<int>(t.layers.size());
+    }
+    std::cout << "  " << t.name << std::string(width - t.name.size(), ' ') << "  " << verdict << ": layers "
+              << plan_layer_ranges(t.layers) << " (" << t.layers.size() << " layers; case " << t.case_id << ")\n";
+  }
+  std::cout << "plan " << plan.model << ": "
+            << (failed == 0 ? std::string("PASS, every layer")
+                            : std::string(failed == 1 ? "1 layer type" : std::to_string(failed) + " layer types") +
+                                  " not passing, " + std::to_string(layers_failed) + " of " +
+                                  std::to_string(plan.n_layers) + " layers affected")
+            << "\n";
+}
+
 int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actual,
                const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position,
                bool force, ReportFile* html = nullptr) {
   check_format(format);
   int diagnoses_left = kReportDiagnoses;
-  const auto cases = expand_golden(golden_args);
+  // A plan manifest (plan.json of `generate --config`): the case of each of its layer types.
+  std::optional<PlanManifest> plan;
+  std::vector<std::string> args = golden_args;
+  if (golden_args.size() == 1 && is_plan_manifest(golden_args.front())) {
+    plan = plan_manifest_read(golden_args.front());
+    args.clear();
+    for (const auto& t : plan->types) args.push_back(t.manifest.string());
+  }
+  const auto cases = expand_golden(args);
   // --report is checked before anything is verified (golden/format/output_path.hpp).
   const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
   if (html) rule.check_file(html->path, OutputKind::kReport);
@@ -890,6 +932,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     }
   }
   print_reports(reports, format, verbose, by_position, opt.profile);
+  if (plan && format == "text") print_plan_summary(*plan, reports);
   if (html) html->write(rule);
   const bool failed = std::any_of(reports.begin(), reports.end(), [](const CaseReport& r) {
     return r.status == Verdict::kFail && r.result != "invalid";

@@ -13,6 +13,7 @@
 #include "golden/cases/budgets.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/rope_case.hpp"
+#include "golden/format/limits.hpp"
 #include "golden/format/prng.hpp"
 #include "optimized/attention.hpp"
 #include "optimized/query_temperature.hpp"
@@ -710,9 +711,18 @@ namespace {
 PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan, const std::string& mistake) {
   const char* fn = "plan_case_run_engine";
   PlanLayerType x = t;
+  auto rotation = [](const PlanLayerType& y) {  // what the rotation of a type is, as JSON
+    Json j = plan_type_to_json(y);
+    for (const char* k : {"name", "mask", "window", "chunk", "temperature", "sinks", "query_pre_attn_scalar",
+                          "logit_softcap"}) {
+      j.erase(k);
+    }
+    return j;
+  };
   auto other_rope = [&](bool want_non_sliding) -> const PlanLayerType* {
     for (const auto& o : plan) {
       if (o.name == t.name || o.rope == PlanRope::kNone || o.params.head_dim != t.params.head_dim) continue;
+      if (rotation(o) == rotation(t)) continue;  // the same rotation: nothing to mistake
       if (want_non_sliding && o.mask == PlanMask::kSliding) continue;
       return &o;
     }
@@ -721,7 +731,7 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
   if (mistake == "global-rope-on-sliding") {
     const PlanLayerType* g = other_rope(true);
     if (t.mask != PlanMask::kSliding || t.rope == PlanRope::kNone || g == nullptr) {
-      throw_invalid(fn, "global-rope-on-sliding needs a sliding RoPE type and a global RoPE type of the same head_dim", t.name);
+      throw_invalid(fn, "global-rope-on-sliding needs a sliding RoPE type and a global RoPE type of the same head_dim and another rotation", t.name);
     }
     x.rope = g->rope;
     x.params = g->params;
@@ -936,6 +946,149 @@ TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
 PlanLayerType plan_type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan,
                                      const std::string& mistake) {
   return type_with_mistake(t, plan, mistake);
+}
+
+// ---- the plan manifest -------------------------------------------------------------------------
+
+namespace {
+
+std::string scaling_words(const PlanLayerType& t) {
+  if (t.rope != PlanRope::kRope || t.scaling.type == RopeScalingType::kNone) return "none";
+  Json j = rope_scaling_to_json(t.scaling);
+  j.erase("type");
+  return std::string(reference::rope_scaling_type_name(t.scaling.type)) + " " + j.dump();
+}
+
+}  // namespace
+
+Json plan_manifest_json(const ModelPlan& plan, const std::string& model_name, const std::vector<std::string>& case_ids) {
+  if (case_ids.size() != plan.types.size()) {
+    throw_invalid("plan_manifest_json", "one case id per layer type is needed", case_ids.size());
+  }
+  Json m;
+  m["schema"] = kPlanSchemaName;
+  m["version"] = 1;
+  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
+  m["model"] = model_name;
+  m["model_id"] = plan.model.id;
+  m["n_layers"] = plan.layer_type.size();
+  m["notes"] = plan.notes;
+  Json types = Json::array();
+  for (std::size_t t = 0; t < plan.types.size(); ++t) {
+    std::vector<int> layers;
+    for (std::size_t l = 0; l < plan.layer_type.size(); ++l) {
+      if (plan.layer_type[l] == static_cast<int>(t)) layers.push_back(static_cast<int>(l));
+    }
+    types.push_back({{"name", plan.types[t].name},
+                     {"case", case_ids[t]},
+                     {"manifest", "plan/" + case_ids[t] + ".json"},
+                     {"layers", layers},
+                     {"type", plan_type_to_json(plan.types[t])}});
+  }
+  m["types"] = types;
+  Json layers = Json::array();
+  for (std::size_t l = 0; l < plan.layer_type.size(); ++l) {
+    const PlanLayerType& t = plan.types.at(static_cast<std::size_t>(plan.layer_type[l]));
+    Json j = {{"index", l}, {"type", t.name}, {"rope", plan_rope_name(t.rope)}};
+    j["base"] = t.rope == PlanRope::kNone ? Json(nullptr) : Json(t.params.base);
+    j["scaling"] = scaling_words(t);
+    if (t.rope == PlanRope::kProportional) j["scaling"] = "proportional p = " + Json(t.proportional.proportion).dump();
+    j["mask"] = plan_mask_name(t.mask);
+    j["window"] = t.mask == PlanMask::kSliding ? Json(t.window) : Json(nullptr);
+    j["chunk"] = t.mask == PlanMask::kChunked ? Json(t.chunk) : Json(nullptr);
+    j["temperature"] = t.has_temperature ? Json(std::string(reference::query_temperature_rule_name(t.temperature.rule)) +
+                                                " length " + std::to_string(t.temperature.length) + " coefficient " +
+                                                Json(t.temperature.coefficient).dump())
+                                          : Json(nullptr);
+    j["sinks"] = t.sinks;
+    j["case"] = case_ids.at(static_cast<std::size_t>(plan.layer_type[l]));
+    layers.push_back(j);
+  }
+  m["layers"] = layers;
+  return m;
+}
+
+bool is_plan_manifest(const std::filesystem::path& path) {
+  try {
+    if (!std::filesystem::is_regular_file(path) || path.extension() != ".json") return false;
+    const Json j = Json::parse(read_json_text(path));
+    return j.is_object() && j.value("schema", std::string()) == kPlanSchemaName;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+PlanManifest plan_manifest_read(const std::filesystem::path& path) {
+  const std::string src = path.string();
+  auto bad = [&](const std::string& key, const std::string& what) -> void {
+    throw GoldenFileError(src + ": " + key + ": " + what);
+  };
+  Json j;
+  try {
+    j = Json::parse(read_json_text(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw GoldenFileError(src + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.is_object() || j.value("schema", std::string()) != kPlanSchemaName) bad("schema", "expected \"posenc-plan\"");
+  PlanManifest p;
+  try {
+    p.model = j.at("model").get<std::string>();
+    p.n_layers = j.at("n_layers").get<int>();
+    if (p.n_layers <= 0) bad("n_layers", "expected a positive integer (got " + j.at("n_layers").dump() + ")");
+    std::vector<int> owner(static_cast<std::size_t>(p.n_layers), -1);
+    const Json& types = j.at("types");
+    if (!types.is_array() || types.empty()) bad("types", "expected a non-empty list");
+    for (std::size_t t = 0; t < types.size(); ++t) {
+      PlanManifest::Type ty;
+      ty.name = types[t].at("name").get<std::string>();
+      ty.case_id = types[t].at("case").get<std::string>();
+      const std::string rel = types[t].at("manifest").get<std::string>();
+      if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos) {
+        bad("types[" + std::to_string(t) + "].manifest", "expected a relative path inside the plan's folder (got " + rel + ")");
+      }
+      ty.manifest = path.parent_path() / rel;
+      ty.layers = types[t].at("layers").get<std::vector<int>>();
+      for (int l : ty.layers) {
+        if (l < 0 || l >= p.n_layers || owner[static_cast<std::size_t>(l)] >= 0) {
+          bad("types[" + std::to_string(t) + "].layers", "layer " + std::to_string(l) +
+                                                             " is out of range or listed twice (n_layers " +
+                                                             std::to_string(p.n_layers) + ")");
+        }
+        owner[static_cast<std::size_t>(l)] = static_cast<int>(t);
+      }
+      p.types.push_back(std::move(ty));
+    }
+    for (int l = 0; l < p.n_layers; ++l) {
+      if (owner[static_cast<std::size_t>(l)] < 0) bad("types", "layer " + std::to_string(l) + " has no type");
+    }
+    const Json& layers = j.at("layers");
+    if (!layers.is_array() || static_cast<int>(layers.size()) != p.n_layers) {
+      bad("layers", "expected n_layers = " + std::to_string(p.n_layers) + " entries");
+    }
+    for (int l = 0; l < p.n_layers; ++l) {
+      const std::string want = p.types[static_cast<std::size_t>(owner[static_cast<std::size_t>(l)])].name;
+      if (layers[static_cast<std::size_t>(l)].at("index").get<int>() != l ||
+          layers[static_cast<std::size_t>(l)].at("type").get<std::string>() != want) {
+        bad("layers[" + std::to_string(l) + "]", "expected index " + std::to_string(l) + " and type " + want);
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw GoldenFileError(src + ": malformed plan manifest (" + std::string(e.what()) + ")");
+  }
+  return p;
+}
+
+std::string plan_layer_ranges(const std::vector<int>& layers) {
+  std::string out;
+  for (std::size_t i = 0; i < layers.size();) {
+    std::size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(layers[i]);
+    if (j > i) out += "-" + std::to_string(layers[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 }  // namespace posenc::golden

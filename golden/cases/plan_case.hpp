@@ -29,6 +29,7 @@
 // softmax). Logit soft-capping and MLA types are refused (not modelled here yet).
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -92,5 +93,40 @@ std::string plan_case_mistake_words(const std::string& mistake);
 /// InvalidArgument when the mistake does not apply to `t`. A negative control's `expected`.
 PlanLayerType plan_type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan,
                                      const std::string& mistake);
+
+// ---- the plan manifest (plan.json) -----------------------------------------------------------
+// `posenc generate --config` on a config whose plan has more than one layer type writes one case
+// per type (DIR/plan/<case id>.json + .safetensors) and DIR/plan.json ("schema": "posenc-plan",
+// schemas/plan.schema.json): the model, every type with the case that checks it and its layers,
+// and every layer (index, type, rope, base, scaling, mask, window or chunk, temperature, sinks,
+// case). `posenc verify DIR/plan.json --actual ADIR` verifies each type's case and names the
+// layers a failure affects.
+
+inline constexpr const char* kPlanSchemaName = "posenc-plan";
+
+/// The plan manifest of `plan`, whose type t is checked by case_ids[t] (written under
+/// plan/<id>.json next to plan.json). `model_name`: the cases' model part.
+nlohmann::json plan_manifest_json(const ModelPlan& plan, const std::string& model_name,
+                                  const std::vector<std::string>& case_ids);
+
+/// What verify reads from a plan manifest: each type's name, case manifest and layers.
+struct PlanManifest {
+  std::string model;
+  int n_layers = 0;
+  struct Type {
+    std::string name, case_id;
+    std::filesystem::path manifest;  // the case manifest, resolved against plan.json's folder
+    std::vector<int> layers;
+  };
+  std::vector<Type> types;
+};
+/// True when the file is a JSON object whose "schema" is kPlanSchemaName (never throws).
+bool is_plan_manifest(const std::filesystem::path& path);
+/// Reads a plan manifest; GoldenFileError naming the file and the key when it is malformed (a
+/// layer whose type is not listed, types whose layers do not cover 0..n_layers-1 exactly once).
+PlanManifest plan_manifest_read(const std::filesystem::path& path);
+
+/// Layers as ranges: {0,1,2,3,4,6} -> "0-4, 6".
+std::string plan_layer_ranges(const std::vector<int>& layers);
 
 }  // namespace posenc::golden
