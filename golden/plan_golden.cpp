@@ -3,6 +3,8 @@
 //
 // Level 1 (committed): plans written by hand that mirror the layer types of current models,
 // each type's case at the type's boundaries, f32 targets:
+//   Gemma 2 9B    sliding_attention (window 4096) and full_attention alternating, RoPE base 1e4,
+//                 query_pre_attn_scalar 256, attention logit soft cap 50
 //   Gemma 3 4B    sliding_attention (RoPE base 1e4, window 1024), full_attention (base 1e6,
 //                 linear x8), 5 : 1, query_pre_attn_scalar 256
 //   Llama 4 Scout chunked_rope (interleaved RoPE base 5e5, llama3 x16, chunk 8192), nope_global
@@ -68,6 +70,19 @@ ModelPlan make_plan(const std::string& id, std::int64_t max_position, std::vecto
   p.types = std::move(types);
   p.layer_type = std::move(layers);
   return p;
+}
+
+ModelPlan gemma2_9b() {
+  PlanLayerType s = rope_type("sliding_attention", 256, 10000.0, RopeLayout::kHalfSplit);
+  s.mask = PlanMask::kSliding;
+  s.window = 4096;
+  s.query_pre_attn_scalar = 256;
+  s.logit_softcap = 50.0;
+  PlanLayerType g = s;
+  g.name = "full_attention";
+  g.mask = PlanMask::kCausal;
+  g.window = 0;
+  return make_plan("Gemma 2 9B (google/gemma-2-9b)", 8192, {s, g}, pattern(42, 2));
 }
 
 ModelPlan gemma3_4b() {
@@ -163,7 +178,8 @@ const std::vector<PlanCaseDef>& case_table() {
   static const std::vector<PlanCaseDef> table = [] {
     std::vector<PlanCaseDef> v;
     const std::vector<std::pair<std::string, ModelPlan>> plans = {
-        {"gemma3_4b", gemma3_4b()},     {"llama4_scout", llama4_scout()}, {"gpt_oss_20b", gpt_oss_20b()},
+        {"gemma2_9b", gemma2_9b()},     {"gemma3_4b", gemma3_4b()},       {"llama4_scout", llama4_scout()},
+        {"gpt_oss_20b", gpt_oss_20b()},
         {"command_r7b", command_r7b()}, {"gemma4_like", gemma4_like()},   {"mistral_beta", mistral_beta()}};
     for (const auto& [name, plan] : plans) {
       for (int t = 0; t < static_cast<int>(plan.types.size()); ++t) v.push_back(plan_case_for(plan, t, name, DType::kF32));

@@ -21,7 +21,7 @@ namespace {
 
 bool is_control(const golden::LoadedCase& lc) { return lc.spec.result == "invalid"; }
 
-TEST(PlanGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("plan", 17); }
+TEST(PlanGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("plan", 19); }
 TEST(PlanGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("plan"); }
 
 TEST(PlanGolden, EachStageFailsAlone) {
@@ -42,7 +42,7 @@ TEST(PlanGolden, Fp32PipelinePassesFp32) {
     EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, true);
     for (const auto& t : r.tensors) worst = std::max(worst, t.max_ratio);
   });
-  EXPECT_EQ(n, 11);
+  EXPECT_EQ(n, 13);
   EXPECT_GT(worst, 0.05) << "the fp32 budgets are far looser than the pipeline's error";
 }
 
@@ -169,12 +169,12 @@ TEST(PlanCase, RefusesWhatItDoesNotModel) {
   d.id = "x";
   d.type = d.expected = sliding(16);
   d.positions = golden::plan_type_positions(d.type, 0);
-  d.type.logit_softcap = d.expected.logit_softcap = 50.0;
+  d.type.logit_softcap = d.expected.logit_softcap = -1.0;
   try {
     golden::plan_case_generate(d);
-    ADD_FAILURE() << "soft-capping accepted";
+    ADD_FAILURE() << "a negative soft cap accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("logit_softcap"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("plan_case_generate: logit_softcap"), std::string::npos) << e.what();
   }
   d.type = d.expected = sliding(16);
   d.type.mla_rope_dim = d.expected.mla_rope_dim = 64;

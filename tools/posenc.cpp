@@ -114,7 +114,7 @@ std::vector<GoldenArg> expand_golden(const std::vector<std::string>& args) {
         if (f.is_directory() && f.path().filename() == kShardRecordDir) {
           it.disable_recursion_pending();  // a batch's shard records, not manifests
         } else if (f.is_regular_file() && f.path().extension() == ".json" &&
-                   f.path().filename() != "catalog.json") {
+                   f.path().filename() != "catalog.json" && f.path().filename() != "plan.json") {
           found.push_back(f.path());
         }
       }
@@ -667,6 +667,7 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
     rule.check_file(case_manifest_path(out, c.scheme, c.id), OutputKind::kGoldenManifest);
   }
   rule.check_file(out / "catalog.json", OutputKind::kCatalog);
+  if (!cc.plan.is_null()) rule.check_file(out / "plan.json", OutputKind::kPlanManifest);
   const DirectoryLock lock(out, DirectoryLock::Mode::kExclusive);
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t bytes = 0;
@@ -684,6 +685,14 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cc.cases.size(), bytes, seconds_since(t0));
   write_catalog_from_files(out, rule);
+  if (!cc.plan.is_null()) {  // after the cases: a plan.json always names cases that exist
+    rule.write_text(out / "plan.json", OutputKind::kPlanManifest, cc.plan.dump(1) + "\n");
+    std::fprintf(stderr, "plan: %s (%zu layers, one case per layer type)\n", (out / "plan.json").c_str(),
+                 cc.plan.at("layers").size());
+    std::fprintf(stderr, "next: run your engine on each layer type's case, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
+                 (out / "plan.json").c_str());
+    return kExitPass;
+  }
   std::fprintf(stderr, "next: run your engine on each case's inputs, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
                out.c_str());
   return kExitPass;

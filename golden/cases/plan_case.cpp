@@ -50,9 +50,8 @@ void check_modelled(const PlanLayerType& t, const char* function) {
   if (t.mla_rope_dim > 0) {
     throw_invalid(function, "MLA layer types (mla_rope_dim > 0) are not modelled by plan cases yet", t.name);
   }
-  if (t.logit_softcap > 0) {
-    throw_invalid(function, "logit soft-capping is not modelled by plan cases yet (logit_softcap)",
-                  t.logit_softcap);
+  if (!(t.logit_softcap >= 0) || !std::isfinite(t.logit_softcap)) {
+    throw_invalid(function, "logit_softcap must be finite and >= 0 (0 = none)", t.logit_softcap);
   }
   if (t.mask == PlanMask::kSliding && t.window <= 0) throw_invalid(function, "a sliding type needs window > 0", t.window);
   if (t.mask == PlanMask::kChunked && t.chunk <= 0) throw_invalid(function, "a chunked type needs chunk > 0", t.chunk);
@@ -132,6 +131,11 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t, const
           for (int c = 0; c < h; ++c) sum += o.q_rot[qo + c] * o.k_rot[ko + c];
         }
         row[j] = sigma * sum;
+        if (t.logit_softcap > 0) {
+          using std::tanh;
+          const Real cap = Real(t.logit_softcap);
+          row[j] = cap * tanh(row[j] / cap);
+        }
         vis[j] = plan_visible(t, pos[i], pos[j]);
         o.visible.push_back(vis[j] ? 1 : 0);
       }
@@ -434,7 +438,9 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   std::map<std::string, double> score_bound;
   for (const auto& [prof, rb] : b.rb) {
     ProfileBudget pb = rb.scores;
-    if (pb.applies) pb.bound += (temperature_bound(te, prof) + 1.0) * r * 1.01;
+    // the scale's rounding and product; a soft cap (slope <= 1) adds its division, tanh (2 ulp)
+    // and product, each within eps of |cap tanh(s / cap)| <= |s| <= S
+    if (pb.applies) pb.bound += (temperature_bound(te, prof) + 1.0 + (te.logit_softcap > 0 ? 3.0 : 0.0)) * r * 1.01;
     score_bound[prof] = pb.bound;
     es.spec.check.profiles[prof] = pb;
   }
@@ -891,17 +897,45 @@ TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
         if (o.pipeline == "exact") {
           double sum = 0;
           for (int c = 0; c < h; ++c) sum += static_cast<double>(x[c]) * y[c];
-          scores[(hh * T + i) * T + j] = static_cast<float>(sum * sigma);
+          sum *= sigma;
+          if (t.logit_softcap > 0) sum = t.logit_softcap * std::tanh(sum / t.logit_softcap);
+          scores[(hh * T + i) * T + j] = static_cast<float>(sum);
         } else {
           float sum = 0;
           for (int c = 0; c < h; ++c) sum += x[c] * y[c];
-          scores[(hh * T + i) * T + j] = sum * static_cast<float>(sigma);
+          sum *= static_cast<float>(sigma);
+          if (t.logit_softcap > 0) {  // HF Gemma 2: / cap, tanh, * cap in float32
+            const float cap = static_cast<float>(t.logit_softcap);
+            sum = std::tanh(sum / cap) * cap;
+          }
+          scores[(hh * T + i) * T + j] = sum;
         }
       }
     }
   }
   std::vector<float> probs(scores.size()), out(static_cast<std::size_t>(T * hq * h));
-  if (o.pipeline == "exact") {
+  if (o.pipeline == "exact" && t.logit_softcap > 0) {  // the kernel has no soft cap: softmax in double
+    for (int hh = 0; hh < hq; ++hh) {
+      for (std::int64_t i = 0; i < T; ++i) {
+        const std::size_t row = static_cast<std::size_t>((hh * T + i) * T);
+        double mx = t.sinks ? e.sinks[hh] : -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j < T; ++j) {
+          if (mask.allowed[i * T + j]) mx = std::max(mx, static_cast<double>(scores[row + j]));
+        }
+        double sum = t.sinks ? std::exp(e.sinks[hh] - mx) : 0.0;
+        std::vector<double> pr(static_cast<std::size_t>(T), 0.0);
+        for (std::int64_t j = 0; j < T; ++j) {
+          if (mask.allowed[i * T + j]) sum += pr[j] = std::exp(static_cast<double>(scores[row + j]) - mx);
+        }
+        for (std::int64_t j = 0; j < T; ++j) probs[row + j] = static_cast<float>(pr[j] /= sum);
+        for (int c = 0; c < h; ++c) {
+          double acc = 0;
+          for (std::int64_t j = 0; j < T; ++j) acc += pr[j] * e.v[(j * hk + hh / group) * h + c];
+          out[(i * hq + hh) * h + c] = static_cast<float>(acc);
+        }
+      }
+    }
+  } else if (o.pipeline == "exact") {
     reference::AttentionParams p;
     p.n_heads = hq;
     p.n_kv_heads = hk;
@@ -1088,6 +1122,35 @@ std::string plan_layer_ranges(const std::vector<int>& layers) {
     if (j > i) out += "-" + std::to_string(layers[j]);
     i = j + 1;
   }
+  return out;
+}
+
+ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DType t) {
+  ConfigCases out;
+  out.model = (plan.model.id.empty() ? name : plan.model.id) + " (cases named " + name + "): a plan of " +
+              std::to_string(plan.layer_type.size()) + " layers, " + std::to_string(plan.types.size()) + " layer types";
+  for (std::size_t ti = 0; ti < plan.types.size(); ++ti) {
+    const PlanLayerType& ty = plan.types[ti];
+    out.model += std::string(ti == 0 ? ": " : "; ") + ty.name + " (" + plan_rope_name(ty.rope) + ", " + plan_mask_name(ty.mask) +
+                 (ty.has_temperature ? ", temperature" : "") + (ty.sinks ? ", sinks" : "") + ")";
+  }
+  out.notes = plan.notes;
+  std::vector<std::string> ids;
+  for (int ti = 0; ti < static_cast<int>(plan.types.size()); ++ti) {
+    const PlanCaseDef d = plan_case_for(plan, ti, config_name_sanitize(name), t);
+    check_modelled(d.type, "plan_config_cases");
+    ids.push_back(d.id);
+    ConfigCase c{"plan", d.id, "layer type " + d.type.name + ": " + std::to_string(d.positions.size()) + " tokens",
+                 [d] { return plan_case_generate(d); }};
+    const std::uint64_t T = d.positions.size(), h = static_cast<std::uint64_t>(d.type.params.head_dim),
+                        hq = static_cast<std::uint64_t>(d.n_q_heads), hk = static_cast<std::uint64_t>(d.n_kv_heads);
+    const std::uint64_t expected = (2 * hq + hk) * T * h + 2 * hq * T * T;
+    c.largest_tensor_bytes = 8 * std::max(hq * T * h, hq * T * T);
+    c.file_bytes = 40 * expected + 65536;
+    c.seconds = 1e-5 * static_cast<double>(hq * T * T * h) + 0.05;
+    out.cases.push_back(std::move(c));
+  }
+  out.plan = plan_manifest_json(plan, name, ids);
   return out;
 }
 

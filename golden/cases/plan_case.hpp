@@ -12,7 +12,8 @@
 //   k_rot [T, Hk, h]   rotated   k rotated to its position (never scaled)
 //   scores [Hq, T, T]  scores    sigma (q_rot . k_rot) for every pair, masked or not; sigma =
 //                                1/sqrt(query_pre_attn_scalar), else 1/sqrt(head_dim); kv head
-//                                = q head / (Hq / Hk)
+//                                = q head / (Hq / Hk); with a logit soft cap c (Gemma 2):
+//                                c tanh(s / c)
 //   probs [Hq, T, T]   probabilities   softmax over the visible keys (the type's mask on the
 //                                positions), with the head's sink logit in the denominator
 //                                where the type has sinks; masked entries exactly 0
@@ -26,7 +27,8 @@
 // zero pairs are exact), the temperature's error added to q_rot and the scores, and the
 // attention core's (kAttentionMaxError) on the probabilities and the output, whose extras carry
 // the score error the rotated inputs bring (the scores' budget, first order through the
-// softmax). Logit soft-capping and MLA types are refused (not modelled here yet).
+// softmax); a soft cap's division, tanh and product add 3 r to the scores' bound (its slope is
+// at most 1, so it never amplifies an error). MLA types are refused (not modelled here yet).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -76,12 +78,13 @@ nlohmann::json plan_type_to_json(const PlanLayerType& t);
 PlanLayerType plan_type_from_json(const nlohmann::json& j, const std::string& source);
 
 /// Pure: inputs from the PRNG, expected values from mp50 (cross-checked in mp100), budgets,
-/// manifest. InvalidArgument for a type this case does not model (MLA, logit soft-capping).
+/// manifest. InvalidArgument for a type this case does not model (MLA).
 GoldenCase plan_case_generate(const PlanCaseDef& d);
 
 /// The built-in engine: posenc's kernels (optimized::rope_apply with the type's cache,
 /// optimized::query_temperature_apply, optimized::attention_forward / attention_probs with the
-/// positions' mask as `allowed`) on pipeline "exact", a float32 HF-style pipeline on "fp32";
+/// positions' mask as `allowed`; a soft-capped type's softmax in double) on pipeline "exact", a
+/// float32 HF-style pipeline on "fp32";
 /// EngineOptions::mistake one of plan_case_mistakes() (InvalidArgument where it does not apply
 /// to the case's type).
 TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o);
@@ -103,6 +106,10 @@ PlanLayerType plan_type_with_mistake(const PlanLayerType& t, const std::vector<P
 // layers a failure affects.
 
 inline constexpr const char* kPlanSchemaName = "posenc-plan";
+
+/// `generate --config` on a plan with several types: one case per type (plan_case_for, ids
+/// plan_<name>_<type>_<dtype>), estimates, and ConfigCases::plan.
+ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DType t);
 
 /// The plan manifest of `plan`, whose type t is checked by case_ids[t] (written under
 /// plan/<id>.json next to plan.json). `model_name`: the cases' model part.
