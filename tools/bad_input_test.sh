@@ -184,8 +184,12 @@ printf '{"num_attention_heads": 4, "head_dim": 64, "rope_scaling": {"rope_type":
 expect 2 "factor0.json: rope_scaling.factor = 0: must be a number in \[0.001, 65536\]" "factor 0 (config)" generate --config factor0.json --out cfg_out
 printf '{"num_attention_heads": 4, "head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "yarn", "factor": 4, "beta_fast": 1, "beta_slow": 32}}' >beta.json
 expect 2 "beta.json: rope_scaling.beta_fast = 1: must be > beta_slow = 32" "yarn beta_fast <= beta_slow (config)" generate --config beta.json --out cfg_out
-printf '{"num_attention_heads": 4, "head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 8192, "low_freq_factor": 4, "high_freq_factor": 4}}' >freq.json
-expect 2 "freq.json: rope_scaling.high_freq_factor = 4: must be > low_freq_factor = 4" "llama3 high_freq_factor <= low_freq_factor (config)" generate --config freq.json --out cfg_out
+printf '{"num_attention_heads": 4, "head_dim": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8, "original_max_position_embeddings": 8192, "low_freq_factor": 4, "high_freq_factor": 2}}' >freq.json
+expect 2 "freq.json: rope_scaling.high_freq_factor = 2: must be >= low_freq_factor = 4" "llama3 high_freq_factor < low_freq_factor (config)" generate --config freq.json --out cfg_out
+printf '{"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 6, "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0}, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0, "fator": 8}}}}' >pt.json
+expect 2 "pt.json: \"text_config.rope_parameters.sliding_attention\" of type default has unknown key \"fator\"" "per-layer-type rope block with an unknown key (config)" generate --config pt.json --out cfg_out
+printf '{"model_type": "gemma3", "text_config": [1]}' >tc.json
+expect 2 "tc.json: text_config = \[1\]: must be an object" "text_config not an object (config)" generate --config tc.json --out cfg_out
 printf '{"num_attention_heads": 4, "head_dim": 64, "model_type": ["llama"]}' >mt.json
 expect 2 "mt.json: model_type = \[\"llama\"\]: must be a string" "model_type not a string (config)" generate --config mt.json --out cfg_out
 # Vision-language configs (M-RoPE) and prompt layouts (golden/cases/mrope_case.hpp).

@@ -1,5 +1,7 @@
 #include "golden/cases/hf_config.hpp"
 
+#include "golden/cases/config_read.hpp"
+
 #include <cmath>
 #include <map>
 #include <set>
@@ -18,13 +20,12 @@ using Json = nlohmann::json;
 using reference::RopeLayout;
 using reference::RopeScalingType;
 
+using namespace config_read;  // NOLINT: the checked reads shared with model_plan.cpp
+
 namespace {
 
 // ---- the text of every number, as the file writes it ------------------------------------------
 
-/// The text of each float of the document by key path ("rope_scaling.factor",
-/// "rope_scaling.short_factor[3]"); integers print exactly from the parsed value.
-using RawNumbers = std::map<std::string, std::string>;
 
 /// A SAX handler: nlohmann's own DOM builder, plus the text of every float by its key path.
 class RawSax : public nlohmann::json_sax<Json> {
@@ -74,10 +75,10 @@ class RawSax : public nlohmann::json_sax<Json> {
     std::size_t index;  // array: values seen so far
     std::string key;    // object: the current key
   };
-  /// Only the keys a message can name (at most three levels: "rope_scaling.short_factor[3]",
-  /// short keys), so a hostile document cannot make each float copy a long path.
+  /// Only the keys a message can name (at most four levels:
+  /// "text_config.rope_parameters.full_attention.factor", short keys), so a hostile document cannot make each float copy a long path.
   bool quotable() const {
-    if (frames_.size() > 3) return false;
+    if (frames_.size() > 4) return false;
     for (const Frame& f : frames_) {
       if (f.key.size() > 64) return false;
     }
@@ -102,102 +103,6 @@ class RawSax : public nlohmann::json_sax<Json> {
   RawNumbers& raw_;
   std::vector<Frame> frames_;
 };
-
-// ---- checked reads ------------------------------------------------------------------------------
-
-/// Accepted ranges (docs/own-model.md has the table; see the header).
-struct Range {
-  double lo, hi;
-  bool lo_open;      // (lo, hi] rather than [lo, hi]
-  const char* text;  // as the messages print it
-};
-struct IntRange {
-  std::int64_t lo, hi;
-  const char* text;
-};
-static_assert(optimized::kRopeMaxPosition == std::int64_t{1} << 28, "the texts below say 2^28");
-constexpr IntRange kHeads{1, 65536, "an integer in [1, 65536]"};
-constexpr IntRange kHeadDim{1, 16384, "an integer in [1, 16384]"};
-constexpr IntRange kNopeDim{0, 16384, "an integer in [0, 16384]"};
-constexpr IntRange kHidden{1, std::int64_t{1} << 24, "an integer in [1, 16777216]"};
-constexpr IntRange kLength{1, optimized::kRopeMaxPosition,
-                           "an integer in [1, 268435456] (2^28, the kernel's position limit)"};
-constexpr IntRange kDynamicLength{1, optimized::kRopeMaxPosition / 2,
-                                  "an integer in [1, 134217728] for dynamic scaling (2^27: its longest "
-                                  "call ends at 2L - 1, within the kernel's 2^28)"};
-constexpr IntRange kLongRopeL0{2, optimized::kRopeMaxPosition, "an integer in [2, 268435456] for longrope"};
-constexpr Range kBase{1.0, 1e15, true, "a number in (1, 1e15]"};
-constexpr Range kPartial{0.0, 1.0, true, "a number in (0, 1]"};
-constexpr Range kFactor{0.001, 65536.0, false, "a number in [0.001, 65536]"};
-constexpr Range kPositive{0.0, 65536.0, true, "a number in (0, 65536]"};
-constexpr Range kAttention{0.0, 100.0, true, "a number in (0, 100]"};
-constexpr Range kMscale{0.0, 100.0, false, "a number in [0, 100] (0: absent, as HF)"};
-
-/// The file's name and the raw number texts: what every message needs.
-struct Ctx {
-  const std::string& source;
-  const RawNumbers& raw;
-
-  [[noreturn]] void fail(const std::string& what) const { throw GoldenFileError(source + ": " + what); }
-  /// The value as the file writes it (strings and objects as JSON, at most 64 characters).
-  std::string shown(const Json& v, const std::string& path) const {
-    if (v.is_number_float()) {
-      const auto it = raw.find(path);
-      if (it != raw.end()) return it->second;
-    }
-    std::string d = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-    if (d.size() > 64) d = d.substr(0, 61) + "...";
-    return d;
-  }
-  /// "<file>: <path> = <value>: must be <what>"
-  [[noreturn]] void range(const Json& v, const std::string& path, const std::string& what) const {
-    fail(path + " = " + shown(v, path) + ": must be " + what);
-  }
-  /// An integer key: a JSON integer or an integral float (4096.0, as Python's int() reads it),
-  /// checked on the representation the JSON holds before any conversion.
-  std::int64_t integer(const Json& v, const std::string& path, const IntRange& r) const {
-    bool ok = false;
-    std::int64_t out = 0;
-    if (v.is_number_unsigned()) {
-      const std::uint64_t u = v.get<std::uint64_t>();
-      ok = r.hi >= 0 && u <= static_cast<std::uint64_t>(r.hi) && static_cast<std::int64_t>(u) >= r.lo;
-      if (ok) out = static_cast<std::int64_t>(u);
-    } else if (v.is_number_integer()) {
-      out = v.get<std::int64_t>();
-      ok = out >= r.lo && out <= r.hi;
-    } else if (v.is_number_float()) {
-      const double d = v.get<double>();
-      ok = d == std::floor(d) && d >= static_cast<double>(r.lo) && d <= static_cast<double>(r.hi);
-      if (ok) out = static_cast<std::int64_t>(d);
-    }
-    if (!ok) range(v, path, r.text);
-    return out;
-  }
-  double number(const Json& v, const std::string& path, const Range& r) const {
-    if (!v.is_number()) range(v, path, r.text);
-    const double d = v.get<double>();  // any JSON number is a finite double or a parse error
-    const bool low = r.lo_open ? d > r.lo : d >= r.lo;
-    if (!low || !(d <= r.hi)) range(v, path, r.text);
-    return d;
-  }
-  /// A string, or "" when absent or null.
-  std::string text(const Json& obj, const char* key, const std::string& path) const {
-    if (!obj.contains(key) || obj.at(key).is_null()) return {};
-    if (!obj.at(key).is_string()) range(obj.at(key), path, "a string");
-    return obj.at(key).get<std::string>();
-  }
-};
-
-/// The first of the keys present with a non-null value, or nullptr.
-const Json* first_of(const Json& j, std::initializer_list<const char*> keys, std::string* which) {
-  for (const char* k : keys) {
-    if (j.contains(k) && !j.at(k).is_null()) {
-      if (which) *which = k;
-      return &j.at(k);
-    }
-  }
-  return nullptr;
-}
 
 /// ids and strings: _posenc, model_type, _name_or_path.
 void read_identity(const Ctx& x, const Json& j, RopeModelConfig& c, Json& pos) {
@@ -258,8 +163,10 @@ void read_heads(const Ctx& x, const Json& j, RopeModelConfig& c) {
 }
 
 /// The rotary dimension and the base (top level, else in the scaling block).
+/// `block_first`: the block's rope_theta wins over the top level's (a per-layer-type block),
+/// and `fallback_theta` > 0 stands in for an absent block rope_theta.
 void read_rotary(const Ctx& x, const Json& j, const Json& scaling, const std::string& rs_key,
-                 RopeModelConfig& c) {
+                 RopeModelConfig& c, bool block_first = false, double fallback_theta = 0) {
   std::string which;
   const int head_dim = c.params.head_dim;
   int rotary = head_dim;
@@ -283,9 +190,15 @@ void read_rotary(const Ctx& x, const Json& j, const Json& scaling, const std::st
   }
   c.params.rotary_dim = rotary;
 
-  if (const Json* b = first_of(j, {"rope_theta", "rotary_emb_base"}, &which)) {
-    c.params.base = x.number(*b, which, kBase);
-  } else if (!scaling.is_null() && scaling.contains("rope_theta") && !scaling.at("rope_theta").is_null()) {
+  const bool block_theta = !scaling.is_null() && scaling.contains("rope_theta") && !scaling.at("rope_theta").is_null();
+  const Json* top = first_of(j, {"rope_theta", "rotary_emb_base"}, &which);
+  if (block_first && block_theta) {
+    c.params.base = x.number(scaling.at("rope_theta"), rs_key + ".rope_theta", kBase);
+  } else if (block_first && fallback_theta > 0) {
+    c.params.base = fallback_theta;
+  } else if (top) {
+    c.params.base = x.number(*top, which, kBase);
+  } else if (block_theta) {
     c.params.base = x.number(scaling.at("rope_theta"), rs_key + ".rope_theta", kBase);
   } else {
     c.params.base = 10000.0;
@@ -310,6 +223,14 @@ void read_layout(const Ctx& x, const Json& pos, RopeModelConfig& c) {
     c.layout_reason = "model_type " + c.model_type + ": interleaved pairs (2i, 2i+1); HF's DeepSeek "
                       "code stores the rotated pairs de-interleaved, [x0, x2, ..., x1, x3, ...]: "
                       "permute back before comparing";
+  } else if (c.model_type == "cohere" || c.model_type == "cohere2") {
+    c.params.layout = RopeLayout::kInterleaved;
+    c.layout_reason = "model_type " + c.model_type + ": interleaved pairs (HF's Cohere rotary embedding "
+                      "repeat_interleaves the frequencies and rotates (2i, 2i+1))";
+  } else if (c.model_type == "llama4" || c.model_type == "llama4_text") {
+    c.params.layout = RopeLayout::kInterleaved;
+    c.layout_reason = "model_type " + c.model_type + ": interleaved pairs (HF's Llama 4 rotates complex "
+                      "numbers (x[2i], x[2i+1]))";
   } else {
     c.params.layout = RopeLayout::kHalfSplit;
     c.layout_reason = c.model_type.empty() ? "no model_type: HF's default rotate_half (half-split)"
@@ -328,7 +249,7 @@ struct Block {
   std::string path(const char* key) const { return rs_key + "." + key; }
   bool has(const char* key) const { return scaling.contains(key) && !scaling.at(key).is_null(); }
   const Json& need(const char* key) const {
-    if (!has(key)) x.fail("\"" + rs_key + "\" of type " + type + " needs \"" + key + "\"");
+    if (!has(key)) x.fail("\"" + x.full(rs_key) + "\" of type " + type + " needs \"" + key + "\"");
     return scaling.at(key);
   }
   double number(const char* key, const Range& r) const { return x.number(need(key), path(key), r); }
@@ -341,7 +262,7 @@ struct Block {
     const Json& v = need(key);
     if (!v.is_array()) x.range(v, path(key), "a list of " + std::to_string(n) + " numbers (rotary_dim / 2)");
     if (v.size() != n) {
-      x.fail(path(key) + " has " + std::to_string(v.size()) + " entries: must have rotary_dim / 2 = " +
+      x.fail(x.full(path(key)) + " has " + std::to_string(v.size()) + " entries: must have rotary_dim / 2 = " +
              std::to_string(n));
     }
     std::vector<double> out;
@@ -425,10 +346,14 @@ void read_rule(Block& b, const std::string& type, RopeModelConfig& c, const Json
     s.original_max_position = b.integer("original_max_position_embeddings", kLength);
     s.low_freq_factor = b.number("low_freq_factor", kPositive);
     s.high_freq_factor = b.number("high_freq_factor", kPositive);
-    if (!(s.high_freq_factor > s.low_freq_factor)) {
+    if (!(s.high_freq_factor >= s.low_freq_factor)) {
       x.range(b.scaling.at("high_freq_factor"), b.path("high_freq_factor"),
-              "> low_freq_factor = " + x.shown(b.scaling.at("low_freq_factor"), b.path("low_freq_factor")) +
-                  " (the smoothing divides by their difference)");
+              ">= low_freq_factor = " + x.shown(b.scaling.at("low_freq_factor"), b.path("low_freq_factor")) +
+                  " (the bands run from the kept high frequencies down to the divided low ones)");
+    }
+    if (s.high_freq_factor == s.low_freq_factor) {  // Llama 4 Scout: HF only warns
+      c.notes.push_back(b.path("high_freq_factor") + " = low_freq_factor: no smoothed band (each pair kept or "
+                        "divided; HF only warns)");
     }
   } else if (type == "longrope" || type == "su") {
     known.insert({"factor", "original_max_position_embeddings", "short_factor", "long_factor", "attention_factor",
@@ -457,62 +382,194 @@ void read_rule(Block& b, const std::string& type, RopeModelConfig& c, const Json
     b.optional("long_mscale", kAttention, 0.0);
     if (type == "su") c.notes.push_back("legacy type \"su\": the longrope rule");
   } else {
-    x.fail("\"" + b.rs_key + "\" has unknown type \"" + type +
+    x.fail("\"" + x.full(b.rs_key) + "\" has unknown type \"" + type +
            "\" (known: default, linear, dynamic, ntk, yarn, llama3, longrope, su)");
   }
 }
 
-RopeModelConfig config_from_json(const Json& j, const std::string& source, const RawNumbers& raw) {
-  const Ctx x{source, raw};
-  if (!j.is_object()) x.fail("a config must be a JSON object");
-  RopeModelConfig c;
-  c.config = j;
-  c.config.erase("_posenc");
-  Json pos = Json::object();
-  read_identity(x, j, c, pos);
-  read_heads(x, j, c);
+/// The type of a RoPE block (rope_type, else the legacy type); "" when it has neither.
+std::string block_type(const Ctx& x, const Json& block, const std::string& rs_key) {
+  const char* type_key = block.contains("rope_type") && !block.at("rope_type").is_null() ? "rope_type"
+                         : block.contains("type") && !block.at("type").is_null()        ? "type"
+                                                                                        : nullptr;
+  if (!type_key) return {};
+  if (!block.at(type_key).is_string()) {
+    x.range(block.at(type_key), rs_key + "." + type_key,
+            "a string: default, linear, dynamic, ntk, yarn, llama3, longrope, su or proportional");
+  }
+  return block.at(type_key).get<std::string>();
+}
 
-  std::string which;
-  const Json* rs = first_of(j, {"rope_scaling", "rope_parameters"}, &which);
-  const std::string rs_key = which;
-  const Json scaling = rs ? *rs : Json(nullptr);
-  if (!scaling.is_null() && !scaling.is_object()) x.range(scaling, rs_key, "an object or null");
-  read_rotary(x, j, scaling, rs_key, c);
-  read_layout(x, pos, c);
+/// A v5 rope_parameters keyed by layer type: a non-empty object of objects (or nulls) with
+/// neither rope_type nor type.
+bool per_type_blocks(const Json& r) {
+  if (!r.is_object() || r.empty() || r.contains("rope_type") || r.contains("type")) return false;
+  for (const auto& [k, v] : r.items()) {
+    if (!v.is_object() && !v.is_null()) return false;
+  }
+  return true;
+}
 
-  // lengths
-  const Json* l = first_of(j, {"max_position_embeddings", "n_positions", "max_sequence_length"}, &which);
-  const std::string l_key = which;
-  if (l) c.max_position = x.integer(*l, l_key, kLength);
+/// The config's lengths: max_position_embeddings (and its key) and a top-level
+/// original_max_position_embeddings (0 when absent).
+struct Lengths {
+  const Json* l = nullptr;
+  std::string l_key;
   std::int64_t top_l0 = 0;
+};
+Lengths read_lengths(const Ctx& x, const Json& j, RopeModelConfig& c) {
+  Lengths n;
+  n.l = first_of(j, {"max_position_embeddings", "n_positions", "max_sequence_length"}, &n.l_key);
+  if (n.l) c.max_position = x.integer(*n.l, n.l_key, kLength);
+  std::string which;
   if (const Json* l0 = first_of(j, {"original_max_position_embeddings"}, &which)) {
-    top_l0 = x.integer(*l0, which, kLength);
+    n.top_l0 = x.integer(*l0, which, kLength);
   }
-
-  // the scaling rule
   c.scaling.max_position = c.max_position;
-  if (scaling.is_null()) return c;
-  std::string type;
-  const char* type_key = scaling.contains("rope_type") && !scaling.at("rope_type").is_null() ? "rope_type"
-                         : scaling.contains("type") && !scaling.at("type").is_null()        ? "type"
-                                                                                            : nullptr;
-  if (!type_key) x.fail("\"" + rs_key + "\" has neither \"rope_type\" nor \"type\"");
-  if (!scaling.at(type_key).is_string()) {
-    x.range(scaling.at(type_key), rs_key + "." + type_key,
-            "a string: default, linear, dynamic, ntk, yarn, llama3, longrope or su");
-  }
-  type = scaling.at(type_key).get<std::string>();
+  return n;
+}
+
+/// The rule of the block `scaling` (key path rs_key, type `type`) into c.scaling: its keys, each
+/// checked, no unknown key, and the parameters consistent.
+void read_block_rule(const Ctx& x, const Json& scaling, const std::string& rs_key, const std::string& type,
+                     RopeModelConfig& c, const Lengths& n) {
   Block b{x, scaling, rs_key, type};
-  read_rule(b, type, c, l, l_key, top_l0);
+  b.known.insert("llama_4_scaling_beta");
+  read_rule(b, type, c, n.l, n.l_key, n.top_l0);
+  if (b.has("llama_4_scaling_beta")) {
+    c.llama_4_scaling_beta = b.number("llama_4_scaling_beta", kBeta);
+  }
   for (const auto& [k, v] : scaling.items()) {
     if (!b.known.count(k) && !POSENC_MUTANT("format_config_unknown_key_accepted")) {
-      x.fail("\"" + rs_key + "\" of type " + type + " has unknown key \"" + k + "\"");
+      x.fail("\"" + x.full(rs_key) + "\" of type " + type + " has unknown key \"" + k + "\"");
     }
   }
   try {
     reference::rope_scaling_check(c.params, c.scaling, "rope_config");
   } catch (const InvalidArgument& e) {
     x.fail(std::string("inconsistent rope parameters: ") + e.what());
+  }
+}
+
+/// A proportional block (Gemma 4): rope_theta, partial_rotary_factor (p), factor (s).
+RopeBlock read_proportional(const Ctx& x, const Json& j, const Json& block, const std::string& key,
+                            RopeBlock out, double fallback_theta) {
+  const std::set<std::string> known = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "factor"};
+  for (const auto& [k, v] : block.items()) {
+    if (!known.count(k)) x.fail("\"" + x.full(key) + "\" of type proportional has unknown key \"" + k + "\"");
+  }
+  auto has = [&](const char* k) { return block.contains(k) && !block.at(k).is_null(); };
+  std::string which;
+  if (has("rope_theta")) {
+    out.params.base = x.number(block.at("rope_theta"), key + ".rope_theta", kBase);
+  } else if (fallback_theta > 0) {
+    out.params.base = fallback_theta;
+  } else if (const Json* top = first_of(j, {"rope_theta"}, &which)) {
+    out.params.base = x.number(*top, which, kBase);
+  } else {
+    out.params.base = 10000.0;
+    out.notes.push_back(x.full(key) + ": rope_theta absent: 10000, the HF default");
+  }
+  out.params.rotary_dim = out.params.head_dim;
+  out.proportional = true;
+  if (has("partial_rotary_factor")) {
+    out.proportion.proportion = x.number(block.at("partial_rotary_factor"), key + ".partial_rotary_factor", kPartial);
+  } else {
+    out.notes.push_back(x.full(key) + ": partial_rotary_factor absent: p = 1 (HF's default), plain RoPE");
+  }
+  if (has("factor")) out.proportion.factor = x.number(block.at("factor"), key + ".factor", kFactor);
+  try {
+    reference::rope_proportional_check(out.params, out.proportion, "rope_config");
+  } catch (const InvalidArgument& e) {
+    x.fail(std::string("inconsistent proportional rope parameters: ") + e.what());
+  }
+  return out;
+}
+
+/// HF's Gemma3TextConfig defaults for the keys the published Gemma 3 configs leave out (the 4B
+/// text_config has no heads, no rope_theta): the class fills them in, so the reader does, with a note.
+Json gemma3_defaults(const Json& t, RopeModelConfig& c) {
+  static const Json kDefaults = {{"num_attention_heads", 8},      {"num_key_value_heads", 4},
+                                 {"head_dim", 256},               {"max_position_embeddings", 131072},
+                                 {"rope_theta", 1000000.0},       {"rope_local_base_freq", 10000.0},
+                                 {"query_pre_attn_scalar", 256},  {"sliding_window", 4096},
+                                 {"sliding_window_pattern", 6}};
+  Json out = t;
+  const bool per_type = t.contains("rope_parameters") && per_type_blocks(t.at("rope_parameters"));
+  for (const auto& [k, v] : kDefaults.items()) {
+    if (t.contains(k) && !t.at(k).is_null()) continue;
+    if (per_type && (k == "rope_theta" || k == "rope_local_base_freq")) continue;  // in the blocks
+    out[k] = v;
+    c.defaults[k] = v;
+    c.notes.push_back(k + " absent: " + v.dump() + " (HF's Gemma3TextConfig default)");
+  }
+  return out;
+}
+
+/// The text model's keys and the message prefix: the config, or its text_config when the top
+/// level has no heads (a multimodal config).
+const Json& text_part(const Ctx& top, const Json& j, RopeModelConfig& c) {
+  if (first_of(j, {"num_attention_heads", "n_head", "n_heads"}, nullptr)) return j;
+  if (!j.contains("text_config") || j.at("text_config").is_null()) return j;
+  if (!j.at("text_config").is_object()) top.range(j.at("text_config"), "text_config", "an object");
+  c.text_key = "text_config";
+  const Json& t = j.at("text_config");
+  if (c.model_type.empty()) c.model_type = top.text(t, "model_type", "text_config.model_type");
+  return t;
+}
+
+RopeModelConfig config_from_json(const Json& j, const std::string& source, const RawNumbers& raw) {
+  const Ctx top{source, raw};
+  if (!j.is_object()) top.fail("a config must be a JSON object");
+  RopeModelConfig c;
+  c.config = j;
+  c.config.erase("_posenc");
+  c.raw_numbers = raw;
+  Json pos = Json::object();
+  read_identity(top, j, c, pos);
+  const Json& nested = text_part(top, j, c);
+  const std::string text_type = nested.is_object() ? top.text(nested, "model_type", "model_type") : std::string();
+  const bool gemma3 = text_type == "gemma3_text" || (text_type.empty() && c.model_type == "gemma3");
+  const Json t = gemma3 ? gemma3_defaults(nested, c) : nested;
+  const Ctx x{source, raw, c.text_key.empty() ? std::string() : c.text_key + "."};
+  read_heads(x, t, c);
+
+  std::string which;
+  const Json* rs = first_of(t, {"rope_scaling", "rope_parameters"}, &which);
+  std::string rs_key = which;
+  Json scaling = rs ? *rs : Json(nullptr);
+  if (!scaling.is_null() && !scaling.is_object()) x.range(scaling, rs_key, "an object or null");
+  const bool per_type = per_type_blocks(scaling);
+  if (per_type) {
+    // The config's one RoPE: full_attention, else sliding_attention, else the first, not proportional.
+    const Json all = scaling;
+    std::string main;
+    for (const std::string k : {"full_attention", "sliding_attention"}) {
+      if (main.empty() && all.contains(k) && all.at(k).is_object() &&
+          block_type(x, all.at(k), rs_key + "." + k) != "proportional") {
+        main = k;
+      }
+    }
+    for (const auto& [k, v] : all.items()) {
+      if (main.empty() && v.is_object() && block_type(x, v, rs_key + "." + k) != "proportional") main = k;
+    }
+    if (main.empty()) x.fail("\"" + x.full(rs_key) + "\" has no RoPE block that is not proportional");
+    rs_key += "." + main;
+    scaling = all.at(main);
+  }
+  read_rotary(x, t, scaling, rs_key, c, per_type);
+  read_layout(x, pos, c);
+  const Lengths n = read_lengths(x, t, c);
+  if (scaling.is_null()) return c;
+  c.rope_key = x.full(rs_key);
+  const std::string type = block_type(x, scaling, rs_key);
+  if (type.empty()) x.fail("\"" + x.full(rs_key) + "\" has neither \"rope_type\" nor \"type\"");
+  read_block_rule(x, scaling, rs_key, type, c, n);
+  if (per_type) {  // every other block is checked too (unknown keys, ranges)
+    const Json& all = *rs;
+    for (const auto& [k, v] : all.items()) {
+      if (v.is_object() && which + "." + k != rs_key) rope_block_read(c, v, which + "." + k, c.params.head_dim, source);
+    }
   }
   return c;
 }
@@ -546,6 +603,31 @@ RopeModelConfig rope_config_parse(std::string_view text, const std::string& sour
 
 RopeModelConfig rope_config_read(const fs::path& path) {
   return rope_config_parse(read_json_text(path), path.string());
+}
+
+RopeBlock rope_block_read(const RopeModelConfig& m, const Json& block, const std::string& key, int head_dim,
+                          const std::string& source, double fallback_theta) {
+  const Json t = m.text_with_defaults();
+  const Ctx x{source, m.raw_numbers, m.text_key.empty() ? std::string() : m.text_key + "."};
+  if (!block.is_object()) x.range(block, key, "an object");
+  const std::string type = block_type(x, block, key);
+  if (type.empty()) x.fail("\"" + x.full(key) + "\" has neither \"rope_type\" nor \"type\"");
+  RopeModelConfig c;  // scratch: the model with this block's head
+  c.model_type = m.model_type;
+  c.params = m.params;
+  c.params.head_dim = head_dim;
+  c.softmax_head_dim = head_dim;
+  RopeBlock out;
+  out.params = c.params;
+  if (type == "proportional") return read_proportional(x, t, block, key, out, fallback_theta);
+  read_rotary(x, t, block, key, c, true, fallback_theta);
+  const Lengths n = read_lengths(x, t, c);
+  read_block_rule(x, block, key, type, c, n);
+  out.params = c.params;
+  out.scaling = c.scaling;
+  out.llama_4_scaling_beta = c.llama_4_scaling_beta;
+  out.notes = c.notes;
+  return out;
 }
 
 std::string config_name_sanitize(std::string_view text) {

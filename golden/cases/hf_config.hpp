@@ -17,19 +17,42 @@
 // A given value is never replaced by a default; null means "absent" (HF's config classes and
 // its rope code read these keys with .get() / `is None`, so null and absent are the same there).
 //
-// Layout: model types gptj and deepseek_v2 / deepseek_v3 rotate interleaved pairs (DeepSeek's HF
+// Nesting: a multimodal config (Gemma 3 4B/27B, Llama 4, Mistral 3) keeps the text model's keys
+// in "text_config"; when the top level has no num_attention_heads, every key above is read
+// from there (messages name "text_config.<key>"), identity keys (_posenc, _name_or_path,
+// model_type) from the top.
+//
+// Per-layer-type RoPE (transformers v5, Gemma 3/4 style): a `rope_parameters` whose values are
+// blocks keyed by layer type ({"full_attention": {...}, "sliding_attention": {...}}). Every
+// block is read and checked as above; the config's one RoPE (params, scaling) is the
+// full_attention block's, else the sliding_attention block's, else the first one's, skipping
+// proportional blocks (Gemma 4; rope_proportional.hpp), which the plan reader (model_plan.hpp)
+// reads with rope_block_read. A block's rope_theta wins over a top-level one.
+// `llama_4_scaling_beta` in a block (Mistral 3) is Mistral's query temperature coefficient
+// (query_temperature.hpp), kept in llama_4_scaling_beta.
+//
+// Defaults: the published Gemma 3 configs leave keys to HF's Gemma3TextConfig (the 4B text_config
+// has no heads, rope_theta or max_position_embeddings); for model_type gemma3_text the reader fills
+// in that class's defaults (num_attention_heads 8, num_key_value_heads 4, head_dim 256,
+// max_position_embeddings 131072, rope_theta 1e6, rope_local_base_freq 1e4,
+// query_pre_attn_scalar 256, sliding_window 4096, sliding_window_pattern 6), each with a note,
+// and keeps them in `defaults` (config stays as read).
+//
+// Layout: model types gptj, deepseek_v2 / deepseek_v3, cohere / cohere2 and llama4 rotate interleaved pairs (DeepSeek's HF
 // code stores them de-interleaved; the golden tensors keep the input's channel order), every
 // other model HF's rotate_half. A top-level "_posenc" object (posenc's own preset files) may set
 // "layout" (Meta's checkpoint view) and carries id, hf_model, source and note.
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "reference/rope_proportional.hpp"
 #include "reference/rope_scaling.hpp"
 
 namespace posenc::golden {
@@ -50,7 +73,43 @@ struct RopeModelConfig {
   std::string name_or_path;         // _name_or_path ("" when absent)
   nlohmann::json config;            // the config as read, without "_posenc"
   std::vector<std::string> notes;   // defaults filled in, with the reason
+  std::string text_key;             // "text_config" when the text model's keys are nested, else ""
+  std::string rope_key;             // the key path of the RoPE block read ("" when none)
+  double llama_4_scaling_beta = -1; // the block's llama_4_scaling_beta; < 0 when absent
+  std::map<std::string, std::string> raw_numbers;  // each float's text by key path (messages)
+
+  nlohmann::json defaults = nlohmann::json::object();  // class defaults filled in for absent keys
+                                                      // (Gemma 3's, noted), by key
+
+  /// The text model's keys: `config`, or its text_config.
+  const nlohmann::json& text() const { return text_key.empty() ? config : config.at(text_key); }
+  /// text() with `defaults` filled in: what HF's config class holds.
+  nlohmann::json text_with_defaults() const {
+    nlohmann::json t = text();
+    for (const auto& [k, v] : defaults.items()) t[k] = v;
+    return t;
+  }
 };
+
+/// One RoPE block read on its own (a v5 per-layer-type entry, or one the plan reader builds
+/// from v4 keys): the same keys, ranges and strictness as a config's own block.
+struct RopeBlock {
+  reference::RopeParams params;       // head_dim as asked, rotary_dim, base, the model's layout
+  reference::RopeScaling scaling;     // kNone when the block is default or proportional
+  bool proportional = false;          // rope_type "proportional" (Gemma 4's full attention)
+  reference::RopeProportional proportion;  // p = partial_rotary_factor, s = factor
+  double llama_4_scaling_beta = -1;   // < 0 when absent
+  std::vector<std::string> notes;
+};
+
+/// `block` read as model `m`'s RoPE block `key` (the full key path for messages, e.g.
+/// "rope_parameters.sliding_attention") for heads of `head_dim`; rotary_dim comes from the
+/// text model's rotary_dim / partial_rotary_factor, else the block's partial_rotary_factor (not
+/// for proportional blocks, where it is p); the base from the block's rope_theta, else
+/// `fallback_theta` when > 0 (the plan reader's v4 keys), else the top level's, else 10000.
+/// GoldenFileError naming `source` and the key.
+RopeBlock rope_block_read(const RopeModelConfig& m, const nlohmann::json& block, const std::string& key,
+                          int head_dim, const std::string& source, double fallback_theta = 0);
 
 /// Parses a config; `source` names the file in errors.
 RopeModelConfig rope_config_from_json(const nlohmann::json& config, const std::string& source);
