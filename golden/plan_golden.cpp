@@ -2,19 +2,21 @@
 // stages, inputs, budgets; golden/cases/model_plan.hpp: the plan). Facts: docs/schemes/plans.md.
 //
 // Level 1 (committed): plans written by hand that mirror the layer types of current models,
-// each type's case at the type's boundaries, f32 targets:
+// each type's case at the type's boundaries, f32 targets. Where golden/presets holds the model,
+// the plan's name and values are the preset's, so `posenc generate --config` on the preset
+// writes these very files (PlanGolden.PresetsGiveTheCatalogsFiles):
 //   Gemma 2 9B    sliding_attention (window 4096) and full_attention alternating, RoPE base 1e4,
 //                 query_pre_attn_scalar 256, attention logit soft cap 50
 //   Gemma 3 4B    sliding_attention (RoPE base 1e4, window 1024), full_attention (base 1e6,
 //                 linear x8), 5 : 1, query_pre_attn_scalar 256
-//   Llama 4 Scout chunked_rope (interleaved RoPE base 5e5, llama3 x16, chunk 8192), nope_global
-//                 (NoPE, Llama 4 query temperature F = 8192, c = 0.1), 3 : 1
+//   Llama 4 Scout chunked_attention (interleaved RoPE base 5e5, llama3 x16, chunk 8192),
+//                 full_attention (NoPE, Llama 4 query temperature F = 8192, c = 0.1), 3 : 1
 //   GPT-OSS 20B   sliding_attention (window 128) and full_attention, alternating, both YaRN x32
 //                 truncate = false (base 150000, L0 4096) and learned sinks
 //   Command R7B   sliding_attention (interleaved RoPE base 5e4, window 4096), full_attention NoPE
 //                 (Cohere2), 3 : 1
-//   Gemma 4-like  sliding_attention (RoPE base 1e4, head 256, window 1024), full_attention
-//                 (proportional RoPE p = 0.25, base 1e6, head 512), 5 : 1
+//   Gemma 4 31B   sliding_attention (RoPE base 1e4, head 256, window 1024), full_attention
+//                 (proportional RoPE p = 0.25, base 1e6, head 512), 5 : 1, score scale 1
 //   Mistral       full_attention (YaRN x16 over L0 16384, Mistral query temperature
 //                 llama_4_scaling_beta 0.1 over L0), uniform
 // Negative controls (result "invalid", each the twin of a valid case with its inputs): the
@@ -82,7 +84,7 @@ ModelPlan gemma2_9b() {
   g.name = "full_attention";
   g.mask = PlanMask::kCausal;
   g.window = 0;
-  return make_plan("Gemma 2 9B (google/gemma-2-9b)", 8192, {s, g}, pattern(42, 2));
+  return make_plan("gemma-2-9b", 8192, {s, g}, pattern(42, 2));
 }
 
 ModelPlan gemma3_4b() {
@@ -94,11 +96,11 @@ ModelPlan gemma3_4b() {
   g.scaling.type = RopeScalingType::kLinear;
   g.scaling.factor = 8.0;
   g.query_pre_attn_scalar = 256;
-  return make_plan("Gemma 3 4B (google/gemma-3-4b-it)", 131072, {s, g}, pattern(34, 6));
+  return make_plan("gemma-3-4b-it", 131072, {s, g}, pattern(34, 6));
 }
 
 ModelPlan llama4_scout() {
-  PlanLayerType c = rope_type("chunked_rope", 128, 500000.0, RopeLayout::kInterleaved);
+  PlanLayerType c = rope_type("chunked_attention", 128, 500000.0, RopeLayout::kInterleaved);
   c.scaling.type = RopeScalingType::kLlama3;
   c.scaling.factor = 16.0;
   c.scaling.low_freq_factor = 1.0;
@@ -106,10 +108,10 @@ ModelPlan llama4_scout() {
   c.scaling.original_max_position = 8192;
   c.mask = PlanMask::kChunked;
   c.chunk = 8192;
-  PlanLayerType n = nope_type("nope_global", 128);
+  PlanLayerType n = nope_type("full_attention", 128);
   n.has_temperature = true;
   n.temperature = {QueryTemperatureRule::kLlama4, 8192, 0.1};
-  return make_plan("Llama 4 Scout (meta-llama/Llama-4-Scout-17B-16E)", 10485760, {c, n}, pattern(48, 4));
+  return make_plan("llama-4-scout-17b-16e-instruct", 10485760, {c, n}, pattern(48, 4));
 }
 
 ModelPlan gpt_oss_20b() {
@@ -126,26 +128,27 @@ ModelPlan gpt_oss_20b() {
   f.name = "full_attention";
   s.mask = PlanMask::kSliding;
   s.window = 128;
-  return make_plan("GPT-OSS 20B (openai/gpt-oss-20b)", 131072, {s, f}, pattern(24, 2));
+  return make_plan("gpt-oss-20b", 131072, {s, f}, pattern(24, 2));
 }
 
 ModelPlan command_r7b() {
   PlanLayerType s = rope_type("sliding_attention", 128, 50000.0, RopeLayout::kInterleaved);
   s.mask = PlanMask::kSliding;
   s.window = 4096;
-  return make_plan("Command R7B (CohereForAI/c4ai-command-r7b-12-2024)", 8192,
+  return make_plan("command-r7b (mirrors CohereForAI/c4ai-command-r7b-12-2024)", 8192,
                    {s, nope_type("full_attention", 128)}, pattern(32, 4));
 }
 
-ModelPlan gemma4_like() {
+ModelPlan gemma4_31b() {
   PlanLayerType s = rope_type("sliding_attention", 256, 10000.0, RopeLayout::kHalfSplit);
   s.mask = PlanMask::kSliding;
   s.window = 1024;
+  s.query_pre_attn_scalar = 1.0;  // Gemma 4 scales its scores by 1 (q and k are normalised)
   PlanLayerType g = rope_type("full_attention", 512, 1000000.0, RopeLayout::kHalfSplit);
   g.rope = PlanRope::kProportional;
   g.proportional = {0.25, 1.0};
-  return make_plan("a Gemma 4-like plan (sliding head 256, global head 512 proportional p = 0.25)", 131072,
-                   {s, g}, pattern(30, 6));
+  g.query_pre_attn_scalar = 1.0;
+  return make_plan("gemma-4-31b-it", 262144, {s, g}, pattern(60, 6));
 }
 
 ModelPlan mistral_beta() {
@@ -158,7 +161,7 @@ ModelPlan mistral_beta() {
   t.scaling.beta_slow = 1.0;
   t.has_temperature = true;
   t.temperature = {QueryTemperatureRule::kMistral, 16384, 0.1};
-  return make_plan("a Mistral config with llama_4_scaling_beta 0.1 (YaRN x16 over 16384)", 262144, {t},
+  return make_plan("mistral-beta (a Mistral config with llama_4_scaling_beta 0.1, YaRN x16 over 16384)", 262144, {t},
                    std::vector<int>(40, 0));
 }
 
@@ -178,9 +181,13 @@ const std::vector<PlanCaseDef>& case_table() {
   static const std::vector<PlanCaseDef> table = [] {
     std::vector<PlanCaseDef> v;
     const std::vector<std::pair<std::string, ModelPlan>> plans = {
-        {"gemma2_9b", gemma2_9b()},     {"gemma3_4b", gemma3_4b()},       {"llama4_scout", llama4_scout()},
+        {"gemma_2_9b", gemma2_9b()},
+        {"gemma_3_4b_it", gemma3_4b()},
+        {"llama_4_scout_17b_16e_instruct", llama4_scout()},
         {"gpt_oss_20b", gpt_oss_20b()},
-        {"command_r7b", command_r7b()}, {"gemma4_like", gemma4_like()},   {"mistral_beta", mistral_beta()}};
+        {"command_r7b", command_r7b()},
+        {"gemma_4_31b_it", gemma4_31b()},
+        {"mistral_beta", mistral_beta()}};
     for (const auto& [name, plan] : plans) {
       for (int t = 0; t < static_cast<int>(plan.types.size()); ++t) v.push_back(plan_case_for(plan, t, name, DType::kF32));
     }
@@ -191,12 +198,12 @@ const std::vector<PlanCaseDef>& case_table() {
       throw_invalid("plan case table", "no case has this id", id);
     };
     std::vector<PlanCaseDef> c;
-    c.push_back(control(find("plan_gemma3_4b_sliding_attention_f32"), "global_rope", "global-rope-on-sliding",
+    c.push_back(control(find("plan_gemma_3_4b_it_sliding_attention_f32"), "global_rope", "global-rope-on-sliding",
                         "Gemma 3's sliding layers rotated with the global layers' base 1e6 and linear x8 "
                         "instead of base 1e4 unscaled (vLLM #29111, llama.cpp #14367, ollama #13452)"));
     c.push_back(control(find("plan_command_r7b_full_attention_f32"), "rope", "rope-on-nope",
                         "Cohere2's global NoPE layers rotated with the sliding layers' RoPE"));
-    c.push_back(control(find("plan_llama4_scout_nope_global_f32"), "temperature_p", "temperature-p",
+    c.push_back(control(find("plan_llama_4_scout_17b_16e_instruct_full_attention_f32"), "temperature_p", "temperature-p",
                         "Llama 4's query temperature with floor(p / 8192) instead of floor((p + 1) / 8192): "
                         "one token late at every step"));
     c.push_back(control(find("plan_mistral_beta_full_attention_f32"), "temperature_p_plus_1",

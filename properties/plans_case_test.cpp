@@ -6,11 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "golden/cases/diagnose.hpp"
+#include "golden/cases/hf_config.hpp"
+#include "golden/cases/mrope_case.hpp"
+#include "golden/cases/rope_case.hpp"
+#include "golden/format/limits.hpp"
 #include "golden/cases/plan_case.hpp"
 #include "golden/verify/catalog.hpp"
 #include "properties/golden_checks.hpp"
@@ -120,6 +125,53 @@ TEST(PlanGolden, DiagnoseNamesEachNegativeControlsMistake) {
     ASSERT_FALSE(d.ranked.empty());
     EXPECT_EQ(d.ranked.front().mistake, mistake) << lc.spec.id << "\n" << golden::diagnosis_text(d, true);
   });
+}
+
+// The plans written by hand are the presets' plans: `generate --config` on each committed preset
+// with layer types writes the catalog's files byte for byte, for every type the catalog holds.
+TEST(PlanGolden, PresetsGiveTheCatalogsFiles) {
+  const auto& scheme = golden::scheme_by_slug("plan");
+  const auto rows = scheme.cases();
+  int same = 0;
+  for (const char* preset : {"gemma-2-9b", "gemma-3-4b-it", "llama-4-scout-17b-16e-instruct", "gpt-oss-20b",
+                             "gemma-4-31b-it"}) {
+    const auto cc = golden::cases_for_config(golden::default_presets_dir() / (std::string(preset) + ".json"), {},
+                                             DType::kF32);
+    ASSERT_FALSE(cc.plan.is_null()) << preset;
+    ASSERT_EQ(cc.cases.size(), 2u) << preset;
+    for (const auto& c : cc.cases) {
+      ASSERT_TRUE(std::any_of(rows.begin(), rows.end(), [&](const auto& r) { return r.id == c.id; })) << c.id;
+      const auto mine = golden::case_files(golden::generate_case(scheme, c.id));
+      golden::GoldenCase g = c.generate();
+      const auto d = golden::mistake_detection(scheme, g);
+      if (!d.empty()) g.manifest["mistake_detection"] = d;
+      const auto theirs = golden::case_files(g);
+      EXPECT_EQ(mine.manifest_text, theirs.manifest_text) << c.id;
+      EXPECT_TRUE(mine.tensors == theirs.tensors) << c.id;
+      ++same;
+    }
+  }
+  EXPECT_EQ(same, 10);
+}
+
+// A uniform plan writes what `generate --config` wrote before plans: no plan manifest and the
+// RoPE cases of the config's rule (their bytes: cli.end_to_end compares them with the catalog's).
+TEST(PlanGolden, UniformPresetsKeepTheirRopeCases) {
+  int uniform = 0;
+  for (const auto& e : std::filesystem::directory_iterator(golden::default_presets_dir())) {
+    const std::string text = golden::read_json_text(e.path());
+    if (golden::mrope_config_is_vl(nlohmann::json::parse(text))) continue;
+    const auto m = golden::rope_config_parse(text, e.path().string());
+    if (!golden::model_plan_from_config(m, e.path().string()).uniform()) continue;
+    ++uniform;
+    const auto cc = golden::cases_for_config(e.path(), {}, DType::kF32);
+    EXPECT_TRUE(cc.plan.is_null()) << e.path();
+    std::vector<std::string> want, got;
+    for (const auto& d : golden::rope_cases_for_config(m, DType::kF32, {}, golden::config_case_name(m, text))) want.push_back(d.id);
+    for (const auto& c : cc.cases) got.push_back(c.id);
+    EXPECT_EQ(got, want) << e.path();
+  }
+  EXPECT_GE(uniform, 15);
 }
 
 golden::PlanLayerType sliding(std::int64_t w) {

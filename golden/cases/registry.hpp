@@ -86,8 +86,9 @@ struct ConfigCases {
 /// (golden/cases/mrope_case.hpp): `layout` (a layout file) replaces the standard layouts;
 /// positions must then be empty. `layout` with a text-only config is an InvalidArgument.
 /// level 2: rope_level2_cases (dense sweeps, windows, sampled rotations; positions unused).
-/// A config whose plan has several layer types gives one plan case per type (plan_case.hpp)
-/// and ConfigCases::plan; `positions` and level 2 are then refused.
+/// A config whose plan has several layer types gives, at level 1 without `positions`, one plan
+/// case per type (plan_case.hpp) and ConfigCases::plan; with `positions` or at level 2 the RoPE
+/// cases of its top-level rule, as for any config.
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
                              DType dtype, int level = 1, const std::filesystem::path& layout = {});
 
