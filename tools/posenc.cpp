@@ -826,6 +826,16 @@ void check_maps(const VerifyOptions& opt, const CaseSpec& spec, Has has,
   }
 }
 
+/// The golden arguments, a plan manifest (one argument, "schema": "posenc-plan") replaced by its
+/// types' case manifests (*plan set).
+std::vector<std::string> plan_case_args(const std::vector<std::string>& golden_args, std::optional<PlanManifest>* plan) {
+  if (golden_args.size() != 1 || !is_plan_manifest(golden_args.front())) return golden_args;
+  *plan = plan_manifest_read(golden_args.front());
+  std::vector<std::string> args;
+  for (const auto& t : (*plan)->types) args.push_back(t.manifest.string());
+  return args;
+}
+
 /// After a plan's cases are verified (text format): one line per layer type with its verdict
 /// and the layers it covers ("sliding_attention FAIL: layers 0-4, 6-10, ..."), then the model's.
 void print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& reports) {
@@ -866,13 +876,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
   int diagnoses_left = kReportDiagnoses;
   // A plan manifest (plan.json of `generate --config`): the case of each of its layer types.
   std::optional<PlanManifest> plan;
-  std::vector<std::string> args = golden_args;
-  if (golden_args.size() == 1 && is_plan_manifest(golden_args.front())) {
-    plan = plan_manifest_read(golden_args.front());
-    args.clear();
-    for (const auto& t : plan->types) args.push_back(t.manifest.string());
-  }
-  const auto cases = expand_golden(args);
+  const auto cases = expand_golden(plan_case_args(golden_args, &plan));
   // --report is checked before anything is verified (golden/format/output_path.hpp).
   const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
   if (html) rule.check_file(html->path, OutputKind::kReport);
@@ -958,7 +962,8 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
                  const std::string& profile, const std::string& format, bool verbose, bool force,
                  ReportFile* html = nullptr) {
   check_format(format);
-  const auto cases = expand_golden(golden_args);
+  std::optional<PlanManifest> plan;  // a plan manifest: each layer type's case
+  const auto cases = expand_golden(plan_case_args(golden_args, &plan));
   const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
   if (html) rule.check_file(html->path, OutputKind::kReport);
   nlohmann::json all = nlohmann::json::array();
@@ -987,6 +992,12 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
     } else {
       progress.done();
       std::cout << diagnosis_text(d, verbose);
+      for (const auto& t : plan ? plan->types : std::vector<PlanManifest::Type>{}) {
+        if (t.case_id == lc.spec.id) {
+          std::cout << "  layer type " << t.name << " of " << plan->model << ": layers " << plan_layer_ranges(t.layers)
+                    << " (" << t.layers.size() << " of " << plan->n_layers << ")\n";
+        }
+      }
     }
   }
   if (n == 0) {
