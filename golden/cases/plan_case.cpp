@@ -358,6 +358,67 @@ void describe(Json& m, const PlanCaseDef& d, const PlanView& g) {
   m["positions_why"] = why;
 }
 
+/// The condition scales and per-profile extras of probs and out (the budget block above): S the
+/// scores' sensitivity, e_ij = score_bound eps S_ij + the scores' extra.
+struct AttentionConds {
+  std::vector<double> pc, oc;
+  std::map<std::string, std::vector<double>> pe, oe;
+};
+
+AttentionConds attention_conds(const PlanView& g, const PlanBudgetSet& b, const PlanOracle<mp50>& o50,
+                               const std::vector<double>& S, const std::map<std::string, std::vector<double>>& s_extra,
+                               const std::map<std::string, double>& score_bound, double eps) {
+  const std::int64_t T = g.T;
+  const std::vector<double> p64 = to_f64(o50.probs), o64 = to_f64(o50.out);
+  AttentionConds a;
+  a.pc.assign(p64.size(), 0.0);
+  a.oc.assign(o64.size(), 0.0);
+  auto &pc = a.pc, &oc = a.oc;
+  auto &pe = a.pe, &oe = a.oe;
+  for (const auto& prof : profiles()) {
+    if (!b.rb.at(prof.name).scores.applies) continue;
+    pe[prof.name].assign(p64.size(), 0.0);
+    oe[prof.name].assign(o64.size(), 0.0);
+  }
+  for (int hh = 0; hh < g.hq; ++hh) {
+    for (std::int64_t i = 0; i < T; ++i) {
+      const std::size_t row = static_cast<std::size_t>((hh * T + i) * T);
+      double meanS = 0;
+      std::map<std::string, std::vector<double>> e;  // profile -> e_ij
+      std::map<std::string, double> mean_e;
+      for (std::int64_t j = 0; j < T; ++j) meanS += p64[row + j] * S[row + j];
+      for (auto& [prof, x] : pe) {
+        auto& ev = e[prof];
+        ev.assign(static_cast<std::size_t>(T), 0.0);
+        for (std::int64_t j = 0; j < T; ++j) {
+          ev[j] = score_bound.at(prof) * eps * S[row + j] + (s_extra.count(prof) ? s_extra.at(prof)[row + j] : 0.0);
+          mean_e[prof] += p64[row + j] * ev[j];
+        }
+      }
+      for (std::int64_t j = 0; j < T; ++j) {
+        if (!o50.visible[row + j]) continue;
+        pc[row + j] = p64[row + j] * (1 + S[row + j] + meanS);
+        for (auto& [prof, x] : pe) x[row + j] = p64[row + j] * (e[prof][j] + mean_e[prof]);
+      }
+      for (int c = 0; c < g.h; ++c) {
+        const std::size_t oi = static_cast<std::size_t>((i * g.hq + hh) * g.h + c);
+        double A = 0, B = 0;
+        std::map<std::string, double> ex;
+        for (std::int64_t j = 0; j < T; ++j) {
+          if (!o50.visible[row + j]) continue;
+          const double vj = g.v[static_cast<std::size_t>((j * g.hk + hh / g.group) * g.h + c)];
+          A += p64[row + j] * std::fabs(vj);
+          B += p64[row + j] * std::fabs(vj - o64[oi]) * S[row + j];
+          for (auto& [prof, x] : oe) ex[prof] += p64[row + j] * e[prof][j] * std::fabs(vj - o64[oi]);
+        }
+        oc[oi] = A + B;
+        for (auto& [prof, x] : oe) x[oi] = ex[prof];
+      }
+    }
+  }
+  return a;
+}
+
 }  // namespace
 
 GoldenCase plan_case_generate(const PlanCaseDef& d) {
@@ -449,51 +510,8 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
 
   // probs and out: the attention core's budget plus the scores' error, first order
   const std::int64_t T = g.T;
-  std::vector<double> p64 = to_f64(o50.probs), o64 = to_f64(o50.out);
-  std::vector<double> pc(p64.size(), 0.0), oc(o64.size(), 0.0);
-  std::map<std::string, std::vector<double>> pe, oe;
   const double K = optimized::kAttentionMaxError, sk = 1.01;
-  for (const auto& prof : profiles()) {
-    if (!b.rb.at(prof.name).scores.applies) continue;
-    pe[prof.name].assign(p64.size(), 0.0);
-    oe[prof.name].assign(o64.size(), 0.0);
-  }
-  for (int hh = 0; hh < g.hq; ++hh) {
-    for (std::int64_t i = 0; i < T; ++i) {
-      const std::size_t row = static_cast<std::size_t>((hh * T + i) * T);
-      double meanS = 0;
-      std::map<std::string, std::vector<double>> e;  // profile -> e_ij
-      std::map<std::string, double> mean_e;
-      for (std::int64_t j = 0; j < T; ++j) meanS += p64[row + j] * S[row + j];
-      for (auto& [prof, x] : pe) {
-        auto& ev = e[prof];
-        ev.assign(static_cast<std::size_t>(T), 0.0);
-        for (std::int64_t j = 0; j < T; ++j) {
-          ev[j] = score_bound.at(prof) * eps * S[row + j] + (s_extra.count(prof) ? s_extra.at(prof)[row + j] : 0.0);
-          mean_e[prof] += p64[row + j] * ev[j];
-        }
-      }
-      for (std::int64_t j = 0; j < T; ++j) {
-        if (!o50.visible[row + j]) continue;
-        pc[row + j] = p64[row + j] * (1 + S[row + j] + meanS);
-        for (auto& [prof, x] : pe) x[row + j] = p64[row + j] * (e[prof][j] + mean_e[prof]);
-      }
-      for (int c = 0; c < g.h; ++c) {
-        const std::size_t oi = static_cast<std::size_t>((i * g.hq + hh) * g.h + c);
-        double A = 0, B = 0;
-        std::map<std::string, double> ex;
-        for (std::int64_t j = 0; j < T; ++j) {
-          if (!o50.visible[row + j]) continue;
-          const double vj = g.v[static_cast<std::size_t>((j * g.hk + hh / g.group) * g.h + c)];
-          A += p64[row + j] * std::fabs(vj);
-          B += p64[row + j] * std::fabs(vj - o64[oi]) * S[row + j];
-          for (auto& [prof, x] : oe) ex[prof] += p64[row + j] * e[prof][j] * std::fabs(vj - o64[oi]);
-        }
-        oc[oi] = A + B;
-        for (auto& [prof, x] : oe) x[oi] = ex[prof];
-      }
-    }
-  }
+  AttentionConds ac = attention_conds(g, b, o50, S, s_extra, score_bound, eps);
   auto attention_expected = [&](const std::string& name, const std::string& stage, std::vector<std::int64_t> shape,
                                 const std::vector<mp50>& values, std::vector<double> cond,
                                 std::map<std::string, std::vector<double>> extra, std::vector<AxisSpec> axes) {
@@ -507,8 +525,8 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
     }
     return e;
   };
-  expected.push_back(add_expected(&tensors, attention_expected("probs", "probabilities", {g.hq, T, T}, o50.probs, pc, pe, qk_axes)));
-  expected.push_back(add_expected(&tensors, attention_expected("out", "output", {T, g.hq, g.h}, o50.out, oc, oe,
+  expected.push_back(add_expected(&tensors, attention_expected("probs", "probabilities", {g.hq, T, T}, o50.probs, std::move(ac.pc), std::move(ac.pe), qk_axes)));
+  expected.push_back(add_expected(&tensors, attention_expected("out", "output", {T, g.hq, g.h}, o50.out, std::move(ac.oc), std::move(ac.oe),
                                                                {{"query", "positions", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}})));
 
   Json m = manifest_header(d.id, "plan", d.type.name, d.result, 1);
