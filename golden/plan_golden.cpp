@@ -56,16 +56,16 @@ PlanLayerType nope_type(const std::string& name, int head_dim) {
   return t;
 }
 
-/// layer l has type 1 when (l + 1) % period == 0, else type 0 (Gemma's and Cohere2's pattern, Llama 4's
-/// no_rope_layers); period 2 with `odd_global` false: GPT-OSS's alternation (even sliding).
+/// layer l has type 1 when (l + 1) % period == 0, else type 0 (Gemma's and Cohere2's pattern, Llama
+/// 4's no_rope_layers); period 2 with `odd_global` false: GPT-OSS's alternation (even sliding).
 std::vector<int> pattern(int n_layers, int period) {
   std::vector<int> v;
   for (int l = 0; l < n_layers; ++l) v.push_back((l + 1) % period == 0 ? 1 : 0);
   return v;
 }
 
-ModelPlan make_plan(const std::string& id, std::int64_t max_position, std::vector<PlanLayerType> types,
-                    std::vector<int> layers) {
+ModelPlan make_plan(const std::string& id, std::int64_t max_position,
+                    std::vector<PlanLayerType> types, std::vector<int> layers) {
   ModelPlan p;
   p.model.id = id;
   p.model.max_position = max_position;
@@ -161,8 +161,9 @@ ModelPlan mistral_beta() {
   t.scaling.beta_slow = 1.0;
   t.has_temperature = true;
   t.temperature = {QueryTemperatureRule::kMistral, 16384, 0.1};
-  return make_plan("mistral-beta (a Mistral config with llama_4_scaling_beta 0.1, YaRN x16 over 16384)", 262144, {t},
-                   std::vector<int>(40, 0));
+  return make_plan(
+      "mistral-beta (a Mistral config with llama_4_scaling_beta 0.1, YaRN x16 over 16384)", 262144,
+      {t}, std::vector<int>(40, 0));
 }
 
 /// A negative control of a valid case: the same inputs (seed), expected values of the mistake.
@@ -173,7 +174,8 @@ PlanCaseDef control(PlanCaseDef d, const std::string& convention, const std::str
   d.convention = convention;
   d.mistake = mistake;
   d.reason = reason;
-  d.id = "plan_" + d.model + "_" + d.type.name + "_" + convention + "_invalid_" + std::string(dtype_short(d.dtype));
+  d.id = "plan_" + d.model + "_" + d.type.name + "_" + convention + "_invalid_" +
+         std::string(dtype_short(d.dtype));
   return d;
 }
 
@@ -189,7 +191,8 @@ const std::vector<PlanCaseDef>& case_table() {
         {"gemma_4_31b_it", gemma4_31b()},
         {"mistral_beta", mistral_beta()}};
     for (const auto& [name, plan] : plans) {
-      for (int t = 0; t < static_cast<int>(plan.types.size()); ++t) v.push_back(plan_case_for(plan, t, name, DType::kF32));
+      for (int t = 0; t < static_cast<int>(plan.types.size()); ++t)
+        v.push_back(plan_case_for(plan, t, name, DType::kF32));
     }
     auto find = [&](const std::string& id) -> const PlanCaseDef& {
       for (const auto& d : v) {
@@ -198,22 +201,28 @@ const std::vector<PlanCaseDef>& case_table() {
       throw_invalid("plan case table", "no case has this id", id);
     };
     std::vector<PlanCaseDef> c;
-    c.push_back(control(find("plan_gemma_3_4b_it_sliding_attention_f32"), "global_rope", "global-rope-on-sliding",
-                        "Gemma 3's sliding layers rotated with the global layers' base 1e6 and linear x8 "
-                        "instead of base 1e4 unscaled (vLLM #29111, llama.cpp #14367, ollama #13452)"));
+    c.push_back(control(
+        find("plan_gemma_3_4b_it_sliding_attention_f32"), "global_rope", "global-rope-on-sliding",
+        "Gemma 3's sliding layers rotated with the global layers' base 1e6 and linear x8 "
+        "instead of base 1e4 unscaled (vLLM #29111, llama.cpp #14367, ollama #13452)"));
     c.push_back(control(find("plan_command_r7b_full_attention_f32"), "rope", "rope-on-nope",
                         "Cohere2's global NoPE layers rotated with the sliding layers' RoPE"));
-    c.push_back(control(find("plan_llama_4_scout_17b_16e_instruct_full_attention_f32"), "temperature_p", "temperature-p",
-                        "Llama 4's query temperature with floor(p / 8192) instead of floor((p + 1) / 8192): "
-                        "one token late at every step"));
-    c.push_back(control(find("plan_mistral_beta_full_attention_f32"), "temperature_p_plus_1",
-                        "temperature-p-plus-1",
-                        "Mistral's llama_4_scaling_beta temperature with floor((p + 1) / L0) (Llama 4's form) "
-                        "instead of floor(p / L0): one token early at every step"));
-    c.push_back(control(find("plan_gpt_oss_20b_full_attention_f32"), "yarn_truncate", "yarn-truncate",
-                        "GPT-OSS's YaRN correction range floored and ceiled (truncate = true) where the "
-                        "model ships truncate = false (vLLM #28244)"));
-    c.push_back(control(find("plan_gpt_oss_20b_sliding_attention_f32"), "sinks_dropped", "sinks-dropped",
+    c.push_back(control(
+        find("plan_llama_4_scout_17b_16e_instruct_full_attention_f32"), "temperature_p",
+        "temperature-p",
+        "Llama 4's query temperature with floor(p / 8192) instead of floor((p + 1) / 8192): "
+        "one token late at every step"));
+    c.push_back(control(
+        find("plan_mistral_beta_full_attention_f32"), "temperature_p_plus_1",
+        "temperature-p-plus-1",
+        "Mistral's llama_4_scaling_beta temperature with floor((p + 1) / L0) (Llama 4's form) "
+        "instead of floor(p / L0): one token early at every step"));
+    c.push_back(
+        control(find("plan_gpt_oss_20b_full_attention_f32"), "yarn_truncate", "yarn-truncate",
+                "GPT-OSS's YaRN correction range floored and ceiled (truncate = true) where the "
+                "model ships truncate = false (vLLM #28244)"));
+    c.push_back(control(find("plan_gpt_oss_20b_sliding_attention_f32"), "sinks_dropped",
+                        "sinks-dropped",
                         "GPT-OSS's learned sink logits left out of the softmax denominator"));
     v.insert(v.end(), c.begin(), c.end());
     return v;
@@ -224,7 +233,8 @@ const std::vector<PlanCaseDef>& case_table() {
 std::vector<CaseRow> cases() {
   std::vector<CaseRow> rows;
   for (const auto& d : case_table()) {
-    std::string desc = d.model + ", layer type " + d.type.name + ", " + std::string(dtype_short(d.dtype));
+    std::string desc =
+        d.model + ", layer type " + d.type.name + ", " + std::string(dtype_short(d.dtype));
     if (!d.convention.empty()) desc += ", invalid convention " + d.convention;
     rows.push_back({d.id, desc});
   }

@@ -14,9 +14,9 @@
 #include "golden/cases/diagnose.hpp"
 #include "golden/cases/hf_config.hpp"
 #include "golden/cases/mrope_case.hpp"
+#include "golden/cases/plan_case.hpp"
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/limits.hpp"
-#include "golden/cases/plan_case.hpp"
 #include "golden/verify/catalog.hpp"
 #include "properties/golden_checks.hpp"
 #include "reference/common/errors.hpp"
@@ -43,7 +43,8 @@ TEST(PlanGolden, Fp32PipelinePassesFp32) {
     ++n;
     golden::EngineOptions eo;
     eo.pipeline = "fp32";
-    const auto r = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, eo), {"fp32", {}, true});
+    const auto r = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, eo),
+                                       {"fp32", {}, true});
     EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, true);
     for (const auto& t : r.tensors) worst = std::max(worst, t.max_ratio);
   });
@@ -73,7 +74,8 @@ TEST(PlanGolden, EachMistakeFailsEveryCaseItAppliesTo) {
 }
 
 std::string twin_of(const golden::LoadedCase& lc) {
-  const std::string conv = lc.spec.manifest.at("negative_control").at("convention").get<std::string>();
+  const std::string conv =
+      lc.spec.manifest.at("negative_control").at("convention").get<std::string>();
   std::string id = lc.spec.id;
   const std::string tag = "_" + conv + "_invalid";
   id.erase(id.find(tag), tag.size());
@@ -88,13 +90,21 @@ TEST(PlanGolden, NegativeControlsFailUnderEveryProfile) {
   std::set<std::string> mistakes;
   for_each_golden_case("plan", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
     if (!is_control(lc)) return;
-    const std::string mistake = lc.spec.manifest.at("negative_control").at("mistake").get<std::string>();
+    const std::string mistake =
+        lc.spec.manifest.at("negative_control").at("mistake").get<std::string>();
     mistakes.insert(mistake);
-    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}), {"strict", {}, true}).status,
-              golden::Verdict::kPass) << lc.spec.id;
-    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {mistake}), {"strict", {}, true}).status,
-              golden::Verdict::kFail) << lc.spec.id << " with " << mistake;
-    const auto twin = generator_mutant_active() ? fresh_case(s, twin_of(lc)) : golden::load_case(dir / (twin_of(lc) + ".json"));
+    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}),
+                                  {"strict", {}, true})
+                  .status,
+              golden::Verdict::kPass)
+        << lc.spec.id;
+    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {mistake}),
+                                  {"strict", {}, true})
+                  .status,
+              golden::Verdict::kFail)
+        << lc.spec.id << " with " << mistake;
+    const auto twin = generator_mutant_active() ? fresh_case(s, twin_of(lc))
+                                                : golden::load_case(dir / (twin_of(lc) + ".json"));
     golden::TensorMap actual;
     for (const auto& e : lc.spec.expected) actual.emplace(e.name, lc.golden.at(e.name));
     int judged = 0;
@@ -102,7 +112,8 @@ TEST(PlanGolden, NegativeControlsFailUnderEveryProfile) {
       if (!profile_applies(twin.spec, prof.name)) continue;
       ++judged;
       const auto r = golden::verify_case(twin.spec, twin.golden, actual, {prof.name, {}, true});
-      EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id << " passes " << twin.spec.id << " under " << prof.name;
+      EXPECT_EQ(r.status, golden::Verdict::kFail)
+          << lc.spec.id << " passes " << twin.spec.id << " under " << prof.name;
     }
     EXPECT_GE(judged, 3) << lc.spec.id;
   });
@@ -115,15 +126,18 @@ TEST(PlanGolden, DiagnoseNamesEachNegativeControlsMistake) {
   const auto dir = golden::default_data_dir() / "plan";
   for_each_golden_case("plan", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
     if (!is_control(lc)) return;
-    const std::string mistake = lc.spec.manifest.at("negative_control").at("mistake").get<std::string>();
-    const auto twin = generator_mutant_active() ? fresh_case(s, twin_of(lc)) : golden::load_case(dir / (twin_of(lc) + ".json"));
+    const std::string mistake =
+        lc.spec.manifest.at("negative_control").at("mistake").get<std::string>();
+    const auto twin = generator_mutant_active() ? fresh_case(s, twin_of(lc))
+                                                : golden::load_case(dir / (twin_of(lc) + ".json"));
     golden::EngineOptions eo;
     eo.pipeline = "fp32";
     eo.mistake = mistake;
     const auto d = golden::diagnose_case(twin, s.run_engine(twin.spec, twin.golden, eo), "fp32");
     EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
     ASSERT_FALSE(d.ranked.empty());
-    EXPECT_EQ(d.ranked.front().mistake, mistake) << lc.spec.id << "\n" << golden::diagnosis_text(d, true);
+    EXPECT_EQ(d.ranked.front().mistake, mistake) << lc.spec.id << "\n"
+                                                 << golden::diagnosis_text(d, true);
   });
 }
 
@@ -133,14 +147,16 @@ TEST(PlanGolden, PresetsGiveTheCatalogsFiles) {
   const auto& scheme = golden::scheme_by_slug("plan");
   const auto rows = scheme.cases();
   int same = 0;
-  for (const char* preset : {"gemma-2-9b", "gemma-3-4b-it", "llama-4-scout-17b-16e-instruct", "gpt-oss-20b",
-                             "gemma-4-31b-it"}) {
-    const auto cc = golden::cases_for_config(golden::default_presets_dir() / (std::string(preset) + ".json"), {},
-                                             DType::kF32);
+  for (const char* preset : {"gemma-2-9b", "gemma-3-4b-it", "llama-4-scout-17b-16e-instruct",
+                             "gpt-oss-20b", "gemma-4-31b-it"}) {
+    const auto cc = golden::cases_for_config(
+        golden::default_presets_dir() / (std::string(preset) + ".json"), {}, DType::kF32);
     ASSERT_FALSE(cc.plan.is_null()) << preset;
     ASSERT_EQ(cc.cases.size(), 2u) << preset;
     for (const auto& c : cc.cases) {
-      ASSERT_TRUE(std::any_of(rows.begin(), rows.end(), [&](const auto& r) { return r.id == c.id; })) << c.id;
+      ASSERT_TRUE(std::any_of(rows.begin(), rows.end(), [&](const auto& r) {
+        return r.id == c.id;
+      })) << c.id;
       const auto mine = golden::case_files(golden::generate_case(scheme, c.id));
       golden::GoldenCase g = c.generate();
       const auto d = golden::mistake_detection(scheme, g);
@@ -167,7 +183,9 @@ TEST(PlanGolden, UniformPresetsKeepTheirRopeCases) {
     const auto cc = golden::cases_for_config(e.path(), {}, DType::kF32);
     EXPECT_TRUE(cc.plan.is_null()) << e.path();
     std::vector<std::string> want, got;
-    for (const auto& d : golden::rope_cases_for_config(m, DType::kF32, {}, golden::config_case_name(m, text))) want.push_back(d.id);
+    for (const auto& d :
+         golden::rope_cases_for_config(m, DType::kF32, {}, golden::config_case_name(m, text)))
+      want.push_back(d.id);
     for (const auto& c : cc.cases) got.push_back(c.id);
     EXPECT_EQ(got, want) << e.path();
   }
@@ -193,7 +211,8 @@ TEST(PlanCase, PositionsStraddleEachBoundary) {
   auto s = golden::plan_type_positions(sliding(128), 131072);
   for (std::int64_t m : {0, 3, 127, 128, 131070, 131071}) EXPECT_TRUE(has(s, m)) << m;
   EXPECT_FALSE(has(s, 131072));
-  EXPECT_TRUE(std::is_sorted(s.begin(), s.end(), [](const auto& a, const auto& b) { return a.m < b.m; }));
+  EXPECT_TRUE(
+      std::is_sorted(s.begin(), s.end(), [](const auto& a, const auto& b) { return a.m < b.m; }));
   golden::PlanLayerType c = sliding(0);
   c.mask = golden::PlanMask::kChunked;
   c.chunk = 8192;
@@ -211,7 +230,8 @@ TEST(PlanCase, PositionsStraddleEachBoundary) {
 TEST(PlanCase, TypeJsonRoundTrips) {
   for_each_golden_case("plan", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
     const auto& j = lc.spec.manifest.at("params").at("type");
-    EXPECT_EQ(golden::plan_type_to_json(golden::plan_type_from_json(j, lc.spec.id)), j) << lc.spec.id;
+    EXPECT_EQ(golden::plan_type_to_json(golden::plan_type_from_json(j, lc.spec.id)), j)
+        << lc.spec.id;
   });
 }
 
@@ -226,7 +246,8 @@ TEST(PlanCase, RefusesWhatItDoesNotModel) {
     golden::plan_case_generate(d);
     ADD_FAILURE() << "a negative soft cap accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("plan_case_generate: logit_softcap"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("plan_case_generate: logit_softcap"), std::string::npos)
+        << e.what();
   }
   d.type = d.expected = sliding(16);
   d.type.mla_rope_dim = d.expected.mla_rope_dim = 64;

@@ -43,20 +43,25 @@ bool plan_visible(const PlanLayerType& t, std::int64_t m, std::int64_t j) {
 
 /// The score scale's radicand: query_pre_attn_scalar, else head_dim.
 double scale_radicand(const PlanLayerType& t) {
-  return t.query_pre_attn_scalar > 0 ? t.query_pre_attn_scalar : static_cast<double>(t.params.head_dim);
+  return t.query_pre_attn_scalar > 0 ? t.query_pre_attn_scalar
+                                     : static_cast<double>(t.params.head_dim);
 }
 
 void check_modelled(const PlanLayerType& t, const char* function) {
   if (t.mla_rope_dim > 0) {
-    throw_invalid(function, "MLA layer types (mla_rope_dim > 0) are not modelled by plan cases yet", t.name);
+    throw_invalid(function, "MLA layer types (mla_rope_dim > 0) are not modelled by plan cases yet",
+                  t.name);
   }
   if (!(t.logit_softcap >= 0) || !std::isfinite(t.logit_softcap)) {
     throw_invalid(function, "logit_softcap must be finite and >= 0 (0 = none)", t.logit_softcap);
   }
-  if (t.mask == PlanMask::kSliding && t.window <= 0) throw_invalid(function, "a sliding type needs window > 0", t.window);
-  if (t.mask == PlanMask::kChunked && t.chunk <= 0) throw_invalid(function, "a chunked type needs chunk > 0", t.chunk);
+  if (t.mask == PlanMask::kSliding && t.window <= 0)
+    throw_invalid(function, "a sliding type needs window > 0", t.window);
+  if (t.mask == PlanMask::kChunked && t.chunk <= 0)
+    throw_invalid(function, "a chunked type needs chunk > 0", t.chunk);
   if (t.rope == PlanRope::kRope) reference::rope_scaling_check(t.params, t.scaling, function);
-  if (t.rope == PlanRope::kProportional) reference::rope_proportional_check(t.params, t.proportional, function);
+  if (t.rope == PlanRope::kProportional)
+    reference::rope_proportional_check(t.params, t.proportional, function);
   if (t.params.head_dim <= 0 || t.params.head_dim % 2 != 0) {
     throw_invalid(function, "head_dim must be positive and even", t.params.head_dim);
   }
@@ -64,7 +69,9 @@ void check_modelled(const PlanLayerType& t, const char* function) {
 }
 
 /// The number of pairs the rotation runs over (0 for NoPE) and the live ones (proportional: k).
-int rotated_pairs(const PlanLayerType& t) { return t.rope == PlanRope::kNone ? 0 : t.params.rotary_dim / 2; }
+int rotated_pairs(const PlanLayerType& t) {
+  return t.rope == PlanRope::kNone ? 0 : t.params.rotary_dim / 2;
+}
 
 // ---- the oracle -----------------------------------------------------------------------------
 
@@ -77,14 +84,15 @@ struct PlanOracle {
 
 template <class Real>
 reference::RopeTables<Real> type_tables(const PlanLayerType& t) {
-  if (t.rope == PlanRope::kProportional) return reference::rope_proportional_tables<Real>(t.params, t.proportional);
+  if (t.rope == PlanRope::kProportional)
+    return reference::rope_proportional_tables<Real>(t.params, t.proportional);
   return reference::rope_scaling_tables<Real>(t.params, t.scaling).tables;
 }
 
 template <class Real>
-PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t, const std::vector<std::int64_t>& pos,
-                             const std::vector<double>& q, const std::vector<double>& k,
-                             const std::vector<double>& v) {
+PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t,
+                             const std::vector<std::int64_t>& pos, const std::vector<double>& q,
+                             const std::vector<double>& k, const std::vector<double>& v) {
   using std::cos;
   using std::sin;
   using std::sqrt;
@@ -111,8 +119,10 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t, const
   }
   std::vector<Real> tau(pos.size(), Real(1));
   if (t.has_temperature) {
-    for (std::size_t r = 0; r < pos.size(); ++r) tau[r] = reference::query_temperature<Real>(t.temperature, pos[r]);
-    for (std::size_t x = 0; x < o.q_rot.size(); ++x) o.q_rot[x] *= tau[x / (static_cast<std::size_t>(hq) * h)];
+    for (std::size_t r = 0; r < pos.size(); ++r)
+      tau[r] = reference::query_temperature<Real>(t.temperature, pos[r]);
+    for (std::size_t x = 0; x < o.q_rot.size(); ++x)
+      o.q_rot[x] *= tau[x / (static_cast<std::size_t>(hq) * h)];
   }
   const Real sigma = Real(1) / sqrt(Real(scale_radicand(t)));
   for (int hh = 0; hh < hq; ++hh) {
@@ -121,7 +131,8 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t, const
       std::vector<bool> vis(static_cast<std::size_t>(T));
       for (std::int64_t j = 0; j < T; ++j) {
         Real sum = 0;
-        const std::size_t qo = static_cast<std::size_t>((i * hq + hh) * h), ko = static_cast<std::size_t>((j * hk + hh / group) * h);
+        const std::size_t qo = static_cast<std::size_t>((i * hq + hh) * h),
+                          ko = static_cast<std::size_t>((j * hk + hh / group) * h);
         if (pos[i] == pos[j] && o.a == Real(1)) {
           // the same rotation on both sides: q . k exactly (dyadic inputs), so a value on a
           // rounding tie rounds the same in mp50 and mp100
@@ -140,8 +151,9 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t, const
         o.visible.push_back(vis[j] ? 1 : 0);
       }
       o.scores.insert(o.scores.end(), row.begin(), row.end());
-      const std::vector<Real> p = t.sinks ? reference::attention_softmax_sink(row, vis, Real(d.sinks.at(hh)))
-                                          : reference::attention_softmax(row, vis);
+      const std::vector<Real> p =
+          t.sinks ? reference::attention_softmax_sink(row, vis, Real(d.sinks.at(hh)))
+                  : reference::attention_softmax(row, vis);
       o.probs.insert(o.probs.end(), p.begin(), p.end());
     }
   }
@@ -151,7 +163,8 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t, const
       for (int c = 0; c < h; ++c) {
         Real acc = 0;
         for (std::int64_t j = 0; j < T; ++j) {
-          acc += o.probs[static_cast<std::size_t>((hh * T + i) * T + j)] * Real(v[static_cast<std::size_t>((j * hk + hh / group) * h + c)]);
+          acc += o.probs[static_cast<std::size_t>((hh * T + i) * T + j)] *
+                 Real(v[static_cast<std::size_t>((j * hk + hh / group) * h + c)]);
         }
         o.out[static_cast<std::size_t>((i * hq + hh) * h + c)] = acc;
       }
@@ -205,7 +218,8 @@ std::map<std::string, std::vector<double>> plan_angle_errors(const PlanView& g) 
     reference::RopeScaling s = g.t.rope == PlanRope::kRope ? g.t.scaling : reference::RopeScaling{};
     std::vector<double> e = rope_pipeline_angle_errors(prof.name, p, s, g.pos).angle;
     for (std::int64_t r = 0; r < g.T; ++r) {
-      for (int i = g.live; i < g.np; ++i) e[static_cast<std::size_t>(r * g.np + i)] = 0.0;  // zero frequencies: exact
+      for (int i = g.live; i < g.np; ++i)
+        e[static_cast<std::size_t>(r * g.np + i)] = 0.0;  // zero frequencies: exact
     }
     out[prof.name] = std::move(e);
   }
@@ -222,7 +236,8 @@ void rotated_cond(const PlanView& g, const std::vector<double>& x, int heads, bo
     const double f = with_tau ? g.tau[static_cast<std::size_t>(r / heads)] : 1.0;
     for (int c = 0; c < g.h; ++c) (*cond)[r * g.h + c] = f * std::fabs(x[r * g.h + c]);
     for (int i = 0; i < g.np; ++i) {
-      const int ca = reference::rope_pair_a(g.t.params, i), cb = reference::rope_pair_b(g.t.params, i);
+      const int ca = reference::rope_pair_a(g.t.params, i),
+                cb = reference::rope_pair_b(g.t.params, i);
       const double c = g.a * (std::fabs(x[r * g.h + ca]) + std::fabs(x[r * g.h + cb]));
       (*cond)[r * g.h + ca] = (*cond)[r * g.h + cb] = f * c;
       (*pair_sum)[r * g.np + i] = c;
@@ -236,15 +251,17 @@ struct PlanBudgetSet {
 };
 
 ExpectedTensor rotated_expected(const PlanView& g, const PlanBudgetSet& b, const std::string& name,
-                                const std::vector<mp50>& values, const std::vector<double>& x, int heads,
-                                bool with_tau) {
+                                const std::vector<mp50>& values, const std::vector<double>& x,
+                                int heads, bool with_tau) {
   std::vector<int> channel_pairs(static_cast<std::size_t>(g.h), -1);
   if (g.np > 0) {
     for (int c = 0; c < g.h; ++c) channel_pairs[c] = reference::rope_pair_of_channel(g.t.params, c);
   }
-  ExpectedTensor e = expected_tensor(name, "rotated", g.d.dtype, {g.T, heads, g.h}, CheckKind::kConditioned,
-                                     {{"token", "positions", {}, {}}, {"head", "", {}, {}},
-                                      {"channel", "", g.np > 0 ? channel_pairs : std::vector<int>{}, {}}});
+  ExpectedTensor e =
+      expected_tensor(name, "rotated", g.d.dtype, {g.T, heads, g.h}, CheckKind::kConditioned,
+                      {{"token", "positions", {}, {}},
+                       {"head", "", {}, {}},
+                       {"channel", "", g.np > 0 ? channel_pairs : std::vector<int>{}, {}}});
   e.values = values;
   std::vector<double> pair_sum;
   rotated_cond(g, x, heads, with_tau, &e.cond, &pair_sum);
@@ -275,7 +292,8 @@ void score_scales(const PlanView& g, const PlanBudgetSet& b, std::vector<double>
   rotated_cond(g, g.k, g.hk, false, &kc, &ks);
   std::vector<bool> rotated(static_cast<std::size_t>(g.h), false);
   for (int i = 0; i < g.np; ++i) {
-    rotated[reference::rope_pair_a(g.t.params, i)] = rotated[reference::rope_pair_b(g.t.params, i)] = true;
+    rotated[reference::rope_pair_a(g.t.params, i)] =
+        rotated[reference::rope_pair_b(g.t.params, i)] = true;
   }
   S->assign(static_cast<std::size_t>(g.hq * g.T * g.T), 0.0);
   for (const auto& [prof, ang] : b.E) (*extra)[prof].assign(S->size(), 0.0);
@@ -289,7 +307,8 @@ void score_scales(const PlanView& g, const PlanBudgetSet& b, std::vector<double>
         for (int pi = 0; pi < g.np; ++pi) {
           const double w = qs[qr * g.np + pi] * ks[kr * g.np + pi];
           c += w;
-          for (const auto& [prof, ang] : b.E) (*extra)[prof][flat] += f * w * (ang[i * g.np + pi] + ang[j * g.np + pi]);
+          for (const auto& [prof, ang] : b.E)
+            (*extra)[prof][flat] += f * w * (ang[i * g.np + pi] + ang[j * g.np + pi]);
         }
         for (int ch = 0; ch < g.h; ++ch) {
           if (!rotated[ch]) c += std::fabs(g.q[qr * g.h + ch] * g.k[kr * g.h + ch]);
@@ -302,7 +321,8 @@ void score_scales(const PlanView& g, const PlanBudgetSet& b, std::vector<double>
 
 // ---- the case --------------------------------------------------------------------------------
 
-double input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream, std::uint64_t i) {
+double input_value(DType t, double range, std::uint64_t seed, std::uint64_t stream,
+                   std::uint64_t i) {
   const int bits = t == DType::kBF16 ? 7 : (t == DType::kF16 ? 10 : 23);
   const std::int64_t lim = (std::int64_t{1} << bits) - 1;
   return range * std::ldexp(static_cast<double>(prng_int(seed, stream, i, lim)), -bits);
@@ -319,39 +339,51 @@ Json plan_params(const PlanCaseDef& d, const PlanView& g) {
           {"n_tokens", g.T},
           {"scale", g.sigma},
           {"dtype", std::string(dtype_short(d.dtype))},
-          {"plan", {{"model", d.model}, {"n_layers", d.n_layers}, {"layers", d.layers}, {"types", types}}}};
+          {"plan",
+           {{"model", d.model}, {"n_layers", d.n_layers}, {"layers", d.layers}, {"types", types}}}};
 }
 
 void describe(Json& m, const PlanCaseDef& d, const PlanView& g) {
   const PlanLayerType& t = d.type;
-  std::string desc = "model plan, " + d.model_words + ": layer type " + t.name + " (" + plan_rope_name(t.rope) +
-                     ", " + plan_mask_name(t.mask);
+  std::string desc = "model plan, " + d.model_words + ": layer type " + t.name + " (" +
+                     plan_rope_name(t.rope) + ", " + plan_mask_name(t.mask);
   if (t.mask == PlanMask::kSliding) desc += " " + std::to_string(t.window);
   if (t.mask == PlanMask::kChunked) desc += " " + std::to_string(t.chunk);
-  if (t.has_temperature) desc += std::string(", ") + reference::query_temperature_rule_name(t.temperature.rule) + " temperature";
+  if (t.has_temperature)
+    desc += std::string(", ") + reference::query_temperature_rule_name(t.temperature.rule) +
+            " temperature";
   if (t.sinks) desc += ", sinks";
-  desc += "), " + std::to_string(d.layers.size()) + " of " + std::to_string(d.n_layers) + " layers, " +
-          std::to_string(g.T) + " tokens, target " + std::string(dtype_short(d.dtype));
+  desc += "), " + std::to_string(d.layers.size()) + " of " + std::to_string(d.n_layers) +
+          " layers, " + std::to_string(g.T) + " tokens, target " +
+          std::string(dtype_short(d.dtype));
   if (!d.convention.empty()) desc += "; convention " + d.convention + " (" + d.result + ")";
   m["description"] = desc;
   m["conventions"] = {
-      {"positions", "token r is at absolute position positions[r]; every token is a query and a key"},
-      {"mask", "key j visible to query i iff positions[j] <= positions[i], and for a sliding type "
-               "positions[i] - positions[j] < window, for a chunked type floor(positions[j] / chunk) "
-               "== floor(positions[i] / chunk)"},
-      {"rotation", "params.type.rope: rope (the scaling rule's tables, attention factor folded into "
-                   "cos and sin), proportional (base^(-2i/h) for i < floor(p h / 2), else 0, over the "
-                   "whole head) or none"},
-      {"temperature", "q_rot row r is multiplied by tau(positions[r]) after the rotation "
-                      "(reference/query_temperature.hpp); keys never"},
-      {"scores", "sigma * (q_rot . k_rot), sigma = params.scale = 1/sqrt(query_pre_attn_scalar or "
-                 "head_dim), for every pair, masked or not; kv head = q head / (n_q_heads / n_kv_heads)"},
-      {"sinks", "the head's sink logit joins the softmax denominator only (no key, no value); "
-                "it is not multiplied by sigma"},
-      {"layout", "q, k, v, q_rot, k_rot [tokens, heads, head_dim]; scores, probs [q heads, query, key]; "
-                 "out [tokens, q heads, head_dim]"}};
+      {"positions",
+       "token r is at absolute position positions[r]; every token is a query and a key"},
+      {"mask",
+       "key j visible to query i iff positions[j] <= positions[i], and for a sliding type "
+       "positions[i] - positions[j] < window, for a chunked type floor(positions[j] / chunk) "
+       "== floor(positions[i] / chunk)"},
+      {"rotation",
+       "params.type.rope: rope (the scaling rule's tables, attention factor folded into "
+       "cos and sin), proportional (base^(-2i/h) for i < floor(p h / 2), else 0, over the "
+       "whole head) or none"},
+      {"temperature",
+       "q_rot row r is multiplied by tau(positions[r]) after the rotation "
+       "(reference/query_temperature.hpp); keys never"},
+      {"scores",
+       "sigma * (q_rot . k_rot), sigma = params.scale = 1/sqrt(query_pre_attn_scalar or "
+       "head_dim), for every pair, masked or not; kv head = q head / (n_q_heads / n_kv_heads)"},
+      {"sinks",
+       "the head's sink logit joins the softmax denominator only (no key, no value); "
+       "it is not multiplied by sigma"},
+      {"layout",
+       "q, k, v, q_rot, k_rot [tokens, heads, head_dim]; scores, probs [q heads, query, key]; "
+       "out [tokens, q heads, head_dim]"}};
   if (!d.convention.empty()) {
-    m["negative_control"] = {{"convention", d.convention}, {"reason", d.reason}, {"mistake", d.mistake}};
+    m["negative_control"] = {
+        {"convention", d.convention}, {"reason", d.reason}, {"mistake", d.mistake}};
   }
   Json why = Json::array();
   for (const auto& p : d.positions) why.push_back({{"position", p.m}, {"why", p.why}});
@@ -365,8 +397,9 @@ struct AttentionConds {
   std::map<std::string, std::vector<double>> pe, oe;
 };
 
-AttentionConds attention_conds(const PlanView& g, const PlanBudgetSet& b, const PlanOracle<mp50>& o50,
-                               const std::vector<double>& S, const std::map<std::string, std::vector<double>>& s_extra,
+AttentionConds attention_conds(const PlanView& g, const PlanBudgetSet& b,
+                               const PlanOracle<mp50>& o50, const std::vector<double>& S,
+                               const std::map<std::string, std::vector<double>>& s_extra,
                                const std::map<std::string, double>& score_bound, double eps) {
   const std::int64_t T = g.T;
   const std::vector<double> p64 = to_f64(o50.probs), o64 = to_f64(o50.out);
@@ -391,7 +424,8 @@ AttentionConds attention_conds(const PlanView& g, const PlanBudgetSet& b, const 
         auto& ev = e[prof];
         ev.assign(static_cast<std::size_t>(T), 0.0);
         for (std::int64_t j = 0; j < T; ++j) {
-          ev[j] = score_bound.at(prof) * eps * S[row + j] + (s_extra.count(prof) ? s_extra.at(prof)[row + j] : 0.0);
+          ev[j] = score_bound.at(prof) * eps * S[row + j] +
+                  (s_extra.count(prof) ? s_extra.at(prof)[row + j] : 0.0);
           mean_e[prof] += p64[row + j] * ev[j];
         }
       }
@@ -409,7 +443,8 @@ AttentionConds attention_conds(const PlanView& g, const PlanBudgetSet& b, const 
           const double vj = g.v[static_cast<std::size_t>((j * g.hk + hh / g.group) * g.h + c)];
           A += p64[row + j] * std::fabs(vj);
           B += p64[row + j] * std::fabs(vj - o64[oi]) * S[row + j];
-          for (auto& [prof, x] : oe) ex[prof] += p64[row + j] * e[prof][j] * std::fabs(vj - o64[oi]);
+          for (auto& [prof, x] : oe)
+            ex[prof] += p64[row + j] * e[prof][j] * std::fabs(vj - o64[oi]);
         }
         oc[oi] = A + B;
         for (auto& [prof, x] : oe) x[oi] = ex[prof];
@@ -428,13 +463,15 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
     throw_invalid("plan_case_generate", "n_kv_heads must divide n_q_heads", d.n_kv_heads);
   }
   if (d.type.sinks && d.sinks.size() != static_cast<std::size_t>(d.n_q_heads)) {
-    throw_invalid("plan_case_generate", "a type with sinks needs one sink logit per q head", d.sinks.size());
+    throw_invalid("plan_case_generate", "a type with sinks needs one sink logit per q head",
+                  d.sinks.size());
   }
   const PlanLayerType& te = d.expected;
   PlanView g{d, te};
   for (const auto& p : d.positions) g.pos.push_back(p.m);
   for (std::size_t r = 1; r < g.pos.size(); ++r) {
-    if (g.pos[r] <= g.pos[r - 1]) throw_invalid("plan_case_generate", "positions must be sorted and distinct", g.pos[r]);
+    if (g.pos[r] <= g.pos[r - 1])
+      throw_invalid("plan_case_generate", "positions must be sorted and distinct", g.pos[r]);
   }
   g.T = static_cast<std::int64_t>(g.pos.size());
   g.h = te.params.head_dim;
@@ -442,7 +479,9 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   g.hk = d.n_kv_heads;
   g.group = g.hq / g.hk;
   g.np = rotated_pairs(te);
-  g.live = te.rope == PlanRope::kProportional ? reference::rope_proportional_live_pairs(te.params, te.proportional) : g.np;
+  g.live = te.rope == PlanRope::kProportional
+               ? reference::rope_proportional_live_pairs(te.params, te.proportional)
+               : g.np;
   g.sigma = 1.0 / std::sqrt(scale_radicand(te));
   g.q.resize(static_cast<std::size_t>(g.T * g.hq * g.h));
   g.k.resize(static_cast<std::size_t>(g.T * g.hk * g.h));
@@ -455,20 +494,22 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   const auto o100 = plan_oracle<mp100>(d, te, g.pos, g.q, g.k, g.v);
   for (const auto& [name, a, b] :
        {std::tuple{"q_rot", &o50.q_rot, &o100.q_rot}, std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
-        std::tuple{"scores", &o50.scores, &o100.scores}, std::tuple{"probs", &o50.probs, &o100.probs},
-        std::tuple{"out", &o50.out, &o100.out}}) {
+        std::tuple{"scores", &o50.scores, &o100.scores},
+        std::tuple{"probs", &o50.probs, &o100.probs}, std::tuple{"out", &o50.out, &o100.out}}) {
     cross_check(d.id, name, d.dtype, *a, *b);
   }
   g.a = round_to_f64(o50.a);
   g.tau.assign(g.pos.size(), 1.0);
   if (te.has_temperature) {
-    for (std::size_t r = 0; r < g.pos.size(); ++r) g.tau[r] = round_to_f64(reference::query_temperature<mp50>(te.temperature, g.pos[r]));
+    for (std::size_t r = 0; r < g.pos.size(); ++r)
+      g.tau[r] = round_to_f64(reference::query_temperature<mp50>(te.temperature, g.pos[r]));
   }
 
   PlanBudgetSet b;
   for (const auto& prof : profiles()) {
     double A = 0;
-    if (prof.name != "strict" && te.rope == PlanRope::kRope && activation_na(prof.name, d.dtype).empty()) {
+    if (prof.name != "strict" && te.rope == PlanRope::kRope &&
+        activation_na(prof.name, d.dtype).empty()) {
       A = rope_pipeline_angle_errors(prof.name, te.params, te.scaling, {g.pos.front()}).A;
     }
     b.rb[prof.name] = rope_stage_budgets(prof.name, d.dtype, A, g.h);
@@ -484,16 +525,20 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   if (d.type.sinks) tensors.push_back(input_tensor("sinks", DType::kF32, {g.hq}, d.sinks));
   for (const auto& x : tensors) inputs.push_back(input_spec(x));
 
-  expected.push_back(add_expected(&tensors, rotated_expected(g, b, "q_rot", o50.q_rot, g.q, g.hq, true)));
-  expected.push_back(add_expected(&tensors, rotated_expected(g, b, "k_rot", o50.k_rot, g.k, g.hk, false)));
+  expected.push_back(
+      add_expected(&tensors, rotated_expected(g, b, "q_rot", o50.q_rot, g.q, g.hq, true)));
+  expected.push_back(
+      add_expected(&tensors, rotated_expected(g, b, "k_rot", o50.k_rot, g.k, g.hk, false)));
 
   // scores
   std::vector<double> S;
   std::map<std::string, std::vector<double>> s_extra;
   score_scales(g, b, &S, &s_extra);
   const double r = budgets::f32_in(d.dtype), eps = dtype_eps(d.dtype);
-  const std::vector<AxisSpec> qk_axes = {{"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
-  ExpectedTensor es = expected_tensor("scores", "scores", d.dtype, {g.hq, g.T, g.T}, CheckKind::kConditioned, qk_axes);
+  const std::vector<AxisSpec> qk_axes = {
+      {"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
+  ExpectedTensor es = expected_tensor("scores", "scores", d.dtype, {g.hq, g.T, g.T},
+                                      CheckKind::kConditioned, qk_axes);
   es.values = o50.scores;
   es.cond = S;
   std::map<std::string, double> score_bound;
@@ -501,7 +546,9 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
     ProfileBudget pb = rb.scores;
     // the scale's rounding and product; a soft cap (slope <= 1) adds its division, tanh (2 ulp)
     // and product, each within eps of |cap tanh(s / cap)| <= |s| <= S
-    if (pb.applies) pb.bound += (temperature_bound(te, prof) + 1.0 + (te.logit_softcap > 0 ? 3.0 : 0.0)) * r * 1.01;
+    if (pb.applies)
+      pb.bound +=
+          (temperature_bound(te, prof) + 1.0 + (te.logit_softcap > 0 ? 3.0 : 0.0)) * r * 1.01;
     score_bound[prof] = pb.bound;
     es.spec.check.profiles[prof] = pb;
   }
@@ -512,34 +559,45 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   const std::int64_t T = g.T;
   const double K = optimized::kAttentionMaxError, sk = 1.01;
   AttentionConds ac = attention_conds(g, b, o50, S, s_extra, score_bound, eps);
-  auto attention_expected = [&](const std::string& name, const std::string& stage, std::vector<std::int64_t> shape,
-                                const std::vector<mp50>& values, std::vector<double> cond,
-                                std::map<std::string, std::vector<double>> extra, std::vector<AxisSpec> axes) {
-    ExpectedTensor e = expected_tensor(name, stage, d.dtype, std::move(shape), CheckKind::kConditioned, std::move(axes));
-    e.values = values;
-    e.cond = std::move(cond);
-    e.extra = std::move(extra);
-    for (const auto& prof : profiles()) {
-      const std::string na = activation_na(prof.name, d.dtype);
-      e.spec.check.profiles[prof.name] = na.empty() ? bound_of(K * r * sk, budgets::cast_to(d.dtype)) : not_applicable(na);
-    }
-    return e;
-  };
-  expected.push_back(add_expected(&tensors, attention_expected("probs", "probabilities", {g.hq, T, T}, o50.probs, std::move(ac.pc), std::move(ac.pe), qk_axes)));
-  expected.push_back(add_expected(&tensors, attention_expected("out", "output", {T, g.hq, g.h}, o50.out, std::move(ac.oc), std::move(ac.oe),
-                                                               {{"query", "positions", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}})));
+  auto attention_expected =
+      [&](const std::string& name, const std::string& stage, std::vector<std::int64_t> shape,
+          const std::vector<mp50>& values, std::vector<double> cond,
+          std::map<std::string, std::vector<double>> extra, std::vector<AxisSpec> axes) {
+        ExpectedTensor e = expected_tensor(name, stage, d.dtype, std::move(shape),
+                                           CheckKind::kConditioned, std::move(axes));
+        e.values = values;
+        e.cond = std::move(cond);
+        e.extra = std::move(extra);
+        for (const auto& prof : profiles()) {
+          const std::string na = activation_na(prof.name, d.dtype);
+          e.spec.check.profiles[prof.name] =
+              na.empty() ? bound_of(K * r * sk, budgets::cast_to(d.dtype)) : not_applicable(na);
+        }
+        return e;
+      };
+  expected.push_back(
+      add_expected(&tensors, attention_expected("probs", "probabilities", {g.hq, T, T}, o50.probs,
+                                                std::move(ac.pc), std::move(ac.pe), qk_axes)));
+  expected.push_back(add_expected(
+      &tensors,
+      attention_expected(
+          "out", "output", {T, g.hq, g.h}, o50.out, std::move(ac.oc), std::move(ac.oe),
+          {{"query", "positions", {}, {}}, {"head", "", {}, {}}, {"channel", "", {}, {}}})));
 
   Json m = manifest_header(d.id, "plan", d.type.name, d.result, 1);
   describe(m, d, g);
   m["params"] = plan_params(d, g);
   m["citation"] =
       "Gemma Team, Gemma 3 Technical Report, arXiv:2503.19786v1, Sec. 2; Meta Llama 4 (HF "
-      "Llama4TextAttention); OpenAI gpt-oss model card, arXiv:2508.10925v1, Sec. 2; HF transformers "
+      "Llama4TextAttention); OpenAI gpt-oss model card, arXiv:2508.10925v1, Sec. 2; HF "
+      "transformers "
       "layer_types and per-type rope_parameters";
   m["oracle"] = mp_oracle_json();
   m["seed"] = d.seed;
-  m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k (in [-2, 2]), 3 = v (in [-1, 1]), "
-              "4 = sinks (k * 2^-8 - 1)";
+  m["prng"] =
+      "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k (in [-2, 2]), 3 = v (in "
+      "[-1, 1]), "
+      "4 = sinks (k * 2^-8 - 1)";
   manifest_add_tensors(m, d.id, inputs, expected);
   GoldenCase out;
   out.manifest = std::move(m);
@@ -567,7 +625,8 @@ std::vector<HardPosition> plan_type_positions(const PlanLayerType& t, std::int64
     const std::string c = std::to_string(t.chunk);
     for (std::int64_t d = -3; d <= 2; ++d) {
       add(t.chunk + d, d == 0 ? "C = " + c + ": the first position of the second chunk"
-                              : "chunk boundary C = " + c + (d < 0 ? " (last chunk-0 positions)" : " (chunk 1)"));
+                              : "chunk boundary C = " + c +
+                                    (d < 0 ? " (last chunk-0 positions)" : " (chunk 1)"));
     }
   }
   if (t.has_temperature) {
@@ -576,7 +635,8 @@ std::vector<HardPosition> plan_type_positions(const PlanLayerType& t, std::int64
     for (std::int64_t k = 1; k <= 2; ++k) {
       const std::int64_t step = l4 ? k * L - 1 : k * L;  // the first position with n = k
       add(step - 1, "below temperature step " + std::to_string(k));
-      add(step, std::string("temperature step ") + std::to_string(k) + (l4 ? " at k F - 1 (p + 1)" : " at k L0 (p)"));
+      add(step, std::string("temperature step ") + std::to_string(k) +
+                    (l4 ? " at k F - 1 (p + 1)" : " at k L0 (p)"));
       add(step + 1, "after temperature step " + std::to_string(k));
     }
   }
@@ -589,7 +649,8 @@ std::vector<HardPosition> plan_type_positions(const PlanLayerType& t, std::int64
   return v;
 }
 
-PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::string& model_name, DType t) {
+PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::string& model_name,
+                          DType t) {
   if (type_index < 0 || type_index >= static_cast<int>(plan.types.size())) {
     throw_invalid("plan_case_for", "type index out of range", type_index);
   }
@@ -608,7 +669,8 @@ PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::stri
   d.seed = rope_seed_of(d.id);
   if (d.type.sinks) {
     for (int h = 0; h < d.n_q_heads; ++h) {
-      d.sinks.push_back(std::ldexp(static_cast<double>(prng_int(d.seed, 4, h, 384) + 128), -8));  // [-1, 2]
+      d.sinks.push_back(
+          std::ldexp(static_cast<double>(prng_int(d.seed, 4, h, 384) + 128), -8));  // [-1, 2]
     }
   }
   return d;
@@ -623,7 +685,8 @@ Json plan_type_to_json(const PlanLayerType& t) {
   }
   if (t.rope == PlanRope::kRope) j["scaling"] = rope_scaling_to_json(t.scaling);
   if (t.rope == PlanRope::kProportional) {
-    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion}, {"factor", t.proportional.factor}};
+    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion},
+                         {"factor", t.proportional.factor}};
   }
   if (t.mla_rope_dim > 0) j["mla_rope_dim"] = t.mla_rope_dim;
   j["mask"] = plan_mask_name(t.mask);
@@ -643,7 +706,8 @@ Json plan_type_to_json(const PlanLayerType& t) {
 
 namespace {
 
-[[noreturn]] void bad_type(const std::string& source, const std::string& key, const std::string& what) {
+[[noreturn]] void bad_type(const std::string& source, const std::string& key,
+                           const std::string& what) {
   throw GoldenFileError(source + ": " + key + ": " + what);
 }
 
@@ -668,15 +732,19 @@ PlanLayerType plan_type_from_json(const Json& j, const std::string& source) {
   PlanLayerType t;
   t.name = type_value<std::string>(j, "name", source);
   const std::string rope = type_value<std::string>(j, "rope", source);
-  t.rope = rope == "rope" ? PlanRope::kRope : rope == "proportional" ? PlanRope::kProportional : PlanRope::kNone;
-  if (rope != "rope" && rope != "proportional" && rope != "none") bad_type(source, "type.rope", "expected rope, proportional or none (got " + rope + ")");
+  t.rope = rope == "rope"           ? PlanRope::kRope
+           : rope == "proportional" ? PlanRope::kProportional
+                                    : PlanRope::kNone;
+  if (rope != "rope" && rope != "proportional" && rope != "none")
+    bad_type(source, "type.rope", "expected rope, proportional or none (got " + rope + ")");
   t.params.head_dim = type_value<int>(j, "head_dim", source);
   t.params.rotary_dim = t.params.head_dim;
   if (t.rope != PlanRope::kNone) {
     t.params.rotary_dim = type_value<int>(j, "rotary_dim", source);
     t.params.base = type_value<double>(j, "base", source);
-    t.params.layout = type_value<std::string>(j, "layout", source) == "interleaved" ? reference::RopeLayout::kInterleaved
-                                                                                    : reference::RopeLayout::kHalfSplit;
+    t.params.layout = type_value<std::string>(j, "layout", source) == "interleaved"
+                          ? reference::RopeLayout::kInterleaved
+                          : reference::RopeLayout::kHalfSplit;
   }
   if (t.rope == PlanRope::kRope) {
     try {
@@ -692,16 +760,21 @@ PlanLayerType plan_type_from_json(const Json& j, const std::string& source) {
   }
   if (j.contains("mla_rope_dim")) t.mla_rope_dim = type_value<int>(j, "mla_rope_dim", source);
   const std::string mask = type_value<std::string>(j, "mask", source);
-  t.mask = mask == "sliding" ? PlanMask::kSliding : mask == "chunked" ? PlanMask::kChunked : PlanMask::kCausal;
-  if (mask != "sliding" && mask != "chunked" && mask != "causal") bad_type(source, "type.mask", "expected causal, sliding or chunked (got " + mask + ")");
+  t.mask = mask == "sliding"   ? PlanMask::kSliding
+           : mask == "chunked" ? PlanMask::kChunked
+                               : PlanMask::kCausal;
+  if (mask != "sliding" && mask != "chunked" && mask != "causal")
+    bad_type(source, "type.mask", "expected causal, sliding or chunked (got " + mask + ")");
   if (t.mask == PlanMask::kSliding) t.window = type_value<std::int64_t>(j, "window", source);
   if (t.mask == PlanMask::kChunked) t.chunk = type_value<std::int64_t>(j, "chunk", source);
   const Json& temp = type_key(j, "temperature", source);
   if (!temp.is_null()) {
     t.has_temperature = true;
     const std::string rule = type_value<std::string>(temp, "rule", source);
-    if (rule != "llama4" && rule != "mistral") bad_type(source, "type.temperature.rule", "expected llama4 or mistral (got " + rule + ")");
-    t.temperature.rule = rule == "llama4" ? QueryTemperatureRule::kLlama4 : QueryTemperatureRule::kMistral;
+    if (rule != "llama4" && rule != "mistral")
+      bad_type(source, "type.temperature.rule", "expected llama4 or mistral (got " + rule + ")");
+    t.temperature.rule =
+        rule == "llama4" ? QueryTemperatureRule::kLlama4 : QueryTemperatureRule::kMistral;
     t.temperature.length = type_value<std::int64_t>(temp, "length", source);
     t.temperature.coefficient = type_value<double>(temp, "coefficient", source);
   }
@@ -714,16 +787,20 @@ PlanLayerType plan_type_from_json(const Json& j, const std::string& source) {
 // ---- mistakes and the built-in engine ----------------------------------------------------------
 
 std::vector<std::string> plan_case_mistakes() {
-  return {"global-rope-on-sliding", "rope-on-nope", "temperature-p", "temperature-p-plus-1", "yarn-truncate",
-          "sinks-dropped"};
+  return {"global-rope-on-sliding", "rope-on-nope",  "temperature-p",
+          "temperature-p-plus-1",   "yarn-truncate", "sinks-dropped"};
 }
 
 std::string plan_case_mistake_words(const std::string& mistake) {
-  if (mistake == "global-rope-on-sliding") return "sliding-window layers rotated with the global layers' (scaled) RoPE";
+  if (mistake == "global-rope-on-sliding")
+    return "sliding-window layers rotated with the global layers' (scaled) RoPE";
   if (mistake == "rope-on-nope") return "RoPE applied on a NoPE layer";
-  if (mistake == "temperature-p") return "query temperature with floor(p / F) instead of floor((p + 1) / F) (Llama 4)";
-  if (mistake == "temperature-p-plus-1") return "query temperature with floor((p + 1) / L0) instead of floor(p / L0) (Mistral)";
-  if (mistake == "yarn-truncate") return "YaRN correction range truncated (floor / ceil) where the model has truncate = false";
+  if (mistake == "temperature-p")
+    return "query temperature with floor(p / F) instead of floor((p + 1) / F) (Llama 4)";
+  if (mistake == "temperature-p-plus-1")
+    return "query temperature with floor((p + 1) / L0) instead of floor(p / L0) (Mistral)";
+  if (mistake == "yarn-truncate")
+    return "YaRN correction range truncated (floor / ceil) where the model has truncate = false";
   if (mistake == "sinks-dropped") return "the learned sink logits left out of the softmax";
   return "";
 }
@@ -732,20 +809,22 @@ namespace {
 
 /// The type an engine with `mistake` computes in place of `t` (plan: the model's types);
 /// InvalidArgument when the mistake does not apply to this type.
-PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan, const std::string& mistake) {
+PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan,
+                                const std::string& mistake) {
   const char* fn = "plan_case_run_engine";
   PlanLayerType x = t;
   auto rotation = [](const PlanLayerType& y) {  // what the rotation of a type is, as JSON
     Json j = plan_type_to_json(y);
-    for (const char* k : {"name", "mask", "window", "chunk", "temperature", "sinks", "query_pre_attn_scalar",
-                          "logit_softcap"}) {
+    for (const char* k : {"name", "mask", "window", "chunk", "temperature", "sinks",
+                          "query_pre_attn_scalar", "logit_softcap"}) {
       j.erase(k);
     }
     return j;
   };
   auto other_rope = [&](bool want_non_sliding) -> const PlanLayerType* {
     for (const auto& o : plan) {
-      if (o.name == t.name || o.rope == PlanRope::kNone || o.params.head_dim != t.params.head_dim) continue;
+      if (o.name == t.name || o.rope == PlanRope::kNone || o.params.head_dim != t.params.head_dim)
+        continue;
       if (rotation(o) == rotation(t)) continue;  // the same rotation: nothing to mistake
       if (want_non_sliding && o.mask == PlanMask::kSliding) continue;
       return &o;
@@ -755,7 +834,10 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
   if (mistake == "global-rope-on-sliding") {
     const PlanLayerType* g = other_rope(true);
     if (t.mask != PlanMask::kSliding || t.rope == PlanRope::kNone || g == nullptr) {
-      throw_invalid(fn, "global-rope-on-sliding needs a sliding RoPE type and a global RoPE type of the same head_dim and another rotation", t.name);
+      throw_invalid(fn,
+                    "global-rope-on-sliding needs a sliding RoPE type and a global RoPE type of "
+                    "the same head_dim and another rotation",
+                    t.name);
     }
     x.rope = g->rope;
     x.params = g->params;
@@ -764,20 +846,27 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
   } else if (mistake == "rope-on-nope") {
     const PlanLayerType* g = other_rope(false);
     if (t.rope != PlanRope::kNone || g == nullptr) {
-      throw_invalid(fn, "rope-on-nope needs a NoPE type and a RoPE type of the same head_dim", t.name);
+      throw_invalid(fn, "rope-on-nope needs a NoPE type and a RoPE type of the same head_dim",
+                    t.name);
     }
     x.rope = g->rope;
     x.params = g->params;
     x.scaling = g->scaling;
     x.proportional = g->proportional;
   } else if (mistake == "temperature-p" || mistake == "temperature-p-plus-1") {
-    const auto from = mistake == "temperature-p" ? QueryTemperatureRule::kLlama4 : QueryTemperatureRule::kMistral;
+    const auto from =
+        mistake == "temperature-p" ? QueryTemperatureRule::kLlama4 : QueryTemperatureRule::kMistral;
     if (!t.has_temperature || t.temperature.rule != from) {
-      throw_invalid(fn, mistake + " needs a " + reference::query_temperature_rule_name(from) + " query temperature", t.name);
+      throw_invalid(fn,
+                    mistake + " needs a " + reference::query_temperature_rule_name(from) +
+                        " query temperature",
+                    t.name);
     }
-    x.temperature.rule = from == QueryTemperatureRule::kLlama4 ? QueryTemperatureRule::kMistral : QueryTemperatureRule::kLlama4;
+    x.temperature.rule = from == QueryTemperatureRule::kLlama4 ? QueryTemperatureRule::kMistral
+                                                               : QueryTemperatureRule::kLlama4;
   } else if (mistake == "yarn-truncate") {
-    if (t.rope != PlanRope::kRope || t.scaling.type != RopeScalingType::kYarn || t.scaling.truncate) {
+    if (t.rope != PlanRope::kRope || t.scaling.type != RopeScalingType::kYarn ||
+        t.scaling.truncate) {
       throw_invalid(fn, "yarn-truncate needs a YaRN type with truncate = false", t.name);
     }
     x.scaling.truncate = true;
@@ -785,8 +874,10 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
     if (!t.sinks) throw_invalid(fn, "sinks-dropped needs a type with sinks", t.name);
     x.sinks = false;
   } else if (!mistake.empty()) {
-    throw_invalid(fn, "unknown mistake (known: global-rope-on-sliding, rope-on-nope, temperature-p, "
-                      "temperature-p-plus-1, yarn-truncate, sinks-dropped)", mistake);
+    throw_invalid(fn,
+                  "unknown mistake (known: global-rope-on-sliding, rope-on-nope, temperature-p, "
+                  "temperature-p-plus-1, yarn-truncate, sinks-dropped)",
+                  mistake);
   }
   return x;
 }
@@ -821,18 +912,20 @@ EngineInputs engine_inputs(const CaseSpec& spec, const TensorMap& golden) {
 }
 
 /// float32 HF-style tables [T, np] (cos, sin, attention factor folded in) of a rotating type.
-void fp32_tables(const PlanLayerType& t, const std::vector<std::int64_t>& pos, std::vector<float>* cs,
-                 std::vector<float>* sn) {
+void fp32_tables(const PlanLayerType& t, const std::vector<std::int64_t>& pos,
+                 std::vector<float>* cs, std::vector<float>* sn) {
   if (t.rope == PlanRope::kRope) {
     const auto tb = rope_pipeline_tables("fp32", t.params, t.scaling, t.params.head_dim, pos);
     *cs = tb.cos;
     *sn = tb.sin;
     return;
   }
-  const auto tb = rope_pipeline_tables("fp32", t.params, reference::RopeScaling{}, t.params.head_dim, pos);
+  const auto tb =
+      rope_pipeline_tables("fp32", t.params, reference::RopeScaling{}, t.params.head_dim, pos);
   *cs = tb.cos;
   *sn = tb.sin;
-  const int np = t.params.rotary_dim / 2, live = reference::rope_proportional_live_pairs(t.params, t.proportional);
+  const int np = t.params.rotary_dim / 2,
+            live = reference::rope_proportional_live_pairs(t.params, t.proportional);
   for (std::size_t r = 0; r < pos.size(); ++r) {
     for (int i = live; i < np; ++i) {
       (*cs)[r * np + i] = 1.0f;
@@ -842,17 +935,20 @@ void fp32_tables(const PlanLayerType& t, const std::vector<std::int64_t>& pos, s
 }
 
 /// q and k rotated (and q scaled by the temperature) the pipeline's way.
-void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineInputs& e, std::vector<float>* qr,
-                   std::vector<float>* kr) {
+void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineInputs& e,
+                   std::vector<float>* qr, std::vector<float>* kr) {
   *qr = e.q;
   *kr = e.k;
   if (t.rope != PlanRope::kNone) {
     if (pipeline == "exact") {
-      const auto cache = t.rope == PlanRope::kProportional
-                             ? optimized::rope_proportional_cache_init(t.params, t.proportional, e.pos)
-                             : optimized::rope_scaling_cache_init(t.params, t.scaling, e.pos);
-      optimized::rope_apply(t.params, cache, {e.T, e.hq, optimized::RopeTensorLayout::kTokensHeadsDim}, e.q, *qr);
-      optimized::rope_apply(t.params, cache, {e.T, e.hk, optimized::RopeTensorLayout::kTokensHeadsDim}, e.k, *kr);
+      const auto cache =
+          t.rope == PlanRope::kProportional
+              ? optimized::rope_proportional_cache_init(t.params, t.proportional, e.pos)
+              : optimized::rope_scaling_cache_init(t.params, t.scaling, e.pos);
+      optimized::rope_apply(t.params, cache,
+                            {e.T, e.hq, optimized::RopeTensorLayout::kTokensHeadsDim}, e.q, *qr);
+      optimized::rope_apply(t.params, cache,
+                            {e.T, e.hk, optimized::RopeTensorLayout::kTokensHeadsDim}, e.k, *kr);
     } else {
       std::vector<float> cs, sn;
       fp32_tables(t, e.pos, &cs, &sn);
@@ -861,8 +957,10 @@ void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineIn
         for (std::int64_t r = 0; r < e.T * heads; ++r) {
           const std::int64_t tt = r / heads;
           for (int i = 0; i < np; ++i) {
-            const int ca = reference::rope_pair_a(t.params, i), cb = reference::rope_pair_b(t.params, i);
-            const float c = cs[tt * np + i], s = sn[tt * np + i], xa = x[r * h + ca], xb = x[r * h + cb];
+            const int ca = reference::rope_pair_a(t.params, i),
+                      cb = reference::rope_pair_b(t.params, i);
+            const float c = cs[tt * np + i], s = sn[tt * np + i], xa = x[r * h + ca],
+                        xb = x[r * h + cb];
             y[r * h + ca] = xa * c + (-xb) * s;  // q * cos + rotate_half(q) * sin
             y[r * h + cb] = xb * c + xa * s;
           }
@@ -880,16 +978,19 @@ void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineIn
   const std::size_t row = static_cast<std::size_t>(e.hq) * e.h;
   for (std::int64_t r = 0; r < e.T; ++r) {  // HF: log1p(floor(...)) * c + 1 in float32
     const std::int64_t n = reference::query_temperature_steps(t.temperature, e.pos[r]);
-    const float tau = std::log1p(static_cast<float>(n)) * static_cast<float>(t.temperature.coefficient) + 1.0f;
+    const float tau =
+        std::log1p(static_cast<float>(n)) * static_cast<float>(t.temperature.coefficient) + 1.0f;
     for (std::size_t c = 0; c < row; ++c) (*qr)[r * row + c] *= tau;
   }
 }
 
 }  // namespace
 
-TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
+TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
+                               const EngineOptions& o) {
   if (o.pipeline != "exact" && o.pipeline != "fp32") {
-    throw_invalid("plan_case_run_engine", "plan cases emulate the exact and fp32 pipelines only", o.pipeline);
+    throw_invalid("plan_case_run_engine", "plan cases emulate the exact and fp32 pipelines only",
+                  o.pipeline);
   }
   EngineInputs e = engine_inputs(spec, golden);
   e.type = type_with_mistake(e.type, e.plan, o.mistake);
@@ -905,7 +1006,8 @@ TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
   reference::AttentionMask mask;
   mask.allowed.resize(static_cast<std::size_t>(T * T));
   for (std::int64_t i = 0; i < T; ++i) {
-    for (std::int64_t j = 0; j < T; ++j) mask.allowed[i * T + j] = plan_visible(t, e.pos[i], e.pos[j]) ? 1 : 0;
+    for (std::int64_t j = 0; j < T; ++j)
+      mask.allowed[i * T + j] = plan_visible(t, e.pos[i], e.pos[j]) ? 1 : 0;
   }
   for (int hh = 0; hh < hq; ++hh) {
     for (std::int64_t i = 0; i < T; ++i) {
@@ -932,7 +1034,8 @@ TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
     }
   }
   std::vector<float> probs(scores.size()), out(static_cast<std::size_t>(T * hq * h));
-  if (o.pipeline == "exact" && t.logit_softcap > 0) {  // the kernel has no soft cap: softmax in double
+  if (o.pipeline == "exact" &&
+      t.logit_softcap > 0) {  // the kernel has no soft cap: softmax in double
     for (int hh = 0; hh < hq; ++hh) {
       for (std::int64_t i = 0; i < T; ++i) {
         const std::size_t row = static_cast<std::size_t>((hh * T + i) * T);
@@ -943,7 +1046,8 @@ TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
         double sum = t.sinks ? std::exp(e.sinks[hh] - mx) : 0.0;
         std::vector<double> pr(static_cast<std::size_t>(T), 0.0);
         for (std::int64_t j = 0; j < T; ++j) {
-          if (mask.allowed[i * T + j]) sum += pr[j] = std::exp(static_cast<double>(scores[row + j]) - mx);
+          if (mask.allowed[i * T + j])
+            sum += pr[j] = std::exp(static_cast<double>(scores[row + j]) - mx);
         }
         for (std::int64_t j = 0; j < T; ++j) probs[row + j] = static_cast<float>(pr[j] /= sum);
         for (int c = 0; c < h; ++c) {
@@ -979,7 +1083,8 @@ TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, co
         for (std::int64_t j = 0; j < T; ++j) probs[row + j] /= sum;
         for (int c = 0; c < h; ++c) {
           float acc = 0;
-          for (std::int64_t j = 0; j < T; ++j) acc += probs[row + j] * e.v[(j * hk + hh / group) * h + c];
+          for (std::int64_t j = 0; j < T; ++j)
+            acc += probs[row + j] * e.v[(j * hk + hh / group) * h + c];
           out[(i * hq + hh) * h + c] = acc;
         }
       }
@@ -1013,7 +1118,8 @@ std::string scaling_words(const PlanLayerType& t) {
 
 }  // namespace
 
-Json plan_manifest_json(const ModelPlan& plan, const std::string& model_name, const std::vector<std::string>& case_ids) {
+Json plan_manifest_json(const ModelPlan& plan, const std::string& model_name,
+                        const std::vector<std::string>& case_ids) {
   if (case_ids.size() != plan.types.size()) {
     throw_invalid("plan_manifest_json", "one case id per layer type is needed", case_ids.size());
   }
@@ -1044,14 +1150,17 @@ Json plan_manifest_json(const ModelPlan& plan, const std::string& model_name, co
     Json j = {{"index", l}, {"type", t.name}, {"rope", plan_rope_name(t.rope)}};
     j["base"] = t.rope == PlanRope::kNone ? Json(nullptr) : Json(t.params.base);
     j["scaling"] = scaling_words(t);
-    if (t.rope == PlanRope::kProportional) j["scaling"] = "proportional p = " + Json(t.proportional.proportion).dump();
+    if (t.rope == PlanRope::kProportional)
+      j["scaling"] = "proportional p = " + Json(t.proportional.proportion).dump();
     j["mask"] = plan_mask_name(t.mask);
     j["window"] = t.mask == PlanMask::kSliding ? Json(t.window) : Json(nullptr);
     j["chunk"] = t.mask == PlanMask::kChunked ? Json(t.chunk) : Json(nullptr);
-    j["temperature"] = t.has_temperature ? Json(std::string(reference::query_temperature_rule_name(t.temperature.rule)) +
-                                                " length " + std::to_string(t.temperature.length) + " coefficient " +
-                                                Json(t.temperature.coefficient).dump())
-                                          : Json(nullptr);
+    j["temperature"] =
+        t.has_temperature
+            ? Json(std::string(reference::query_temperature_rule_name(t.temperature.rule)) +
+                   " length " + std::to_string(t.temperature.length) + " coefficient " +
+                   Json(t.temperature.coefficient).dump())
+            : Json(nullptr);
     j["sinks"] = t.sinks;
     j["case"] = case_ids.at(static_cast<std::size_t>(plan.layer_type[l]));
     layers.push_back(j);
@@ -1081,12 +1190,14 @@ PlanManifest plan_manifest_read(const std::filesystem::path& path) {
   } catch (const nlohmann::json::exception& e) {
     throw GoldenFileError(src + ": not valid JSON (" + std::string(e.what()) + ")");
   }
-  if (!j.is_object() || j.value("schema", std::string()) != kPlanSchemaName) bad("schema", "expected \"posenc-plan\"");
+  if (!j.is_object() || j.value("schema", std::string()) != kPlanSchemaName)
+    bad("schema", "expected \"posenc-plan\"");
   PlanManifest p;
   try {
     p.model = j.at("model").get<std::string>();
     p.n_layers = j.at("n_layers").get<int>();
-    if (p.n_layers <= 0) bad("n_layers", "expected a positive integer (got " + j.at("n_layers").dump() + ")");
+    if (p.n_layers <= 0)
+      bad("n_layers", "expected a positive integer (got " + j.at("n_layers").dump() + ")");
     std::vector<int> owner(static_cast<std::size_t>(p.n_layers), -1);
     const Json& types = j.at("types");
     if (!types.is_array() || types.empty()) bad("types", "expected a non-empty list");
@@ -1096,32 +1207,36 @@ PlanManifest plan_manifest_read(const std::filesystem::path& path) {
       ty.case_id = types[t].at("case").get<std::string>();
       const std::string rel = types[t].at("manifest").get<std::string>();
       if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos) {
-        bad("types[" + std::to_string(t) + "].manifest", "expected a relative path inside the plan's folder (got " + rel + ")");
+        bad("types[" + std::to_string(t) + "].manifest",
+            "expected a relative path inside the plan's folder (got " + rel + ")");
       }
       ty.manifest = path.parent_path() / rel;
       ty.layers = types[t].at("layers").get<std::vector<int>>();
       for (int l : ty.layers) {
         if (l < 0 || l >= p.n_layers || owner[static_cast<std::size_t>(l)] >= 0) {
-          bad("types[" + std::to_string(t) + "].layers", "layer " + std::to_string(l) +
-                                                             " is out of range or listed twice (n_layers " +
-                                                             std::to_string(p.n_layers) + ")");
+          bad("types[" + std::to_string(t) + "].layers",
+              "layer " + std::to_string(l) + " is out of range or listed twice (n_layers " +
+                  std::to_string(p.n_layers) + ")");
         }
         owner[static_cast<std::size_t>(l)] = static_cast<int>(t);
       }
       p.types.push_back(std::move(ty));
     }
     for (int l = 0; l < p.n_layers; ++l) {
-      if (owner[static_cast<std::size_t>(l)] < 0) bad("types", "layer " + std::to_string(l) + " has no type");
+      if (owner[static_cast<std::size_t>(l)] < 0)
+        bad("types", "layer " + std::to_string(l) + " has no type");
     }
     const Json& layers = j.at("layers");
     if (!layers.is_array() || static_cast<int>(layers.size()) != p.n_layers) {
       bad("layers", "expected n_layers = " + std::to_string(p.n_layers) + " entries");
     }
     for (int l = 0; l < p.n_layers; ++l) {
-      const std::string want = p.types[static_cast<std::size_t>(owner[static_cast<std::size_t>(l)])].name;
+      const std::string want =
+          p.types[static_cast<std::size_t>(owner[static_cast<std::size_t>(l)])].name;
       if (layers[static_cast<std::size_t>(l)].at("index").get<int>() != l ||
           layers[static_cast<std::size_t>(l)].at("type").get<std::string>() != want) {
-        bad("layers[" + std::to_string(l) + "]", "expected index " + std::to_string(l) + " and type " + want);
+        bad("layers[" + std::to_string(l) + "]",
+            "expected index " + std::to_string(l) + " and type " + want);
       }
     }
   } catch (const nlohmann::json::exception& e) {
@@ -1145,12 +1260,14 @@ std::string plan_layer_ranges(const std::vector<int>& layers) {
 
 ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DType t) {
   ConfigCases out;
-  out.model = (plan.model.id.empty() ? name : plan.model.id) + " (cases named " + name + "): a plan of " +
-              std::to_string(plan.layer_type.size()) + " layers, " + std::to_string(plan.types.size()) + " layer types";
+  out.model = (plan.model.id.empty() ? name : plan.model.id) + " (cases named " + name +
+              "): a plan of " + std::to_string(plan.layer_type.size()) + " layers, " +
+              std::to_string(plan.types.size()) + " layer types";
   for (std::size_t ti = 0; ti < plan.types.size(); ++ti) {
     const PlanLayerType& ty = plan.types[ti];
-    out.model += std::string(ti == 0 ? ": " : "; ") + ty.name + " (" + plan_rope_name(ty.rope) + ", " + plan_mask_name(ty.mask) +
-                 (ty.has_temperature ? ", temperature" : "") + (ty.sinks ? ", sinks" : "") + ")";
+    out.model += std::string(ti == 0 ? ": " : "; ") + ty.name + " (" + plan_rope_name(ty.rope) +
+                 ", " + plan_mask_name(ty.mask) + (ty.has_temperature ? ", temperature" : "") +
+                 (ty.sinks ? ", sinks" : "") + ")";
   }
   out.notes = plan.notes;
   std::vector<std::string> ids;
@@ -1158,10 +1275,14 @@ ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DT
     const PlanCaseDef d = plan_case_for(plan, ti, config_name_sanitize(name), t);
     check_modelled(d.type, "plan_config_cases");
     ids.push_back(d.id);
-    ConfigCase c{"plan", d.id, "layer type " + d.type.name + ": " + std::to_string(d.positions.size()) + " tokens",
-                 [d] { return plan_case_generate(d); }};
-    const std::uint64_t T = d.positions.size(), h = static_cast<std::uint64_t>(d.type.params.head_dim),
-                        hq = static_cast<std::uint64_t>(d.n_q_heads), hk = static_cast<std::uint64_t>(d.n_kv_heads);
+    ConfigCase c{
+        "plan", d.id,
+        "layer type " + d.type.name + ": " + std::to_string(d.positions.size()) + " tokens",
+        [d] { return plan_case_generate(d); }};
+    const std::uint64_t T = d.positions.size(),
+                        h = static_cast<std::uint64_t>(d.type.params.head_dim),
+                        hq = static_cast<std::uint64_t>(d.n_q_heads),
+                        hk = static_cast<std::uint64_t>(d.n_kv_heads);
     const std::uint64_t expected = (2 * hq + hk) * T * h + 2 * hq * T * T;
     c.largest_tensor_bytes = 8 * std::max(hq * T * h, hq * T * T);
     c.file_bytes = 40 * expected + 65536;

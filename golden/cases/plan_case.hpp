@@ -55,8 +55,8 @@ struct PlanCaseDef {
   std::vector<int> layers;                // the layers of this type
   int n_layers = 0;
   int n_q_heads = 2, n_kv_heads = 1;
-  std::vector<HardPosition> positions;    // sorted, distinct
-  std::vector<double> sinks;              // [n_q_heads] when type.sinks (exact in float32)
+  std::vector<HardPosition> positions;  // sorted, distinct
+  std::vector<double> sinks;            // [n_q_heads] when type.sinks (exact in float32)
   DType dtype = DType::kF32;
   std::uint64_t seed = 0;
   std::string result = "valid", convention, reason, mistake;
@@ -87,7 +87,8 @@ GoldenCase plan_case_generate(const PlanCaseDef& d);
 /// float32 HF-style pipeline on "fp32";
 /// EngineOptions::mistake one of plan_case_mistakes() (InvalidArgument where it does not apply
 /// to the case's type).
-TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o);
+TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
+                               const EngineOptions& o);
 std::vector<std::string> plan_case_mistakes();
 /// The bug a mistake plants, in engine terms.
 std::string plan_case_mistake_words(const std::string& mistake);
