@@ -18,6 +18,7 @@
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/verify/catalog.hpp"
+#include "golden/verify/manifest_check.hpp"
 #include "properties/golden_checks.hpp"
 #include "reference/common/errors.hpp"
 
@@ -233,6 +234,26 @@ TEST(PlanCase, TypeJsonRoundTrips) {
     EXPECT_EQ(golden::plan_type_to_json(golden::plan_type_from_json(j, lc.spec.id)), j)
         << lc.spec.id;
   });
+}
+
+// A plan manifest's params are checked like every scheme's (golden/verify/manifest_check.cpp):
+// a missing key and a grouping that does not divide are refused, naming the key.
+TEST(PlanCase, ManifestParamsAreChecked) {
+  const auto path = golden::default_data_dir() / "plan" / "plan_gpt_oss_20b_sliding_attention_f32.json";
+  const auto good = nlohmann::json::parse(golden::read_json_text(path));
+  EXPECT_NO_THROW(golden::check_manifest_schema(golden::case_spec_from_json(good, "m.json"), "m.json"));
+  auto bad = good;
+  bad["params"]["n_kv_heads"] = 3;
+  try {
+    golden::check_manifest_schema(golden::case_spec_from_json(bad, "m.json"), "m.json");
+    ADD_FAILURE() << "a grouping that does not divide accepted";
+  } catch (const GoldenFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("m.json: params.n_kv_heads"), std::string::npos) << e.what();
+  }
+  bad = good;
+  bad["params"].erase("type");
+  EXPECT_THROW(golden::check_manifest_schema(golden::case_spec_from_json(bad, "m.json"), "m.json"),
+               GoldenFileError);
 }
 
 // Bad types are refused with the function and the key named.
