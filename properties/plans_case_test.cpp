@@ -35,22 +35,25 @@ TEST(PlanGolden, EachStageFailsAlone) {
 }
 
 // HF's float32 pipeline (tables, rotation, temperature, scores, eager softmax in float32) passes
-// the fp32 profile on every valid case and uses a visible share of some stage's budget.
-TEST(PlanGolden, Fp32PipelinePassesFp32) {
-  int n = 0;
-  double worst = 0;
-  for_each_golden_case("plan", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
-    if (is_control(lc)) return;
-    ++n;
-    golden::EngineOptions eo;
-    eo.pipeline = "fp32";
-    const auto r = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, eo),
-                                       {"fp32", {}, true});
-    EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, true);
-    for (const auto& t : r.tensors) worst = std::max(worst, t.max_ratio);
-  });
-  EXPECT_EQ(n, 13);
-  EXPECT_GT(worst, 0.05) << "the fp32 budgets are far looser than the pipeline's error";
+// the fp32 profile on every valid case, and the same with ggml's tables fp32-recurrence; each
+// uses a visible share of some stage's budget.
+TEST(PlanGolden, FloatPipelinesPassTheirProfiles) {
+  for (const std::string pipeline : {"fp32", "fp32-recurrence"}) {
+    int n = 0;
+    double worst = 0;
+    for_each_golden_case("plan", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+      if (is_control(lc)) return;
+      ++n;
+      golden::EngineOptions eo;
+      eo.pipeline = pipeline;
+      const auto r = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, eo),
+                                         {pipeline, {}, true});
+      EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, true);
+      for (const auto& t : r.tensors) worst = std::max(worst, t.max_ratio);
+    });
+    EXPECT_EQ(n, 13);
+    EXPECT_GT(worst, 0.05) << pipeline << ": the budgets are far looser than the pipeline's error";
+  }
 }
 
 // Every mistake fails every valid case it applies to (the others refuse it), and each mistake

@@ -911,17 +911,19 @@ EngineInputs engine_inputs(const CaseSpec& spec, const TensorMap& golden) {
   return e;
 }
 
-/// float32 HF-style tables [T, np] (cos, sin, attention factor folded in) of a rotating type.
-void fp32_tables(const PlanLayerType& t, const std::vector<std::int64_t>& pos,
-                 std::vector<float>* cs, std::vector<float>* sn) {
+/// A float32 pipeline's tables [T, np] (cos, sin, attention factor folded in) of a rotating
+/// type: HF's (fp32) or ggml's theta recurrence (fp32-recurrence).
+void float_tables(const std::string& pipeline, const PlanLayerType& t,
+                  const std::vector<std::int64_t>& pos, std::vector<float>* cs,
+                  std::vector<float>* sn) {
   if (t.rope == PlanRope::kRope) {
-    const auto tb = rope_pipeline_tables("fp32", t.params, t.scaling, t.params.head_dim, pos);
+    const auto tb = rope_pipeline_tables(pipeline, t.params, t.scaling, t.params.head_dim, pos);
     *cs = tb.cos;
     *sn = tb.sin;
     return;
   }
   const auto tb =
-      rope_pipeline_tables("fp32", t.params, reference::RopeScaling{}, t.params.head_dim, pos);
+      rope_pipeline_tables(pipeline, t.params, reference::RopeScaling{}, t.params.head_dim, pos);
   *cs = tb.cos;
   *sn = tb.sin;
   const int np = t.params.rotary_dim / 2,
@@ -951,7 +953,7 @@ void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineIn
                             {e.T, e.hk, optimized::RopeTensorLayout::kTokensHeadsDim}, e.k, *kr);
     } else {
       std::vector<float> cs, sn;
-      fp32_tables(t, e.pos, &cs, &sn);
+      float_tables(pipeline, t, e.pos, &cs, &sn);
       const int np = t.params.rotary_dim / 2, h = e.h;
       auto rotate = [&](const std::vector<float>& x, int heads, std::vector<float>& y) {
         for (std::int64_t r = 0; r < e.T * heads; ++r) {
@@ -988,8 +990,9 @@ void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineIn
 
 TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
                                const EngineOptions& o) {
-  if (o.pipeline != "exact" && o.pipeline != "fp32") {
-    throw_invalid("plan_case_run_engine", "plan cases emulate the exact and fp32 pipelines only",
+  if (o.pipeline != "exact" && o.pipeline != "fp32" && o.pipeline != "fp32-recurrence") {
+    throw_invalid("plan_case_run_engine",
+                  "plan cases emulate the exact, fp32 and fp32-recurrence pipelines only",
                   o.pipeline);
   }
   EngineInputs e = engine_inputs(spec, golden);

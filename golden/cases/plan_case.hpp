@@ -84,7 +84,7 @@ GoldenCase plan_case_generate(const PlanCaseDef& d);
 /// The built-in engine: posenc's kernels (optimized::rope_apply with the type's cache,
 /// optimized::query_temperature_apply, optimized::attention_forward / attention_probs with the
 /// positions' mask as `allowed`; a soft-capped type's softmax in double) on pipeline "exact", a
-/// float32 HF-style pipeline on "fp32";
+/// float32 HF-style pipeline on "fp32" (on "fp32-recurrence" with ggml's tables);
 /// EngineOptions::mistake one of plan_case_mistakes() (InvalidArgument where it does not apply
 /// to the case's type).
 TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
