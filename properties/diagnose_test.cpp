@@ -192,7 +192,12 @@ TEST(DiagnoseGolden, EveryMistakeIsTheTopHypothesisWhereACaseSeesIt) {
       bool seen = false;
       for (const auto& path : cases) {
         const auto lc = golden::load_case(path);
-        const auto out = s.run_engine(lc.spec, lc.golden, {m});
+        golden::TensorMap out;
+        try {
+          out = s.run_engine(lc.spec, lc.golden, {m});
+        } catch (const InvalidArgument&) {
+          continue;  // a mistake this case's type cannot make (plan: a temperature mistake without one)
+        }
         if (golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, false}).status != golden::Verdict::kFail) {
           continue;  // invisible in this case: try the next one
         }

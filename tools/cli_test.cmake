@@ -319,6 +319,25 @@ expect(0 "" engine ${VL} --data "${WORK}/vl/out" --pipeline fp32 --mistake no-ro
 expect(1 "FAIL" verify "${WORK}/vl/out/mrope/${VL}.json" --actual "${WORK}/vl/bad.safetensors" --profile fp32)
 expect(1 "explained.*`no-rope-deltas`" diagnose "${WORK}/vl/out/mrope/${VL}.json" --actual "${WORK}/vl/bad.safetensors"
        --profile fp32)
+# A model with several layer types (Gemma 3 4B: 29 sliding layers, 5 global): one case per type and
+# plan.json; verify PLAN names each type's layers, and a failure the layers it affects.
+set(PL plan_gemma_3_4b_it)
+expect(0 "plan: .*plan.json \\(34 layers" generate --config "${SRC}/golden/presets/gemma-3-4b-it.json" --out "${WORK}/plan/out")
+foreach(t sliding_attention full_attention)
+  expect(0 "" engine ${PL}_${t}_f32 --data "${WORK}/plan/out" --pipeline fp32 --out "${WORK}/plan/good/${PL}_${t}_f32.safetensors")
+endforeach()
+expect(0 "sliding_attention  PASS: layers 0-4, 6-10, 12-16, 18-22, 24-28, 30-33.*full_attention     PASS: layers 5, 11, 17, 23, 29.*PASS, every layer"
+       verify "${WORK}/plan/out/plan.json" --actual "${WORK}/plan/good" --profile fp32)
+file(COPY "${WORK}/plan/good/${PL}_full_attention_f32.safetensors" DESTINATION "${WORK}/plan/bad")
+expect(0 "" engine ${PL}_sliding_attention_f32 --data "${WORK}/plan/out" --pipeline fp32 --mistake global-rope-on-sliding
+       --out "${WORK}/plan/bad/${PL}_sliding_attention_f32.safetensors")
+expect(1 "sliding_attention  FAIL: layers 0-4, 6-10, 12-16, 18-22, 24-28, 30-33 \\(29 layers.*full_attention     PASS.*29 of 34 layers affected"
+       verify "${WORK}/plan/out/plan.json" --actual "${WORK}/plan/bad" --profile fp32)
+expect(1 "explained.*`global-rope-on-sliding`.*layer type sliding_attention of gemma_3_4b_it: layers 0-4"
+       diagnose "${WORK}/plan/out/plan.json" --actual "${WORK}/plan/bad" --profile fp32)
+file(WRITE "${WORK}/plan/broken.json" [=[{"schema": "posenc-plan", "model": "m", "n_layers": 2,
+  "types": [{"name": "a", "case": "plan_x", "manifest": "plan/plan_x.json", "layers": [0]}], "layers": []}]=])
+expect(2 "broken.json: types: layer 1 has no type" verify "${WORK}/plan/broken.json" --actual "${WORK}/plan/good")
 # Bad configs and options: exit 2, naming the file and the key.
 file(WRITE "${WORK}/bad/unknown_key.json" [=[{"num_attention_heads": 4, "hidden_size": 256,
   "rope_scaling": {"rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0}}]=])

@@ -35,6 +35,7 @@
 #include "golden/format/output_path.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/mrope_case.hpp"
+#include "golden/cases/plan_case.hpp"
 #include "golden/verify/verify.hpp"
 #include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
@@ -113,7 +114,7 @@ std::vector<GoldenArg> expand_golden(const std::vector<std::string>& args) {
         if (f.is_directory() && f.path().filename() == kShardRecordDir) {
           it.disable_recursion_pending();  // a batch's shard records, not manifests
         } else if (f.is_regular_file() && f.path().extension() == ".json" &&
-                   f.path().filename() != "catalog.json") {
+                   f.path().filename() != "catalog.json" && f.path().filename() != "plan.json") {
           found.push_back(f.path());
         }
       }
@@ -666,6 +667,7 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
     rule.check_file(case_manifest_path(out, c.scheme, c.id), OutputKind::kGoldenManifest);
   }
   rule.check_file(out / "catalog.json", OutputKind::kCatalog);
+  if (!cc.plan.is_null()) rule.check_file(out / "plan.json", OutputKind::kPlanManifest);
   const DirectoryLock lock(out, DirectoryLock::Mode::kExclusive);
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t bytes = 0;
@@ -683,6 +685,14 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cc.cases.size(), bytes, seconds_since(t0));
   write_catalog_from_files(out, rule);
+  if (!cc.plan.is_null()) {  // after the cases: a plan.json always names cases that exist
+    rule.write_text(out / "plan.json", OutputKind::kPlanManifest, cc.plan.dump(1) + "\n");
+    std::fprintf(stderr, "plan: %s (%zu layers, one case per layer type)\n", (out / "plan.json").c_str(),
+                 cc.plan.at("layers").size());
+    std::fprintf(stderr, "next: run your engine on each layer type's case, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
+                 (out / "plan.json").c_str());
+    return kExitPass;
+  }
   std::fprintf(stderr, "next: run your engine on each case's inputs, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
                out.c_str());
   return kExitPass;
@@ -919,12 +929,57 @@ void check_maps(const VerifyOptions& opt, const CaseSpec& spec, Has has,
   }
 }
 
+/// The golden arguments, a plan manifest (one argument, "schema": "posenc-plan") replaced by its
+/// types' case manifests (*plan set).
+std::vector<std::string> plan_case_args(const std::vector<std::string>& golden_args, std::optional<PlanManifest>* plan) {
+  if (golden_args.size() != 1 || !is_plan_manifest(golden_args.front())) return golden_args;
+  *plan = plan_manifest_read(golden_args.front());
+  std::vector<std::string> args;
+  for (const auto& t : (*plan)->types) args.push_back(t.manifest.string());
+  return args;
+}
+
+/// After a plan's cases are verified (text format): one line per layer type with its verdict
+/// and the layers it covers ("sliding_attention FAIL: layers 0-4, 6-10, ..."), then the model's.
+void print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& reports) {
+  std::size_t width = 0;
+  for (const auto& t : plan.types) width = std::max(width, t.name.size());
+  int failed = 0, layers_failed = 0;
+  std::cout << "plan " << plan.model << ": " << plan.n_layers << " layers, " << plan.types.size()
+            << " layer types\n";
+  for (const auto& t : plan.types) {
+    std::string verdict = "NO OUTPUT";
+    for (const auto& r : reports) {
+      if (r.id != t.case_id) continue;
+      verdict = r.status == Verdict::kPass   ? "PASS"
+                : r.status == Verdict::kFail ? "FAIL"
+                : r.status == Verdict::kError ? "ERROR"
+                : r.status == Verdict::kNotApplicable ? "NOT APPLICABLE"
+                                                      : "NO OUTPUT";
+    }
+    if (verdict != "PASS") {
+      ++failed;
+      layers_failed += static_cast<int>(t.layers.size());
+    }
+    std::cout << "  " << t.name << std::string(width - t.name.size(), ' ') << "  " << verdict << ": layers "
+              << plan_layer_ranges(t.layers) << " (" << t.layers.size() << " layers; case " << t.case_id << ")\n";
+  }
+  std::cout << "plan " << plan.model << ": "
+            << (failed == 0 ? std::string("PASS, every layer")
+                            : std::string(failed == 1 ? "1 layer type" : std::to_string(failed) + " layer types") +
+                                  " not passing, " + std::to_string(layers_failed) + " of " +
+                                  std::to_string(plan.n_layers) + " layers affected")
+            << "\n";
+}
+
 int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actual,
                const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position,
                bool force, ReportFile* html = nullptr) {
   check_format(format);
   int diagnoses_left = kReportDiagnoses;
-  const auto cases = expand_golden(golden_args);
+  // A plan manifest (plan.json of `generate --config`): the case of each of its layer types.
+  std::optional<PlanManifest> plan;
+  const auto cases = expand_golden(plan_case_args(golden_args, &plan));
   // --report is checked before anything is verified (golden/format/output_path.hpp).
   const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
   if (html) rule.check_file(html->path, OutputKind::kReport);
@@ -993,6 +1048,7 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     }
   }
   print_reports(reports, format, verbose, by_position, opt.profile);
+  if (plan && format == "text") print_plan_summary(*plan, reports);
   if (html) html->write(rule);
   const bool failed = std::any_of(reports.begin(), reports.end(), [](const CaseReport& r) {
     return r.status == Verdict::kFail && r.result != "invalid";
@@ -1009,7 +1065,8 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
                  const std::string& profile, const std::string& format, bool verbose, bool force,
                  ReportFile* html = nullptr) {
   check_format(format);
-  const auto cases = expand_golden(golden_args);
+  std::optional<PlanManifest> plan;  // a plan manifest: each layer type's case
+  const auto cases = expand_golden(plan_case_args(golden_args, &plan));
   const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
   if (html) rule.check_file(html->path, OutputKind::kReport);
   nlohmann::json all = nlohmann::json::array();
@@ -1038,6 +1095,12 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
     } else {
       progress.done();
       std::cout << diagnosis_text(d, verbose);
+      for (const auto& t : plan ? plan->types : std::vector<PlanManifest::Type>{}) {
+        if (t.case_id == lc.spec.id) {
+          std::cout << "  layer type " << t.name << " of " << plan->model << ": layers " << plan_layer_ranges(t.layers)
+                    << " (" << t.layers.size() << " of " << plan->n_layers << ")\n";
+        }
+      }
     }
   }
   if (n == 0) {

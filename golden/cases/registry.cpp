@@ -1,7 +1,9 @@
 #include "golden/cases/registry.hpp"
 
 #include "golden/cases/hf_config.hpp"
+#include "golden/cases/model_plan.hpp"
 #include "golden/cases/mrope_case.hpp"
+#include "golden/cases/plan_case.hpp"
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
@@ -13,7 +15,7 @@ const std::vector<SchemeEntry>& schemes() {
       rope_scheme(),     rope_scaling_scheme(), attention_scheme(), nope_scheme(),
       learned_scheme(),  sinusoidal_scheme(),   alibi_scheme(),     t5_bias_scheme(),
       kv_cache_scheme(), shaw_scheme(),         transformer_xl_scheme(), deberta_scheme(),
-      mrope_scheme()};
+      mrope_scheme(),    plan_scheme()};
   return all;
 }
 
@@ -53,6 +55,14 @@ ConfigCases cases_for_config(const std::filesystem::path& config, const std::vec
   }
   const RopeModelConfig m = rope_config_parse(text, config.string());
   const std::string name = config_case_name(m, text);
+  // A model with several layer types: one plan case per type and the plan manifest (level 1
+  // without --positions; given positions and level-2 sweeps stay the RoPE cases of the
+  // config's top-level rule, as before plans).
+  if (positions.empty() && level == 1) {
+    if (const ModelPlan plan = model_plan_from_config(m, config.string()); !plan.uniform()) {
+      return plan_config_cases(plan, name, dtype);
+    }
+  }
   ConfigCases out;
   const auto& p = m.params;
   std::string rule = reference::rope_scaling_type_name(m.scaling.type);

@@ -76,12 +76,19 @@ struct ConfigCases {
   std::string model;               // what was read, one line
   std::vector<std::string> notes;  // defaults filled in and conventions chosen, with the reason
   std::vector<ConfigCase> cases;
+  /// A model whose plan (golden/cases/model_plan.hpp) has more than one layer type: the plan
+  /// manifest `generate --config` writes as DIR/plan.json (plan_manifest_json), the cases one
+  /// per type; null for a uniform plan (today's cases, unchanged).
+  nlohmann::json plan;
 };
 /// GoldenFileError naming the file and key for a bad config; InvalidArgument for bad positions.
 /// A vision-language config (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) gives M-RoPE cases
 /// (golden/cases/mrope_case.hpp): `layout` (a layout file) replaces the standard layouts;
 /// positions must then be empty. `layout` with a text-only config is an InvalidArgument.
 /// level 2: rope_level2_cases (dense sweeps, windows, sampled rotations; positions unused).
+/// A config whose plan has several layer types gives, at level 1 without `positions`, one plan
+/// case per type (plan_case.hpp) and ConfigCases::plan; with `positions` or at level 2 the RoPE
+/// cases of its top-level rule, as for any config.
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
                              DType dtype, int level = 1, const std::filesystem::path& layout = {});
 
@@ -98,5 +105,6 @@ SchemeEntry shaw_scheme();
 SchemeEntry transformer_xl_scheme();
 SchemeEntry deberta_scheme();
 SchemeEntry mrope_scheme();
+SchemeEntry plan_scheme();
 
 }  // namespace posenc::golden

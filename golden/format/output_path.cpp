@@ -67,6 +67,8 @@ std::string output_kind_text(OutputKind kind) {
       return "a posenc catalog (no \"schema\": \"posenc-catalog\")";
     case OutputKind::kShardRecord:
       return "a shard record of posenc (no \"schema\": \"posenc-shard\")";
+    case OutputKind::kPlanManifest:
+      return "a plan manifest of posenc (no \"schema\": \"posenc-plan\")";
   }
   return "posenc's output";
 }
@@ -96,6 +98,8 @@ bool is_own_output(const fs::path& path, OutputKind kind) {
         return json_schema(path) == "posenc-catalog";
       case OutputKind::kShardRecord:
         return json_schema(path) == "posenc-shard";
+      case OutputKind::kPlanManifest:
+        return json_schema(path) == "posenc-plan";
     }
   } catch (const std::exception&) {
     return false;

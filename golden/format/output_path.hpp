@@ -36,6 +36,7 @@ enum class OutputKind {
   kGoldenTensors,   // generate: a .safetensors whose __metadata__ has "posenc_case"
   kCatalog,         // generate, catalog: a JSON object with "schema": "posenc-catalog"
   kShardRecord,     // generate --no-catalog: a JSON object with "schema": "posenc-shard"
+  kPlanManifest,    // generate --config on a model plan: a JSON object with "schema": "posenc-plan"
 };
 
 /// The first bytes of every HTML report posenc writes (golden/verify/html_report.cpp).

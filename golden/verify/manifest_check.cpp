@@ -395,6 +395,39 @@ Form mrope_trace_form() {
           mrope_trace_rules};
 }
 
+/// A model plan's layer-type case (golden/cases/plan_case.hpp): the type and the plan as
+/// objects (the engine reads them), heads, head_dim, the tokens, the score scale.
+void plan_rules(const CaseSpec&, const Json& p, const std::string& source) {
+  rule(pint(p, "n_q_heads") % pint(p, "n_kv_heads") == 0, source, "params.n_kv_heads",
+       "expected a divisor of n_q_heads " + p.at("n_q_heads").dump() + " (got " +
+           p.at("n_kv_heads").dump() + ")");
+  rule(pint(p, "value_dim") == pint(p, "head_dim"), source, "params.value_dim",
+       "expected head_dim " + p.at("head_dim").dump() + " (got " + p.at("value_dim").dump() + ")");
+}
+
+Form plan_form() {
+  return {"plan",
+          nullptr,
+          true,
+          {object("type"), integer("n_q_heads", 1), integer("n_kv_heads", 1), integer("head_dim", 2),
+           integer("value_dim", 1), integer("n_tokens", 1), number("scale", 1e-300), object("plan"),
+           dtype_key()},
+          {},
+          {},
+          {{"positions", {"n_tokens"}, true},
+           {"q", {"n_tokens", "n_q_heads", "head_dim"}, true},
+           {"k", {"n_tokens", "n_kv_heads", "head_dim"}, true},
+           {"v", {"n_tokens", "n_kv_heads", "value_dim"}, true},
+           {"sinks", {"n_q_heads"}},
+           {"q_rot", {"n_tokens", "n_q_heads", "head_dim"}},
+           {"k_rot", {"n_tokens", "n_kv_heads", "head_dim"}},
+           {"scores", {"n_q_heads", "n_tokens", "n_tokens"}},
+           {"probs", {"n_q_heads", "n_tokens", "n_tokens"}},
+           {"out", {"n_tokens", "n_q_heads", "value_dim"}}},
+          "q",
+          plan_rules};
+}
+
 const std::map<std::string, std::vector<Form>>& forms() {
   static const std::map<std::string, std::vector<Form>> table = [] {
     std::map<std::string, std::vector<Form>> t;
@@ -411,6 +444,7 @@ const std::map<std::string, std::vector<Form>>& forms() {
                           "q",
                           rope_rules}};
     t["mrope"] = {mrope_trace_form(), mrope_vision_form(), mrope_form()};
+    t["plan"] = {plan_form()};
     t["attention"] = {{"attention", nullptr, true, att, {}, {}, att_shapes, "q", attention_rules}};
     t["nope"] = {{"nope", nullptr, true, att, {}, {}, att_shapes, "q", attention_rules}};
     t["alibi"] = {{"alibi attention (alibi_case \"attention\")",

@@ -9,6 +9,8 @@ parameters and computes its outputs in the arithmetic of the engine family it im
          (concat) and 1 / base ** (2i / d) (paper); float32 attention.
          M-RoPE as Qwen2-VL / Qwen3-VL: get_rope_index on the prompt layout, each pair's angle
          at its stream's position (sectioned or interleaved map), rotate_half, float32.
+         Model plans: one attention layer of a layer type (its rope_parameters, proportional
+         RoPE, the query temperature, soft cap, mask on the positions, sinks), float32.
   ggml   ggml / llama.cpp: theta_scale = powf(base, -2/d), theta_i = theta_{i-1} * ts in
          float32 (rope_ext's scaling rules), ALiBi slopes powf(m0, h + 1).
   bloom  BLOOM's ALiBi bias form in float32: bias = slope x key index (the softmax equals the
@@ -633,4 +635,91 @@ def mrope_hf(case, rule=None):
     angles = pos[stream, :].T.astype(F32) * inv[None, :]
     out = rope_outputs(case, angles.astype(F32), inv, 1.0, None, "f32")
     out["positions"] = pos
+    return {n: a for n, a in out.items() if n in case.expected}
+
+
+# ---- model plans (one layer type) --------------------------------------------------------------
+
+class _RopeOf:
+    """A layer type's rotation as hf_rope_parameters reads a rope case's params."""
+
+    def __init__(self, t):
+        s = t.get("scaling") or {"type": "default"}
+        self.params = {"head_dim": t["head_dim"], "rotary_dim": t["rotary_dim"], "base": t["base"],
+                       "scaling": None if s["type"] in ("default", "none") else s}
+        self.manifest = {}
+
+
+def _plan_rotation(t):
+    """(inv_freq float32 [h/2], attention factor) of a layer type, as HF computes it: the type's
+    rope_parameters through modeling_rope_utils, proportional RoPE as the rotated frequencies
+    of base ** (arange(0, 2k, 2) / h) and zeros after them."""
+    if t["rope"] == "proportional":
+        h = t["head_dim"]
+        k = int(t["proportional"]["partial_rotary_factor"] * h // 2)
+        inv = np.zeros(h // 2, F32)
+        inv[:k] = _hf_default_inv_freq(t["base"], h)[:k] / F32(t["proportional"]["factor"])
+        return inv, 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):  # llama3 with high == low factor
+        inv, att, softmax = hf_rope_parameters(_RopeOf(t))  # (Llama 4): no smoothed band
+    if softmax is not None:
+        raise Skip("an MLA softmax factor is not a plan case's")
+    return inv, att
+
+
+def plan_hf(case, global_on_sliding=False):
+    """One attention layer of a plan's type, the way HF transformers computes it in float32:
+    the type's inv_freq, float32 angles at the tokens' positions, cos/sin times the attention
+    factor, rotate_half (interleaved pairs where the type says), Llama 4's temperature
+    log1p(floor((p + 1) / F)) * c + 1 (Mistral's: floor(p / L0)) on the rotated q, scores
+    q . k * 1/sqrt(query_pre_attn_scalar or head_dim) (soft-capped as Gemma 2), the mask on the
+    positions, softmax with the sink logit concatenated and dropped, probs @ v; all float32.
+    `global_on_sliding`: a sliding type rotated with the plan's global RoPE (Gemma 3's bug)."""
+    p = case.params
+    t = dict(p["type"])
+    if global_on_sliding:
+        g = [o for o in p["plan"]["types"] if o["mask"] != "sliding" and o["rope"] != "none"][0]
+        for key in ("rope", "base", "rotary_dim", "layout", "scaling", "proportional"):
+            t.pop(key, None)
+            if key in g:
+                t[key] = g[key]
+    pos = case.inputs["positions"].astype(np.int64)
+    q, k, v = _f32(case, "q"), _f32(case, "k"), _f32(case, "v")
+    if t["rope"] != "none":
+        inv, att = _plan_rotation(t)
+        angles = pos.astype(F32)[:, None] * inv[None, :]
+        cos, sin = np.cos(angles), np.sin(angles)
+        if att != 1.0:
+            cos, sin = cos * F32(att), sin * F32(att)
+        q = _rotate(q, cos, sin, t["layout"], t["rotary_dim"], "f32")
+        k = _rotate(k, cos, sin, t["layout"], t["rotary_dim"], "f32")
+    if t.get("temperature"):
+        tt = t["temperature"]
+        n = (pos + 1) // tt["length"] if tt["rule"] == "llama4" else pos // tt["length"]
+        tau = np.log1p(n.astype(F32)) * F32(tt["coefficient"]) + F32(1)
+        q = (q * tau.astype(F32)[:, None, None]).astype(F32)
+    hq, hk = p["n_q_heads"], p["n_kv_heads"]
+    kv = [layouts.kv_head_for(h, hq, hk) for h in range(hq)]
+    s = np.stack([q[:, h, :] @ k[:, kv[h], :].T for h in range(hq)]).astype(F32)
+    radicand = t["query_pre_attn_scalar"] or t["head_dim"]
+    s = (s * F32(radicand ** -0.5)).astype(F32)
+    if t.get("logit_softcap"):
+        cap = F32(t["logit_softcap"])
+        s = (np.tanh(s / cap) * cap).astype(F32)
+    out = {"q_rot": q, "k_rot": k, "scores": s}
+    m, j = pos[:, None], pos[None, :]
+    visible = j <= m
+    if t["mask"] == "sliding":
+        visible &= m - j < t["window"]
+    if t["mask"] == "chunked":
+        visible &= j // t["chunk"] == m // t["chunk"]
+    s = np.where(visible[None], s, -np.inf).astype(F32)
+    if t.get("sinks"):
+        sink = _f32(case, "sinks")[:, None, None] * np.ones((1, s.shape[1], 1), F32)
+        s = np.concatenate([s, sink], axis=-1)
+    e = expf(s - np.max(s, axis=-1, keepdims=True))
+    probs = (e / np.sum(e, axis=-1, keepdims=True, dtype=F32)).astype(F32)[..., : len(pos)]
+    out["probs"] = probs
+    o = np.stack([probs[h] @ v[:, kv[h], :] for h in range(hq)]).astype(F32)
+    out["out"] = o.transpose(1, 0, 2)
     return {n: a for n, a in out.items() if n in case.expected}

@@ -71,3 +71,29 @@ def test_mrope_sectioned_map_on_an_interleaved_model_fails_and_is_named(tmp_path
     (d,) = posenc.diagnose(case, str(tmp_path), profile="fp32", posenc=b)
     assert d["verdict"] == "explained", d
     assert "`wrong-map`" in d["summary"], d["summary"]
+
+
+def test_gemma3_plan_global_rope_on_sliding_layers_fails_and_is_named(tmp_path):
+    """An HF-style float32 Gemma 3 layer passes both of the plan's layer types under `fp32`;
+    the same engine rotating the sliding layers with the global layers' base 1e6 and linear x8
+    (vLLM #29111, llama.cpp #14367) fails the sliding type only, and diagnose names the mistake
+    and the layer type."""
+    b = posenc_bin()
+    if b is None:
+        pytest.skip("no posenc binary: set POSENC_BIN (ctest does) or put posenc on PATH")
+    import numpy_engines as ne
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for t in ("sliding_attention", "full_attention"):
+        case = posenc.load_case(f"plan_gemma_3_4b_it_{t}_f32")
+        case.write_outputs(str(good), ne.plan_hf(case))
+        v = posenc.verify(case, str(good), profile="fp32", posenc=b).case(case.id)
+        assert v.status == "PASS", v
+    case = posenc.load_case("plan_gemma_3_4b_it_sliding_attention_f32")
+    assert case.params["type"]["mask"] == "sliding" and case.params["type"]["base"] == 10000.0
+    case.write_outputs(str(bad), ne.plan_hf(case, global_on_sliding=True))
+    v = posenc.verify(case, str(bad), profile="fp32", posenc=b).case(case.id)
+    assert v.status == "FAIL", v
+    (d,) = posenc.diagnose(case, str(bad), profile="fp32", posenc=b)
+    assert d["verdict"] == "explained", d
+    assert "`global-rope-on-sliding`" in d["summary"], d["summary"]
+    assert "sliding_attention" in d["id"], d

@@ -144,3 +144,27 @@ def test_the_schemas_reject_broken_reports(binary, outputs):
         pytest.fail("no fitted hypothesis in the offset diagnosis")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(fitted, d)
+
+
+def test_plan_manifest_follows_the_schema(binary, tmp_path):
+    """plan.json of `generate --config` on a model with several layer types (Gemma 3 4B, Llama 4
+    Scout: NoPE with a temperature, chunks) follows schemas/plan.schema.json, which rejects a
+    layer without its case and an unknown mask."""
+    s = schema("plan.schema.json")
+    for preset in ("gemma-3-4b-it", "llama-4-scout-17b-16e-instruct"):
+        out = tmp_path / preset
+        subprocess.run([binary, "generate", "--config", os.path.join(ROOT, "golden", "presets", preset + ".json"),
+                        "--out", str(out)], check=True, capture_output=True)
+        with open(out / "plan.json") as f:
+            plan = json.load(f)
+        jsonschema.validate(plan, s)
+        assert len(plan["layers"]) == plan["n_layers"]
+        assert {l["case"] for l in plan["layers"]} == {t["case"] for t in plan["types"]}
+    bad = copy.deepcopy(plan)
+    del bad["layers"][0]["case"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, s)
+    bad = copy.deepcopy(plan)
+    bad["types"][0]["type"]["mask"] = "banded"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, s)

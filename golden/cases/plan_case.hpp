@@ -1,0 +1,140 @@
+// One golden case per layer type of a model plan (golden/cases/model_plan.hpp): what one layer of
+// that type computes on positions, from q, k, v to the attention output.
+//
+// A case is a handful of tokens at chosen absolute positions (sorted, distinct; every token is a
+// query and a key, as a prefill over a cache that holds exactly these tokens): 0..3, and a few
+// positions on both sides of each of the type's boundaries (the window edge W, the chunk
+// boundary C, the temperature's steps, the end of the context). The mask is a function of those
+// positions, never of the token indices. Shapes: 2 q heads over 1 kv head (the model's grouping
+// reduced to its smallest form), the type's head_dim, value_dim = head_dim. Stages:
+//   q_rot [T, Hq, h]   rotated   q rotated to its position (RoPE, proportional RoPE or none),
+//                                then times the query temperature tau(m) where the type has one
+//   k_rot [T, Hk, h]   rotated   k rotated to its position (never scaled)
+//   scores [Hq, T, T]  scores    sigma (q_rot . k_rot) for every pair, masked or not; sigma =
+//                                1/sqrt(query_pre_attn_scalar), else 1/sqrt(head_dim); kv head
+//                                = q head / (Hq / Hk); with a logit soft cap c (Gemma 2):
+//                                c tanh(s / c)
+//   probs [Hq, T, T]   probabilities   softmax over the visible keys (the type's mask on the
+//                                positions), with the head's sink logit in the denominator
+//                                where the type has sinks; masked entries exactly 0
+//   out [T, Hq, h]     output    sum_j probs_ij v_j
+// Inputs: positions [T] int64, q [T, Hq, h], k [T, Hk, h], v [T, Hk, h], sinks [Hq] (f32, when
+// the type has sinks). The manifest's params.type is the layer type (plan_type_to_json), and
+// params.plan the model's other types and the layers of this one.
+//
+// Budgets (docs/profiles.md, "Model plans"): the RoPE stages' (rope_stage_budgets) with the
+// angle extras of the profile's pipeline (rope_pipeline_angle_errors; a proportional type's
+// zero pairs are exact), the temperature's error added to q_rot and the scores, and the
+// attention core's (kAttentionMaxError) on the probabilities and the output, whose extras carry
+// the score error the rotated inputs bring (the scores' budget, first order through the
+// softmax); a soft cap's division, tanh and product add 3 r to the scores' bound (its slope is
+// at most 1, so it never amplifies an error). MLA types are refused (not modelled here yet).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "golden/cases/hard_positions.hpp"
+#include "golden/cases/model_plan.hpp"
+#include "golden/cases/registry.hpp"
+
+namespace posenc::golden {
+
+/// Everything a plan case is made from.
+struct PlanCaseDef {
+  std::string id;
+  std::string model;        // the model's name ("gemma3_4b"), as case ids carry it
+  std::string model_words;  // one line: which model this mirrors, or the config read
+  PlanLayerType type;       // the layer type as the model has it
+  /// The type the expected values follow: `type`, or for a negative control the mistaken one.
+  PlanLayerType expected;
+  std::vector<PlanLayerType> plan_types;  // every type of the model (engine mistakes borrow)
+  std::vector<int> layers;                // the layers of this type
+  int n_layers = 0;
+  int n_q_heads = 2, n_kv_heads = 1;
+  std::vector<HardPosition> positions;  // sorted, distinct
+  std::vector<double> sinks;            // [n_q_heads] when type.sinks (exact in float32)
+  DType dtype = DType::kF32;
+  std::uint64_t seed = 0;
+  std::string result = "valid", convention, reason, mistake;
+};
+
+/// The positions of a type's case: 0..3 and both sides of each of its boundaries (window W,
+/// chunk C, the temperature's first two steps, the last two positions below `max_position`
+/// when it is > 0), each with why, sorted and distinct.
+std::vector<HardPosition> plan_type_positions(const PlanLayerType& t, std::int64_t max_position);
+
+/// A valid case of one type of a plan: heads 2 q / 1 kv, positions plan_type_positions, sinks
+/// drawn from the seed when the type has them.
+PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::string& model_name,
+                          DType t);
+
+/// The layer type as JSON (a plan case's params.type, plan.json's "types"), and back
+/// (GoldenFileError naming `source` and the key).
+nlohmann::json plan_type_to_json(const PlanLayerType& t);
+PlanLayerType plan_type_from_json(const nlohmann::json& j, const std::string& source);
+
+/// Pure: inputs from the PRNG, expected values from mp50 (cross-checked in mp100), budgets,
+/// manifest. InvalidArgument for a type this case does not model (MLA).
+GoldenCase plan_case_generate(const PlanCaseDef& d);
+
+/// The built-in engine: posenc's kernels (optimized::rope_apply with the type's cache,
+/// optimized::query_temperature_apply, optimized::attention_forward / attention_probs with the
+/// positions' mask as `allowed`; a soft-capped type's softmax in double) on pipeline "exact", a
+/// float32 HF-style pipeline on "fp32" (on "fp32-recurrence" with ggml's tables);
+/// EngineOptions::mistake one of plan_case_mistakes() (InvalidArgument where it does not apply
+/// to the case's type).
+TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
+                               const EngineOptions& o);
+std::vector<std::string> plan_case_mistakes();
+/// The bug a mistake plants, in engine terms.
+std::string plan_case_mistake_words(const std::string& mistake);
+/// The type an engine with `mistake` computes in place of `t` (`plan`: the model's types; the
+/// global RoPE of global-rope-on-sliding and the RoPE of rope-on-nope come from there);
+/// InvalidArgument when the mistake does not apply to `t`. A negative control's `expected`.
+PlanLayerType plan_type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan,
+                                     const std::string& mistake);
+
+// ---- the plan manifest (plan.json) -----------------------------------------------------------
+// `posenc generate --config` on a config whose plan has more than one layer type writes one case
+// per type (DIR/plan/<case id>.json + .safetensors) and DIR/plan.json ("schema": "posenc-plan",
+// schemas/plan.schema.json): the model, every type with the case that checks it and its layers,
+// and every layer (index, type, rope, base, scaling, mask, window or chunk, temperature, sinks,
+// case). `posenc verify DIR/plan.json --actual ADIR` verifies each type's case and names the
+// layers a failure affects.
+
+inline constexpr const char* kPlanSchemaName = "posenc-plan";
+
+/// `generate --config` on a plan with several types: one case per type (plan_case_for, ids
+/// plan_<name>_<type>_<dtype>), estimates, and ConfigCases::plan.
+ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DType t);
+
+/// The plan manifest of `plan`, whose type t is checked by case_ids[t] (written under
+/// plan/<id>.json next to plan.json). `model_name`: the cases' model part.
+nlohmann::json plan_manifest_json(const ModelPlan& plan, const std::string& model_name,
+                                  const std::vector<std::string>& case_ids);
+
+/// What verify reads from a plan manifest: each type's name, case manifest and layers.
+struct PlanManifest {
+  std::string model;
+  int n_layers = 0;
+  struct Type {
+    std::string name, case_id;
+    std::filesystem::path manifest;  // the case manifest, resolved against plan.json's folder
+    std::vector<int> layers;
+  };
+  std::vector<Type> types;
+};
+/// True when the file is a JSON object whose "schema" is kPlanSchemaName (never throws).
+bool is_plan_manifest(const std::filesystem::path& path);
+/// Reads a plan manifest; GoldenFileError naming the file and the key when it is malformed (a
+/// layer whose type is not listed, types whose layers do not cover 0..n_layers-1 exactly once).
+PlanManifest plan_manifest_read(const std::filesystem::path& path);
+
+/// Layers as ranges: {0,1,2,3,4,6} -> "0-4, 6".
+std::string plan_layer_ranges(const std::vector<int>& layers);
+
+}  // namespace posenc::golden
