@@ -107,7 +107,8 @@ MlaKnobs knobs_of(const std::string& mistake) {
   } else {
     std::string list;
     for (const auto& m : mistakes()) list += (list.empty() ? "" : ", ") + m;
-    throw_invalid("mla_run_engine", "unknown mistake for an mla case (known: " + list + ")", mistake);
+    throw_invalid("mla_run_engine", "unknown mistake for an mla case (known: " + list + ")",
+                  mistake);
   }
   return k;
 }
@@ -120,7 +121,8 @@ struct MlaInputs {
 
 MlaInputs draw_inputs(const MlaCaseDef& d, std::int64_t T) {
   const std::size_t H = static_cast<std::size_t>(d.p.n_heads), n = static_cast<std::size_t>(T);
-  const std::size_t dn = static_cast<std::size_t>(d.p.nope_dim), dr = static_cast<std::size_t>(d.p.rope_dim);
+  const std::size_t dn = static_cast<std::size_t>(d.p.nope_dim),
+                    dr = static_cast<std::size_t>(d.p.rope_dim);
   auto draw = [&](std::uint64_t stream, std::size_t count) {
     std::vector<double> v(count);
     for (std::size_t i = 0; i < count; ++i) {
@@ -142,14 +144,15 @@ struct MlaOracle {
 
 /// The expected values (reference/mla.hpp), under the knobs.
 template <class Real>
-MlaOracle<Real> mla_oracle(const MlaCaseDef& d, const RopeScaling& s, const std::vector<std::int64_t>& pos,
-                           const MlaInputs& x) {
+MlaOracle<Real> mla_oracle(const MlaCaseDef& d, const RopeScaling& s,
+                           const std::vector<std::int64_t>& pos, const MlaInputs& x) {
   MlaParams p = d.p;
   p.interleaved_checkpoint = d.p.interleaved_checkpoint && !d.knobs.no_deinterleave;
   const auto st = reference::rope_scaling_tables<Real>(rope_params_of(p), s);
   MlaOracle<Real> o;
   o.a = st.tables.attention_factor;
-  o.sigma = reference::mla_softmax_scale(p, d.knobs.softmax_missing ? Real(1) : st.softmax_scale_multiplier);
+  o.sigma = reference::mla_softmax_scale(
+      p, d.knobs.softmax_missing ? Real(1) : st.softmax_scale_multiplier);
   const std::int64_t T = static_cast<std::int64_t>(pos.size());
   const int H = p.n_heads, dn = p.nope_dim, dr = p.rope_dim;
   const int turns = d.knobs.k_pe_per_head ? H : 1;
@@ -169,8 +172,10 @@ MlaOracle<Real> mla_oracle(const MlaCaseDef& d, const RopeScaling& s, const std:
     for (std::int64_t i = 0; i < T; ++i) {
       for (std::int64_t j = 0; j < T; ++j) {
         Real sum = Real(0);
-        for (int c = 0; c < dn; ++c) sum += Real(x.q_nope[(h * T + i) * dn + c]) * Real(x.k_nope[(h * T + j) * dn + c]);
-        for (int c = 0; c < dr; ++c) sum += o.q_pe_rot[(h * T + i) * dr + c] * o.k_pe_rot[j * dr + c];
+        for (int c = 0; c < dn; ++c)
+          sum += Real(x.q_nope[(h * T + i) * dn + c]) * Real(x.k_nope[(h * T + j) * dn + c]);
+        for (int c = 0; c < dr; ++c)
+          sum += o.q_pe_rot[(h * T + i) * dr + c] * o.k_pe_rot[j * dr + c];
         o.scores.push_back(o.sigma * sum);
       }
     }
@@ -211,16 +216,18 @@ struct MlaGen {
   std::vector<double> pair_sums(const std::vector<double>& v, std::int64_t rows) const {
     std::vector<double> out;
     for (std::int64_t r = 0; r < rows; ++r) {
-      for (int i = 0; i < np; ++i) out.push_back(std::fabs(v[r * dr + chan_a(i)]) + std::fabs(v[r * dr + chan_b(i)]));
+      for (int i = 0; i < np; ++i)
+        out.push_back(std::fabs(v[r * dr + chan_a(i)]) + std::fabs(v[r * dr + chan_b(i)]));
     }
     return out;
   }
 
-  ExpectedTensor rotated(const std::string& name, const std::vector<mp50>& v, const std::vector<double>& in,
-                         std::int64_t heads) {
+  ExpectedTensor rotated(const std::string& name, const std::vector<mp50>& v,
+                         const std::vector<double>& in, std::int64_t heads) {
     // rows are (head, token) in q_pe_rot [H, T, dr], token in k_pe_rot [1, T, dr]
-    ExpectedTensor e = expected_tensor(name, "rotated", DType::kF32, {heads, T, dr}, CheckKind::kConditioned,
-                                       {{"head", "", {}, {}}, {"token", "", {}, {}}, {"channel", "", {}, {}}});
+    ExpectedTensor e =
+        expected_tensor(name, "rotated", DType::kF32, {heads, T, dr}, CheckKind::kConditioned,
+                        {{"head", "", {}, {}}, {"token", "", {}, {}}, {"channel", "", {}, {}}});
     e.values = v;
     const std::vector<double> ps = pair_sums(in, heads * T);
     e.cond.assign(v.size(), 0.0);
@@ -231,7 +238,8 @@ struct MlaGen {
     for (const auto& [prof, ang] : E) {
       std::vector<double> ex(v.size());
       for (std::int64_t r = 0; r < heads * T; ++r) {
-        for (int c = 0; c < dr; ++c) ex[r * dr + c] = e.cond[r * dr + c] * ang[(r % T) * np + c % np];
+        for (int c = 0; c < dr; ++c)
+          ex[r * dr + c] = e.cond[r * dr + c] * ang[(r % T) * np + c % np];
       }
       e.extra[prof] = std::move(ex);
     }
@@ -240,8 +248,9 @@ struct MlaGen {
   }
 
   ExpectedTensor scores(const std::vector<mp50>& v) {
-    ExpectedTensor e = expected_tensor("scores", "scores", DType::kF32, {H, T, T}, CheckKind::kConditioned,
-                                       {{"head", "", {}, {}}, {"query", "", {}, {}}, {"key", "", {}, {}}});
+    ExpectedTensor e =
+        expected_tensor("scores", "scores", DType::kF32, {H, T, T}, CheckKind::kConditioned,
+                        {{"head", "", {}, {}}, {"query", "", {}, {}}, {"key", "", {}, {}}});
     e.values = v;
     const std::vector<double> qs = pair_sums(x.q_pe, H * T), ks = pair_sums(x.k_pe, T);
     for (const auto& [prof, b] : score_b) e.spec.check.profiles[prof] = b.scores;
@@ -252,11 +261,13 @@ struct MlaGen {
         for (std::int64_t j = 0; j < T; ++j) {
           const std::size_t flat = static_cast<std::size_t>((h * T + i) * T + j);
           double c = 0;
-          for (int ch = 0; ch < dn; ++ch) c += std::fabs(x.q_nope[(h * T + i) * dn + ch] * x.k_nope[(h * T + j) * dn + ch]);
+          for (int ch = 0; ch < dn; ++ch)
+            c += std::fabs(x.q_nope[(h * T + i) * dn + ch] * x.k_nope[(h * T + j) * dn + ch]);
           for (int pi = 0; pi < np; ++pi) {
             const double w = a * a * qs[(h * T + i) * np + pi] * ks[j * np + pi];
             c += w;
-            for (auto& [prof, ang] : E) e.extra[prof][flat] += sigma * w * (ang[i * np + pi] + ang[j * np + pi]);
+            for (auto& [prof, ang] : E)
+              e.extra[prof][flat] += sigma * w * (ang[i * np + pi] + ang[j * np + pi]);
           }
           e.cond[flat] = sigma * c;
         }
@@ -274,9 +285,10 @@ struct MlaGen {
       if (prof == "strict" || !b.scalar.applies) continue;
       // the float32 value the pipeline computes (ggml: its own formula; without the multiplier,
       // and in HF, the double rounded once)
-      const F32Interval f = prof == "fp32-recurrence" && !d.knobs.softmax_missing
-                                ? pipelines::ggml_softmax_scale<F32Interval>(s, d.model.softmax_head_dim)
-                                : pipelines::hf_softmax_scale<F32Interval>(sigma);
+      const F32Interval f =
+          prof == "fp32-recurrence" && !d.knobs.softmax_missing
+              ? pipelines::ggml_softmax_scale<F32Interval>(s, d.model.softmax_head_dim)
+              : pipelines::hf_softmax_scale<F32Interval>(sigma);
       e.extra[prof] = {1.01 * std::max(std::fabs(f.lo() - sigma), std::fabs(f.hi() - sigma))};
     }
     return e;
@@ -284,31 +296,39 @@ struct MlaGen {
 };
 
 void describe(Json& m, const MlaCaseDef& d, const MlaGen& g) {
-  std::string desc = d.model.id + " MLA decoupled RoPE: " + std::to_string(d.p.n_heads) + " heads, qk_nope_head_dim " +
-                     std::to_string(d.p.nope_dim) + ", qk_rope_head_dim " + std::to_string(d.p.rope_dim) +
-                     " (one shared k_pe head), YaRN x" + Json(g.s.factor).dump() + ", " + std::to_string(g.T) +
-                     " positions up to " + std::to_string(g.pos.back());
+  std::string desc = d.model.id + " MLA decoupled RoPE: " + std::to_string(d.p.n_heads) +
+                     " heads, qk_nope_head_dim " + std::to_string(d.p.nope_dim) +
+                     ", qk_rope_head_dim " + std::to_string(d.p.rope_dim) +
+                     " (one shared k_pe head), YaRN x" + Json(g.s.factor).dump() + ", " +
+                     std::to_string(g.T) + " positions up to " + std::to_string(g.pos.back());
   if (d.result == "invalid") desc += "; negative control: " + mistake_words(d.mistake);
   m["description"] = desc;
   m["citation"] =
       "DeepSeek-AI, DeepSeek-V2, arXiv:2405.04434v5, Sec. 2.1.3 (decoupled RoPE) and App. B (YaRN, "
       "the softmax factor); HF transformers DeepseekV3Attention (apply_rotary_pos_emb_interleave)";
-  m["preset"] = {{"name", d.model.id}, {"hf_model", d.model.hf_model}, {"source", d.model.source},
+  m["preset"] = {{"name", d.model.id},
+                 {"hf_model", d.model.hf_model},
+                 {"source", d.model.source},
                  {"config", d.model.config}};
   m["conventions"] = {
-      {"inputs", "q_nope [H, T, dn], q_pe [H, T, dr], k_nope [H, T, dn], k_pe [1, T, dr] (one head shared "
-                 "by every q head), as the projections give them; q_pe and k_pe in the checkpoint's "
-                 "interleaved order: pair i = channels (2i, 2i+1)"},
-      {"deinterleave", "rope_interleave: P x = [x0, x2, ..., x_{dr-2}, x1, x3, ..., x_{dr-1}], then RoPE "
-                       "half-split (pair i = channels i, i + dr/2); q_pe_rot and k_pe_rot stay in that order"},
-      {"rotation", "y_a = x_a cos - x_b sin, y_b = x_a sin + x_b cos, angle positions[t] * inv_freq[i] of the "
-                   "scaling rule on dr channels, the rule's attention factor on cos and sin"},
+      {"inputs",
+       "q_nope [H, T, dn], q_pe [H, T, dr], k_nope [H, T, dn], k_pe [1, T, dr] (one head shared "
+       "by every q head), as the projections give them; q_pe and k_pe in the checkpoint's "
+       "interleaved order: pair i = channels (2i, 2i+1)"},
+      {"deinterleave",
+       "rope_interleave: P x = [x0, x2, ..., x_{dr-2}, x1, x3, ..., x_{dr-1}], then RoPE "
+       "half-split (pair i = channels i, i + dr/2); q_pe_rot and k_pe_rot stay in that order"},
+      {"rotation",
+       "y_a = x_a cos - x_b sin, y_b = x_a sin + x_b cos, angle positions[t] * inv_freq[i] of the "
+       "scaling rule on dr channels, the rule's attention factor on cos and sin"},
       {"k_pe", "rotated once per token and broadcast to every head"},
       {"softmax_scale", "mscale(s, mscale_all_dim)^2 / sqrt(qk_nope_head_dim + qk_rope_head_dim)"},
-      {"scores", "softmax_scale * (q_nope . k_nope + q_pe_rot . k_pe_rot), [head, query token, key "
-                 "token], before any mask"}};
+      {"scores",
+       "softmax_scale * (q_nope . k_nope + q_pe_rot . k_pe_rot), [head, query token, key "
+       "token], before any mask"}};
   m["positions_why"] = Json::array();
-  for (const auto& hp : d.positions) m["positions_why"].push_back({{"position", hp.m}, {"why", hp.why}});
+  for (const auto& hp : d.positions)
+    m["positions_why"].push_back({{"position", hp.m}, {"why", hp.why}});
   m["params"] = {{"n_heads", d.p.n_heads},
                  {"qk_nope_head_dim", d.p.nope_dim},
                  {"qk_rope_head_dim", d.p.rope_dim},
@@ -366,8 +386,10 @@ GoldenCase mla_case_generate(const MlaCaseDef& d) {
   describe(m, d, g);
   m["oracle"] = mp_oracle_json();
   m["seed"] = d.seed;
-  m["prng"] = "splitmix64 counter: value(seed, stream, i); stream 1 = q_nope, 2 = q_pe, 3 = k_nope, 4 = k_pe; "
-              "integer * 2^-24, |integer| < 2^24";
+  m["prng"] =
+      "splitmix64 counter: value(seed, stream, i); stream 1 = q_nope, 2 = q_pe, 3 = k_nope, 4 = "
+      "k_pe; "
+      "integer * 2^-24, |integer| < 2^24";
   manifest_add_tensors(m, d.id, inputs, expected);
   GoldenCase out;
   out.manifest = std::move(m);
@@ -394,13 +416,16 @@ const std::vector<MlaCaseDef>& case_table() {
     std::vector<MlaCaseDef> t = {v};
     const std::vector<std::pair<std::string, std::string>> controls = {
         {"softmax-scale-missing",
-         "the softmax scale without YaRN's mscale(s, mscale_all_dim)^2 (transformers #47435): 0.072169 "
+         "the softmax scale without YaRN's mscale(s, mscale_all_dim)^2 (transformers #47435): "
+         "0.072169 "
          "instead of 0.135234 for s = 40, every logit 1.87x too small"},
         {"no-deinterleave",
-         "rope_interleave ignored: the checkpoint's interleaved q_pe and k_pe rotated half-split as stored, "
+         "rope_interleave ignored: the checkpoint's interleaved q_pe and k_pe rotated half-split "
+         "as stored, "
          "so pair i mixes channels i and i + 32, which the weights never trained together"},
         {"k-pe-per-head",
-         "the one shared k_pe rotated in place inside the per-head loop: rotated H times (angle H n), "
+         "the one shared k_pe rotated in place inside the per-head loop: rotated H times (angle H "
+         "n), "
          "wrong for every head from the second rotation on"}};
     for (const auto& [mistake, reason] : controls) {
       MlaCaseDef n = v;  // the twin's inputs: same seed
@@ -422,7 +447,8 @@ const std::vector<MlaCaseDef>& case_table() {
 std::vector<CaseRow> cases() {
   std::vector<CaseRow> rows;
   for (const auto& c : case_table()) {
-    std::string desc = c.model.id + ", " + std::to_string(c.p.n_heads) + " heads, YaRN boundaries, f32";
+    std::string desc =
+        c.model.id + ", " + std::to_string(c.p.n_heads) + " heads, YaRN boundaries, f32";
     if (c.result == "invalid") desc += ", invalid convention " + c.mistake;
     rows.push_back({c.id, desc});
   }
@@ -466,7 +492,8 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
   const auto kn = tensor_to_f32(golden.at("k_nope"));
   std::vector<float> kpe = tensor_to_f32(golden.at("k_pe"));
   // q [T, H, dn + dr] and k_nope [T, H, dn], the kernels' layout
-  std::vector<float> q(static_cast<std::size_t>(T * H * dq)), knt(static_cast<std::size_t>(T * H * dn));
+  std::vector<float> q(static_cast<std::size_t>(T * H * dq)),
+      knt(static_cast<std::size_t>(T * H * dn));
   for (int h = 0; h < H; ++h) {
     for (std::int64_t t = 0; t < T; ++t) {
       std::copy_n(&qn[(h * T + t) * dn], dn, &q[(t * H + h) * dq]);
@@ -477,7 +504,8 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
   const auto st = optimized::rope_scaling_tables(rp, s);
   const double mult = k.softmax_missing ? 1.0 : st.softmax_scale_multiplier;
   float sigma = static_cast<float>(mult / std::sqrt(static_cast<double>(dq)));
-  optimized::RopeCache cache = optimized::rope_cache_init(rp, pos, st.inv_freq, st.attention_factor);
+  optimized::RopeCache cache =
+      optimized::rope_cache_init(rp, pos, st.inv_freq, st.attention_factor);
   if (o.pipeline != "exact") {  // the pipeline's float32 tables, same kernel arithmetic
     RopeMagnitude mag;
     if (k.softmax_missing) mag.softmax_multiplier = 1.0;
@@ -520,14 +548,15 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
 }  // namespace
 
 SchemeEntry mla_scheme() {
-  return SchemeEntry{"mla",
-                     "MLA decoupled RoPE (DeepSeek-V3): interleaved q_pe, one shared k_pe, YaRN tables, "
-                     "scores with the mscale^2 softmax factor",
-                     &cases,
-                     &generate,
-                     &run_engine,
-                     &mistakes,
-                     &mistake_words};
+  return SchemeEntry{
+      "mla",
+      "MLA decoupled RoPE (DeepSeek-V3): interleaved q_pe, one shared k_pe, YaRN tables, "
+      "scores with the mscale^2 softmax factor",
+      &cases,
+      &generate,
+      &run_engine,
+      &mistakes,
+      &mistake_words};
 }
 
 }  // namespace posenc::golden

@@ -1,12 +1,14 @@
 // Golden cases of MLA decoupled RoPE (golden/mla_golden.cpp). The reference's and the kernel's
 // own properties are in properties/plans_rope_test.cpp (binary posenc_plans_test); this binary
 // holds the scheme's golden-catalog tests.
+#include "reference/mla.hpp"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "golden/cases/diagnose.hpp"
 #include "golden/cases/registry.hpp"
@@ -15,7 +17,6 @@
 #include "properties/golden_checks.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
-#include "reference/mla.hpp"
 #include "reference/rope_scaling.hpp"
 
 namespace posenc::properties {
@@ -36,9 +37,10 @@ const golden::LoadedCase& twin_of(const golden::LoadedCase& lc) {
   static std::map<std::string, golden::LoadedCase> loaded;
   auto it = loaded.find(id);
   if (it == loaded.end()) {
-    it = loaded.emplace(id, generator_mutant_active()
-                                ? fresh_case(golden::scheme_by_slug("mla"), id)
-                                : golden::load_case(golden::default_data_dir() / "mla" / (id + ".json")))
+    it = loaded
+             .emplace(id, generator_mutant_active() ? fresh_case(golden::scheme_by_slug("mla"), id)
+                                                    : golden::load_case(golden::default_data_dir() /
+                                                                        "mla" / (id + ".json")))
              .first;
   }
   return it->second;
@@ -46,7 +48,9 @@ const golden::LoadedCase& twin_of(const golden::LoadedCase& lc) {
 
 TEST(MlaGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mla", 4); }
 TEST(MlaGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("mla"); }
-TEST(MlaGolden, EachStageFailsAlone) { expect_each_stage_fails_alone("mla", std::string(kValid) + ".json"); }
+TEST(MlaGolden, EachStageFailsAlone) {
+  expect_each_stage_fails_alone("mla", std::string(kValid) + ".json");
+}
 
 TEST(MlaGolden, EngineMistakesAreCaught) {
   // Every mistake fails the valid case; on a negative control only the mistake it models must
@@ -72,12 +76,12 @@ TEST(MlaGolden, NegativeControlsFailForTheirMistakeOnly) {
     ++n;
     const std::string mistake = mistake_of(lc.spec);
     for (const std::string profile : {"strict", "fp32", "fp32-recurrence"}) {
-      const auto good = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}),
-                                            {profile, {}, true});
+      const auto good = golden::verify_case(
+          lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {}), {profile, {}, true});
       EXPECT_EQ(good.status, golden::Verdict::kPass) << lc.spec.id << " " << profile << "\n"
                                                      << golden::format_case_text(good, true);
-      const auto bad = golden::verify_case(lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {mistake}),
-                                           {profile, {}, true});
+      const auto bad = golden::verify_case(
+          lc.spec, lc.golden, s.run_engine(lc.spec, lc.golden, {mistake}), {profile, {}, true});
       EXPECT_EQ(bad.status, golden::Verdict::kFail) << lc.spec.id << " " << profile;
     }
     golden::TensorMap own;
@@ -99,7 +103,8 @@ TEST(MlaGolden, DiagnoseNamesEachNegativeControlsMistake) {
     const auto d = golden::diagnose_case(twin_of(lc), own, "strict");
     EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
     ASSERT_FALSE(d.ranked.empty()) << lc.spec.id;
-    EXPECT_EQ(d.ranked.front().mistake, mistake_of(lc.spec)) << lc.spec.id << "\n" << golden::diagnosis_text(d, true);
+    EXPECT_EQ(d.ranked.front().mistake, mistake_of(lc.spec)) << lc.spec.id << "\n"
+                                                             << golden::diagnosis_text(d, true);
   });
 }
 
@@ -108,16 +113,18 @@ TEST(MlaGolden, PipelinesPassTheirProfiles) {
   // RoPE cases); and in this one small case (19 positions, 2 heads) ggml's recurrence angles and
   // its float32 softmax-scale formula stay far from their worst case (the same budgets are
   // tight over the rope_scaling catalog, RopeScalingGolden.PipelinesPassTheirProfiles).
-  expect_pipelines_pass_their_profiles("mla", 0.25,
-                                       {"scores", "fp32-recurrence/q_pe_rot", "fp32-recurrence/k_pe_rot",
-                                        "fp32-recurrence/softmax_scale"});
+  expect_pipelines_pass_their_profiles(
+      "mla", 0.25,
+      {"scores", "fp32-recurrence/q_pe_rot", "fp32-recurrence/k_pe_rot",
+       "fp32-recurrence/softmax_scale"});
 }
 
 TEST(MlaGolden, ScoresAreTheReferencesMlaScores) {
   // The stored scores (their .exact doubles) are reference::mla_scores on the case's inputs,
   // q and k_nope laid out as the reference takes them ([T, H, dn + dr], [T, H, dn]), and the
   // stored softmax scale is DeepSeek-V3's mscale(40, 1)^2 / sqrt(192).
-  const auto lc = golden::load_case(golden::default_data_dir() / "mla" / (std::string(kValid) + ".json"));
+  const auto lc =
+      golden::load_case(golden::default_data_dir() / "mla" / (std::string(kValid) + ".json"));
   const Json& pj = lc.spec.manifest.at("params");
   reference::MlaParams p;
   p.n_heads = pj.at("n_heads").get<int>();
@@ -131,9 +138,12 @@ TEST(MlaGolden, ScoresAreTheReferencesMlaScores) {
   for (std::int64_t i = 0; i < pt.numel(); ++i) pos.push_back(pt.get_i64(i));
   const std::int64_t T = static_cast<std::int64_t>(pos.size());
   const int H = p.n_heads, dn = p.nope_dim, dr = p.rope_dim, dq = dn + dr;
-  const auto qn = golden::tensor_to_f32(lc.golden.at("q_nope")), qp = golden::tensor_to_f32(lc.golden.at("q_pe"));
-  const auto kn = golden::tensor_to_f32(lc.golden.at("k_nope")), kp = golden::tensor_to_f32(lc.golden.at("k_pe"));
-  std::vector<mp50> q(static_cast<std::size_t>(T * H * dq)), knt(static_cast<std::size_t>(T * H * dn));
+  const auto qn = golden::tensor_to_f32(lc.golden.at("q_nope")),
+             qp = golden::tensor_to_f32(lc.golden.at("q_pe"));
+  const auto kn = golden::tensor_to_f32(lc.golden.at("k_nope")),
+             kp = golden::tensor_to_f32(lc.golden.at("k_pe"));
+  std::vector<mp50> q(static_cast<std::size_t>(T * H * dq)),
+      knt(static_cast<std::size_t>(T * H * dn));
   for (int h = 0; h < H; ++h) {
     for (std::int64_t t = 0; t < T; ++t) {
       for (int c = 0; c < dn; ++c) q[(t * H + h) * dq + c] = qn[(h * T + t) * dn + c];
@@ -142,7 +152,8 @@ TEST(MlaGolden, ScoresAreTheReferencesMlaScores) {
     }
   }
   const std::vector<mp50> kpe(kp.begin(), kp.end());
-  const auto want = reference::mla_scores(p, st.tables, st.softmax_scale_multiplier, pos, pos, q, knt, kpe);
+  const auto want =
+      reference::mla_scores(p, st.tables, st.softmax_scale_multiplier, pos, pos, q, knt, kpe);
   const golden::Tensor& ex = lc.golden.at("scores.exact");
   ASSERT_EQ(static_cast<std::size_t>(ex.numel()), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {

@@ -98,5 +98,6 @@ SchemeEntry shaw_scheme();
 SchemeEntry transformer_xl_scheme();
 SchemeEntry deberta_scheme();
 SchemeEntry mrope_scheme();
+SchemeEntry mla_scheme();
 
 }  // namespace posenc::golden
