@@ -14,6 +14,7 @@
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/format.hpp"
+#include "golden/verify/manifest_check.hpp"
 #include "properties/golden_checks.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
@@ -117,6 +118,26 @@ TEST(MlaGolden, PipelinesPassTheirProfiles) {
       "mla", 0.25,
       {"scores", "fp32-recurrence/q_pe_rot", "fp32-recurrence/k_pe_rot",
        "fp32-recurrence/softmax_scale"});
+}
+
+TEST(MlaGolden, ManifestFormRefusesAKPeHeadPerQHead) {
+  // The committed manifest fits the mla form; the same manifest with k_pe given one head per q
+  // head ([H, T, dr], not the one shared head) is refused, naming the tensor and the shape.
+  const auto lc =
+      golden::load_case(golden::default_data_dir() / "mla" / (std::string(kValid) + ".json"));
+  EXPECT_NO_THROW(golden::check_manifest_schema(lc.spec, kValid));
+  golden::CaseSpec bad = lc.spec;
+  for (auto& t : bad.inputs) {
+    if (t.name == "k_pe") t.shape.at(0) = lc.spec.manifest.at("params").at("n_heads").get<int>();
+  }
+  try {
+    golden::check_manifest_schema(bad, kValid);
+    ADD_FAILURE() << "a per-head k_pe was accepted";
+  } catch (const GoldenFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor \"k_pe\" shape"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[1, n_tokens, qk_rope_head_dim]"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(MlaGolden, ScoresAreTheReferencesMlaScores) {
