@@ -120,6 +120,12 @@ const std::vector<RopeCaseDef>& case_table() {
                            "L0, one position later than HF (seq_len > L0, i.e. a position >= L0): at "
                            "position 4096 they still use the short factors (unsloth #10681)",
                            [](reference::RopeScaling& s) { s.longrope_policy = LongRopePolicy::kVllmAnyAbove; }));
+    c.push_back(convention(find("deepseek-v3", "all"), "softmax_factor_missing", "invalid",
+                           "the MLA softmax scale left at 1/sqrt(qk_nope_head_dim + qk_rope_head_dim) "
+                           "without YaRN's mscale(s, mscale_all_dim)^2 (transformers #47435): 0.072169 "
+                           "instead of 0.135234 for s = 40, every attention logit 1.87x too small; cos, "
+                           "sin and the rotations are unchanged (a = 1)",
+                           [](reference::RopeScaling& s) { s.mla = false; }));
     c.push_back(convention(find("llama-2-7b-linear-x4", "all"), "factor_inverted", "invalid",
                            "the factor multiplied instead of divided: frequencies 4x faster instead of 4x "
                            "slower (theta_i * s)",

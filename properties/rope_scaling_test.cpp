@@ -21,6 +21,7 @@
 #include <omp.h>
 #include <rapidcheck/gtest.h>
 
+#include "golden/cases/diagnose.hpp"
 #include "golden/cases/hf_config.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_case.hpp"
@@ -558,7 +559,7 @@ TEST(RopeScalingGolden, YarnF64CompanionsAreTheCorrectlyRoundedMp100Values) {
       EXPECT_EQ(wrong, 0) << row.id << " " << name << ".exact: elements not correctly rounded";
     }
   }
-  EXPECT_EQ(cases, 10);
+  EXPECT_EQ(cases, 11);  // DeepSeek-V3's softmax_factor_missing control included: its own rule reproduces it
   EXPECT_GE(scaled_magnitude, 5);  // cases whose attention factor or softmax multiplier is not 1
 }
 
@@ -1040,7 +1041,7 @@ bool is_invalid_case(const std::string& id) {
 }
 
 // First: it stops at the first stale case, which also ends a generator mutant run quickly.
-TEST(RopeScalingGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("rope_scaling", 29); }
+TEST(RopeScalingGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("rope_scaling", 30); }
 TEST(RopeScalingGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("rope_scaling"); }
 
 /// Whether a mistake may pass a rope_scaling case (EngineMistakesAreCaught).
@@ -1048,8 +1049,12 @@ bool scaling_mistake_may_pass(const std::string& id, const std::string& mistake)
   if (is_invalid_case(id)) {
     // A negative control passes when the output differs from the wrong convention; the two
     // mistakes that reproduce one must fail it.
+    // DeepSeek-V3's attention factor is 1, so leaving out the whole magnitude (no-mscale) is
+    // leaving out the softmax multiplier too.
+    const bool no_softmax = id.find("_softmax_factor_missing_") != std::string::npos;
     const bool reproduces = (mistake == "factor-inverted" && id.find("_factor_inverted_") != std::string::npos) ||
-                            (mistake == "unscaled" && id.find("_hf_prefix_factor_override_") != std::string::npos);
+                            (mistake == "unscaled" && id.find("_hf_prefix_factor_override_") != std::string::npos) ||
+                            (no_softmax && (mistake == "softmax-scale-missing" || mistake == "no-mscale"));
     return !reproduces;
   }
   const bool within = id.find("_within_") != std::string::npos;  // dynamic NTK up to L: plain
@@ -1122,7 +1127,7 @@ TEST(RopeScalingGolden, NegativeControlsFailTheRecurrenceProfile) {
     EXPECT_EQ(r.status, golden::Verdict::kFail) << lc.spec.id;
     ++n;
   });
-  EXPECT_EQ(n, 6);
+  EXPECT_EQ(n, 7);
 }
 
 TEST(RopeScalingGolden, PipelinesPassTheirProfiles) {
@@ -1155,9 +1160,38 @@ TEST(RopeScalingGolden, NegativeControlsFailForTheirConvention) {
     EXPECT_EQ(mine.status, golden::Verdict::kPass) << lc.spec.id;
     ++n;
   });
-  EXPECT_EQ(n, 6);
+  EXPECT_EQ(n, 7);
 }
 
+TEST(RopeScalingGolden, DiagnoseNamesTheMistakeOfTheNegativeControls) {
+  // The engine mistake that models a negative control's convention reproduces the control (its
+  // output FAILs it), and on the default case of the same call (the twin; a convention case has
+  // inputs of its own seed) diagnose names that mistake (a tie names it among the others).
+  const std::map<std::string, std::string> mistake_of = {{"softmax_factor_missing", "softmax-scale-missing"},
+                                                         {"factor_inverted", "factor-inverted"}};
+  const auto dir = golden::default_data_dir() / "rope_scaling";
+  int n = 0;
+  for_each_golden_case("rope_scaling", [&](const golden::LoadedCase& lc, const golden::SchemeEntry& s) {
+    if (lc.spec.result != "invalid") return;
+    const std::string conv = lc.spec.manifest.at("scaling").at("convention").get<std::string>();
+    if (!mistake_of.count(conv)) return;
+    const std::string m = mistake_of.at(conv);
+    const auto own = s.run_engine(lc.spec, lc.golden, {m});
+    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, own, {"strict", {}, true}).status, golden::Verdict::kFail)
+        << lc.spec.id << ": the mistake " << m << " does not reproduce it";
+    std::string twin = lc.spec.id;
+    twin.erase(twin.find("_" + conv), conv.size() + 1);
+    const auto def = generator_mutant_active() ? fresh_case(s, twin) : golden::load_case(dir / (twin + ".json"));
+    const auto d = golden::diagnose_case(def, s.run_engine(def.spec, def.golden, {m}), "strict");
+    EXPECT_EQ(d.verdict, "explained") << golden::diagnosis_text(d, true);
+    const bool named = (!d.ranked.empty() && d.ranked.front().mistake == m) ||
+                       std::find(d.tied.begin(), d.tied.end(), m) != d.tied.end();
+    EXPECT_TRUE(named) << lc.spec.id << "\n" << golden::diagnosis_text(d, true);
+    EXPECT_NE(d.summary.find("`" + m + "`"), std::string::npos) << d.summary;
+    ++n;
+  });
+  EXPECT_EQ(n, 2);
+}
 
 TEST(RopeScalingGolden, EngineFollowingAnAcceptableConventionPassesTheDefaultCase) {
   // Current vLLM's LongRoPE switch and DeepSeek's own code are correct engines: told the rule of

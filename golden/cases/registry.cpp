@@ -15,7 +15,7 @@ const std::vector<SchemeEntry>& schemes() {
       rope_scheme(),     rope_scaling_scheme(), attention_scheme(), nope_scheme(),
       learned_scheme(),  sinusoidal_scheme(),   alibi_scheme(),     t5_bias_scheme(),
       kv_cache_scheme(), shaw_scheme(),         transformer_xl_scheme(), deberta_scheme(),
-      mrope_scheme(),    plan_scheme()};
+      mrope_scheme(),    plan_scheme(), mla_scheme()};
   return all;
 }
 

@@ -106,5 +106,6 @@ SchemeEntry transformer_xl_scheme();
 SchemeEntry deberta_scheme();
 SchemeEntry mrope_scheme();
 SchemeEntry plan_scheme();
+SchemeEntry mla_scheme();
 
 }  // namespace posenc::golden

@@ -913,6 +913,9 @@ struct RopeCaseGen {
   const RopeParams& p = def.model.params;
   const RopeScaling& es = def.expected;
   const bool is_scaled = scaled(es) || scaled(def.model.scaling);
+  // The MLA softmax_scale stage: the model's rule has one (a negative control whose expected
+  // rule leaves the multiplier out, `mla` false, keeps the stage: its value lacks mscale^2).
+  const bool softmax_stage = es.mla || def.model.scaling.mla;
   const int h = p.head_dim, d = p.rotary_dim, np = d / 2;
   const int hq = def.n_q_heads, hk = def.n_kv_heads;  // hk = 0: no k (dense)
   const std::vector<std::int64_t> pos = position_values(def);
@@ -1218,6 +1221,12 @@ void RopeCaseGen::pipeline_budgets() {
     PipelineErrors e = is_scaled ? scaled_errors(prof.name, p, es, pos, phi_signed, inv64, a,
                                                  round_to_f64(softmax50), def.model.softmax_head_dim)
                                  : plain_errors(prof.name, p, pos, phi, inv64);
+    if (softmax_stage && !es.mla) {
+      // A control whose softmax scale lacks the MLA multiplier: the pipelines computing it
+      // round the double 1/sqrt(q head) once to float32.
+      const double v = round_to_f64(softmax50);
+      e.softmax_abs = distance(pipelines::hf_softmax_scale<F32Interval>(v), v) * kSecondOrder * inflation();
+    }
     for (const auto& al : alts) {  // the larger error of either convention, element by element
       const PipelineErrors x = scaled_errors(prof.name, p, al.rule, pos, signed_angles(al.o.inv_freq),
                                              to_f64(al.o.inv_freq), al.a, round_to_f64(al.softmax),
@@ -1329,7 +1338,7 @@ void RopeCaseGen::build_tensors() {
     ExpectedTensor ea = scalar_tensor("attention_factor", o50.a, false);
     for (const auto& al : alts) add_alternative(ea, al, {al.o.a}, {});
     expected.push_back(add_expected(&tensors, std::move(ea)));
-    if (es.mla) {
+    if (softmax_stage) {
       ExpectedTensor esm = scalar_tensor("softmax_scale", softmax50, true);
       for (const auto& al : alts) add_alternative(esm, al, {al.softmax}, {});
       expected.push_back(add_expected(&tensors, std::move(esm)));
@@ -1419,7 +1428,7 @@ void RopeCaseGen::manifest_describe() {
     // What an engine is told: the model's rule (for a negative control, not what the expected
     // values follow; for an accepted alternative, the alternative).
     params["scaling"] = rope_scaling_to_json(def.result == "invalid" ? def.model.scaling : es);
-    if (es.mla) params["softmax_head_dim"] = def.model.softmax_head_dim;
+    if (softmax_stage) params["softmax_head_dim"] = def.model.softmax_head_dim;
   }
   m["params"] = params;
 }
@@ -1537,7 +1546,7 @@ void RopeCaseGen::manifest_detection() {
   if (is_scaled) {
     flags.push_back("ScalingRule");
     if (es.type == RopeScalingType::kYarn || es.type == RopeScalingType::kLongRope) flags.push_back("AttentionFactor");
-    if (es.mla) flags.push_back("SoftmaxScale");
+    if (softmax_stage) flags.push_back("SoftmaxScale");
     if (es.type == RopeScalingType::kLongRope) flags.push_back("LongRopeSwitch");
     if (es.type == RopeScalingType::kLlama3 || es.type == RopeScalingType::kYarn) flags.push_back("BandEdges");
   }
@@ -1558,7 +1567,7 @@ void RopeCaseGen::manifest_detection() {
                               {"blind", "at position 0 every angle is 0, whatever the frequencies"}});
     m["detection"].push_back({{"flag", "AttentionFactor"}, {"stages", {"attention_factor", "cos", "sin", "q_rot", "k_rot", "scores"}},
                               {"blind", "inv_freq does not carry it"}});
-    if (es.mla) {
+    if (softmax_stage) {
       m["detection"].push_back({{"flag", "SoftmaxScale"}, {"stages", {"softmax_scale"}},
                                 {"blind", "the rotation stages do not carry the softmax multiplier"}});
     }

@@ -428,6 +428,28 @@ Form plan_form() {
           plan_rules};
 }
 
+/// MLA: head-major inputs, one shared k_pe head; the scaling rule of the rotated part.
+Form mla_form() {
+  return {"mla",
+          nullptr,
+          true,
+          {integer("n_heads", 1), integer("qk_nope_head_dim"), integer("qk_rope_head_dim", 2),
+           number("base", 1e-300), boolean("rope_interleave"), integer("n_tokens", 1),
+           object("scaling"), object("derived"), dtype_key()},
+          {},
+          {},
+          {{"positions", {"n_tokens"}, true},
+           {"q_nope", {"n_heads", "n_tokens", "qk_nope_head_dim"}, true},
+           {"q_pe", {"n_heads", "n_tokens", "qk_rope_head_dim"}, true},
+           {"k_nope", {"n_heads", "n_tokens", "qk_nope_head_dim"}, true},
+           {"k_pe", {"1", "n_tokens", "qk_rope_head_dim"}, true},
+           {"softmax_scale", {"1"}},
+           {"q_pe_rot", {"n_heads", "n_tokens", "qk_rope_head_dim"}},
+           {"k_pe_rot", {"1", "n_tokens", "qk_rope_head_dim"}},
+           {"scores", {"n_heads", "n_tokens", "n_tokens"}}},
+          "q_pe"};
+}
+
 const std::map<std::string, std::vector<Form>>& forms() {
   static const std::map<std::string, std::vector<Form>> table = [] {
     std::map<std::string, std::vector<Form>> t;
@@ -445,6 +467,7 @@ const std::map<std::string, std::vector<Form>>& forms() {
                           rope_rules}};
     t["mrope"] = {mrope_trace_form(), mrope_vision_form(), mrope_form()};
     t["plan"] = {plan_form()};
+    t["mla"] = {mla_form()};
     t["attention"] = {{"attention", nullptr, true, att, {}, {}, att_shapes, "q", attention_rules}};
     t["nope"] = {{"nope", nullptr, true, att, {}, {}, att_shapes, "q", attention_rules}};
     t["alibi"] = {{"alibi attention (alibi_case \"attention\")",

@@ -19,7 +19,7 @@ ENGINES = {
                       "sinusoidal": ne.sinusoid_outputs,
                       "attention": lambda c: ne.attention_outputs(c, "f32"),
                       "nope": lambda c: ne.attention_outputs(c, "f32"),
-                      "mrope": ne.mrope_hf, "plan": ne.plan_hf}),
+                      "mrope": ne.mrope_hf, "plan": ne.plan_hf, "mla": ne.mla_hf}),
     # A float32 sinusoid that writes base ** (-2i/d) (a faithful powf of the negated exponent)
     "hf32-negpow": ("fp32", {"sinusoidal": lambda c: _paper_only(c, "negpow")}),
     "ggml": ("fp32-recurrence", {"rope": ne.rope_ggml, "rope_scaling": ne.rope_ggml,

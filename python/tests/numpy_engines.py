@@ -11,6 +11,8 @@ parameters and computes its outputs in the arithmetic of the engine family it im
          at its stream's position (sectioned or interleaved map), rotate_half, float32.
          Model plans: one attention layer of a layer type (its rope_parameters, proportional
          RoPE, the query temperature, soft cap, mask on the positions, sinks), float32.
+         MLA as DeepseekV3Attention: q_pe / k_pe de-interleaved, rotated half-split with the
+         YaRN tables, cat(nope, pe) per head, one float32 matmul times the softmax scale.
   ggml   ggml / llama.cpp: theta_scale = powf(base, -2/d), theta_i = theta_{i-1} * ts in
          float32 (rope_ext's scaling rules), ALiBi slopes powf(m0, h + 1).
   bloom  BLOOM's ALiBi bias form in float32: bias = slope x key index (the softmax equals the
@@ -295,6 +297,34 @@ def rope_hf(case, mode="f32"):
     dt = _rope_dt(case, mode)
     inv, att, softmax = hf_rope_parameters(case)
     return rope_outputs(case, hf_angles(case, inv), inv, att, softmax, dt)
+
+
+def mla_hf(case):
+    """HF's DeepseekV3Attention in float32 (scheme mla): YaRN inv_freq on the qk_rope_head_dim
+    channels, q_pe and the one k_pe head de-interleaved (rope_interleave: even channels, then
+    odd) and rotated half-split, query = cat(q_nope, q_pe_rot), key = cat(k_nope, k_pe_rot
+    expanded to every head), scores = query @ key^T (float32) * softmax_scale, the scale
+    q_head_dim^-0.5 * mscale(factor, mscale_all_dim)^2 as a Python double rounded to float32."""
+    p = case.params
+    dn, dr = p["qk_nope_head_dim"], p["qk_rope_head_dim"]
+    holder = type("P", (), {"params": {"softmax_head_dim": dn + dr, "head_dim": dr}})
+    inv, att, softmax = _hf_yarn(p["scaling"], p["base"], dr, holder)
+    angles = hf_angles(case, inv)
+    cos, sin = np.cos(angles) * F32(att), np.sin(angles) * F32(att)
+
+    def rope(x):  # x [heads, tokens, dr] -> rotated, same layout
+        if p["rope_interleave"]:
+            x = np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+        return _rotate(x.transpose(1, 0, 2), cos, sin, "half_split", dr, "f32").transpose(1, 0, 2)
+    q_pe_rot, k_pe_rot = rope(_f32(case, "q_pe")), rope(_f32(case, "k_pe"))
+    q = np.concatenate([_f32(case, "q_nope"), q_pe_rot], axis=-1)
+    k_nope = _f32(case, "k_nope")
+    k = np.concatenate([k_nope, np.broadcast_to(k_pe_rot, k_nope.shape[:2] + (dr,))], axis=-1)
+    scale = F32(softmax if softmax is not None else (dn + dr) ** -0.5)
+    scores = np.stack([(q[h] @ k[h].T).astype(F32) * scale for h in range(q.shape[0])])
+    out = {"softmax_scale": np.asarray([scale], F32), "q_pe_rot": q_pe_rot,
+           "k_pe_rot": k_pe_rot, "scores": scores.astype(F32)}
+    return {n: a for n, a in out.items() if n in case.expected}
 
 
 def rope_ggml(case, dynamic_base=False, kv16=False):
