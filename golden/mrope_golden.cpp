@@ -69,8 +69,9 @@ using reference::RopeParams;
 /// What a VL config says about the decoder's rotation and positions.
 struct MropeModel {
   std::string id, hf_model, source, note, model_type, name_or_path;
-  RopeParams p;  // half-split pairs, attention factor 1
+  RopeParams p;  // half-split pairs (GLM-4.1V: interleaved, half the head), attention factor 1
   int n_heads = 0, n_kv_heads = 0;
+  bool video_spans = true;  // GLM-4.1V: videos are not modelled (layouts of images and text)
   std::vector<int> sections;
   MropeMapRule map = MropeMapRule::kSectioned;
   MropeIndexRule index;
@@ -87,7 +88,19 @@ struct MropeKnobs {
   MropeTextResume resume = MropeTextResume::kMaxPlusOne;
   MropeDecode decode = MropeDecode::kRopeDeltas;
   bool ggml_imrope = false;  // llama.cpp's IMROPE map: a fourth stream, 0 for every token here
+  bool swap_pairs = false;   // the other pair layout: half-split (rotate_half) <-> interleaved
 };
+
+/// The rotation `k` applies: the model's, or its pairs in the other layout (an engine rotating
+/// GLM-4.1V's adjacent channels (2i, 2i + 1) with Qwen2-VL's rotate_half, or the reverse).
+RopeParams knob_params(RopeParams p, const MropeKnobs& k) {
+  if (k.swap_pairs) {
+    p.layout = p.layout == reference::RopeLayout::kInterleaved
+                   ? reference::RopeLayout::kHalfSplit
+                   : reference::RopeLayout::kInterleaved;
+  }
+  return p;
+}
 
 /// The interleaved rule of HF's apply_interleaved_mrope, slices clipped to the pairs (the
 /// reference refuses sections too large for it; an engine applying it to a sectioned model's
@@ -372,21 +385,32 @@ Json index_json(const MropeIndexRule& r) {
 /// The manifest's description, preset, conventions and params.
 void describe(Json& m, const MropeCaseDef& d, std::int64_t T) {
   const MropeModel& mm = d.model;
-  std::string desc = "M-RoPE, " + mm.id + " (" + map_words(mm, false) + ", head_dim " +
-                     std::to_string(mm.p.head_dim) + ", base " + rope_base_tag(mm.p.base) + "), " +
-                     d.what + ", " + std::to_string(T) + " tokens, target " +
-                     std::string(dtype_short(d.dtype));
+  const bool interleaved_pairs = mm.p.layout == reference::RopeLayout::kInterleaved;
+  std::string rot = ", head_dim " + std::to_string(mm.p.head_dim);
+  if (mm.p.rotary_dim != mm.p.head_dim) rot += ", rotary_dim " + std::to_string(mm.p.rotary_dim);
+  if (interleaved_pairs) rot += ", interleaved pairs";
+  std::string desc = "M-RoPE, " + mm.id + " (" + map_words(mm, false) + rot + ", base " +
+                     rope_base_tag(mm.p.base) + "), " + d.what + ", " + std::to_string(T) +
+                     " tokens, target " + std::string(dtype_short(d.dtype));
   if (!d.convention.empty()) desc += "; convention " + d.convention + " (" + d.result + ")";
   m["description"] = desc;
   m["citation"] =
       "P. Wang et al., Qwen2-VL, arXiv:2409.12191v2, Sec. 2.1; S. Bai et al., Qwen2.5-VL "
       "Technical Report, arXiv:2502.13923v1, Sec. 2.1.2; HF transformers get_rope_index, "
-      "apply_multimodal_rotary_pos_emb, apply_interleaved_mrope";
+      "apply_multimodal_rotary_pos_emb, apply_interleaved_mrope" +
+      std::string(mm.model_type == "glm4v" ? "; HF transformers glm4v get_rope_index, "
+                                             "apply_multimodal_rotary_pos_emb (GLM-4.1V)"
+                                           : "");
   m["preset"] = {
       {"name", mm.id}, {"hf_model", mm.hf_model}, {"source", mm.source}, {"config", mm.config}};
   if (!mm.notes.empty()) m["preset"]["reader_notes"] = mm.notes;
   m["conventions"] = {
-      {"pairing", "half_split: pair i = channels (i, i + rotary_dim/2) (rotate_half)"},
+      {"pairing",
+       interleaved_pairs
+           ? "interleaved: pair i = channels (2i, 2i + 1) (GLM-4.1V: the sectioned cos, sin "
+             "halved and repeat_interleave'd, rotate_half_llm); channels [rotary_dim, head_dim) "
+             "pass unrotated"
+           : "half_split: pair i = channels (i, i + rotary_dim/2) (rotate_half)"},
       {"map",
        mm.map == MropeMapRule::kSectioned
            ? "sectioned: pairs [0, s_t) read stream t, [s_t, s_t + s_h) h, the rest w"
@@ -409,7 +433,7 @@ void describe(Json& m, const MropeCaseDef& d, std::int64_t T) {
   m["params"] = {{"head_dim", mm.p.head_dim},
                  {"rotary_dim", mm.p.rotary_dim},
                  {"base", mm.p.base},
-                 {"layout", "half_split"},
+                 {"layout", reference::rope_layout_name(mm.p.layout)},
                  {"attention_factor", 1.0},
                  {"map",
                   {{"rule", mm.map == MropeMapRule::kSectioned ? "sectioned" : "interleaved"},
@@ -479,7 +503,7 @@ void describe_vision(Json& m, const MropeCaseDef& d, std::int64_t T) {
 /// The expected tensors of one case (positions, cos, sin, q_rot, k_rot, scores) and their budgets.
 struct MropeGen {
   const MropeCaseDef& d;
-  const RopeParams& p = d.model.p;
+  const RopeParams p = knob_params(d.model.p, d.expected);  // the rotation the values follow
   const int h = p.head_dim, np = p.rotary_dim / 2, hq = d.n_q_heads, hk = d.n_kv_heads;
   const DType t = d.dtype;
   std::int64_t T = 0;
@@ -686,7 +710,8 @@ std::vector<MropeSpan> text_image_text() {
 }
 
 /// The standard layouts of a model: text-image-text, two images, text-video-text (not for
-/// Qwen3-VL, which lists video frames as single-frame spans), decode after an image.
+/// Qwen3-VL, which lists video frames as single-frame spans, nor GLM-4.1V, whose videos are
+/// not modelled), decode after an image.
 std::vector<MropeCaseDef> standard_defs(const MropeModel& m, const std::string& sid, DType t) {
   using reference::mrope_image;
   using reference::mrope_text;
@@ -699,7 +724,7 @@ std::vector<MropeCaseDef> standard_defs(const MropeModel& m, const std::string& 
       "text (2), image grid (1, 4, 4), text (2), image grid (1, 6, 4), text (3)",
       {mrope_text(2), mrope_image(1, 4, 4), mrope_text(2), mrope_image(1, 6, 4), mrope_text(3)}, 0,
       t));
-  if (m.map == MropeMapRule::kSectioned) {
+  if (m.map == MropeMapRule::kSectioned && m.video_spans) {
     v.push_back(case_def(
         m, sid, "text_video_text",
         "text (2), video grid (3, 4, 4) at second_per_grid 1.0 (2 x 2 tokens per frame), text (3)",
@@ -721,8 +746,8 @@ const std::vector<MropeCaseDef>& case_table() {
       }
       throw_invalid("mrope case table", "no case has this id", id);
     };
-    for (const char* f :
-         {"qwen2-vl-7b-instruct", "qwen2.5-vl-7b-instruct", "qwen3-vl-8b-instruct"}) {
+    for (const char* f : {"qwen2-vl-7b-instruct", "qwen2.5-vl-7b-instruct", "qwen3-vl-8b-instruct",
+                          "glm-4.1v-9b-thinking"}) {
       const MropeModel m = preset(f);
       for (auto& d : standard_defs(m, model_short(m), DType::kF32)) v.push_back(std::move(d));
     }
@@ -776,6 +801,14 @@ const std::vector<MropeCaseDef>& case_table() {
                           "blocks"));
     }
     k = {};
+    k.swap_pairs = true;
+    c.push_back(control(
+        find("mrope_glm_4_1v_9b_thinking_text_image_text_f32"), "half_split_pairs", k,
+        "pair-layout",
+        "GLM-4.1V rotated with Qwen2-VL's rotate_half pairs (i, i + 32) instead of its adjacent "
+        "channels (2i, 2i + 1) (same sectioned [8, 12, 12] angles, same 64 rotated channels): an "
+        "engine reusing the Qwen2-VL M-RoPE kernel for GLM"));
+    k = {};
     k.ggml_imrope = true;
     c.push_back(control(
         find(q3 + "text_image_text_f32"), "ggml_imrope", k, "ggml-imrope",
@@ -791,7 +824,8 @@ const std::vector<MropeCaseDef>& case_table() {
 // ---- the config reader (golden/cases/mrope_case.hpp) ----------------------------------------
 
 const std::set<std::string>& vl_model_types() {
-  static const std::set<std::string> t = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"};
+  static const std::set<std::string> t = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
+                                          "glm4v"};
   return t;
 }
 
@@ -851,6 +885,24 @@ struct KeyReader {
   }
 };
 
+/// The token ids input_ids uses (the top level's, or the text block's when the top level has
+/// none): Qwen's vision_start / vision_end around every visual span, GLM-4.1V's image_start /
+/// image_end around an image; HF's config defaults when absent.
+void read_token_ids(const KeyReader& ids, bool glm, MropeModel& m) {
+  constexpr std::int64_t kMaxId = (std::int64_t{1} << 31) - 1;
+  if (glm) {  // HF's Glm4vConfig defaults
+    m.image_token = ids.integer("image_token_id", 0, kMaxId, 151343, &m.notes);
+    m.video_token = ids.integer("video_token_id", 0, kMaxId, 151344, &m.notes);
+    m.vision_start = ids.integer("image_start_token_id", 0, kMaxId, 151339, &m.notes);
+    m.vision_end = ids.integer("image_end_token_id", 0, kMaxId, 151340, &m.notes);
+    return;
+  }
+  m.image_token = ids.integer("image_token_id", 0, kMaxId, 151655, &m.notes);
+  m.video_token = ids.integer("video_token_id", 0, kMaxId, 151656, &m.notes);
+  m.vision_start = ids.integer("vision_start_token_id", 0, kMaxId, 151652, &m.notes);
+  m.vision_end = ids.integer("vision_end_token_id", 0, kMaxId, 151653, &m.notes);
+}
+
 MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
   if (!j.is_object()) throw GoldenFileError(src + ": the config must be a JSON object");
   MropeModel m;
@@ -869,9 +921,11 @@ MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
       !vl_model_types().count(j.at("model_type").get<std::string>())) {
     throw GoldenFileError(src + ": model_type = " +
                           (j.contains("model_type") ? j.at("model_type").dump() : "absent") +
-                          ": the M-RoPE reader knows qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe");
+                          ": the M-RoPE reader knows qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, "
+                          "glm4v");
   }
   m.model_type = j.at("model_type").get<std::string>();
+  const bool glm = m.model_type == "glm4v";
   const bool has_text = j.contains("text_config") && j.at("text_config").is_object();
   const Json& tj = has_text ? j.at("text_config") : j;
   const KeyReader top{src, j, ""}, text{src, tj, has_text ? "text_config." : ""};
@@ -908,11 +962,24 @@ MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
   for (const auto& [key, v] : rb->items()) {
     static const std::set<std::string> known = {"type", "rope_type", "mrope_section",
                                                 "mrope_interleaved", "rope_theta"};
-    if (!known.count(key)) {
+    if (!known.count(key) && !(glm && key == "partial_rotary_factor")) {
       rope.bad(key, v,
-               "not an M-RoPE key (known: type, rope_type, mrope_section, mrope_interleaved, "
-               "rope_theta; "
-               "scaled M-RoPE is not modelled)");
+               std::string("not an M-RoPE key (known: type, rope_type, mrope_section, "
+                           "mrope_interleaved, rope_theta") +
+                   (glm ? ", partial_rotary_factor" : "") + "; scaled M-RoPE is not modelled)");
+    }
+  }
+  // GLM-4.1V rotates int(head_dim * partial_rotary_factor) channels (HF's default RoPE init;
+  // the text block's key, or the rope block's in newer configs); Qwen rotates the whole head.
+  int rotary = head_dim;
+  if (glm) {
+    const KeyReader& pr = rope.find("partial_rotary_factor") ? rope : text;
+    const double f = pr.number("partial_rotary_factor", 0.0, 1.0, 1.0, &m.notes);
+    rotary = static_cast<int>(head_dim * f);  // Python int() of the product, as HF
+    if (rotary < 2 || rotary % 2 != 0) {
+      pr.bad("partial_rotary_factor", *pr.find("partial_rotary_factor"),
+             "rotates int(head_dim " + std::to_string(head_dim) + " * factor) = " +
+                 std::to_string(rotary) + " channels: must be even and at least 2");
     }
   }
   for (const char* k : {"type", "rope_type"}) {
@@ -935,10 +1002,11 @@ MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
     m.sections.push_back((*sec)[i].get<int>());
     sum += m.sections.back();
   }
-  if (sum != head_dim / 2) {
+  if (sum != rotary / 2) {
     rope.bad("mrope_section", *sec,
-             "must sum to head_dim / 2 = " + std::to_string(head_dim / 2) + " pairs (sums to " +
-                 std::to_string(sum) + ")");
+             std::string(rotary == head_dim ? "must sum to head_dim / 2 = "
+                                            : "must sum to rotary_dim / 2 = ") +
+                 std::to_string(rotary / 2) + " pairs (sums to " + std::to_string(sum) + ")");
   }
   const bool qwen3 = m.model_type.rfind("qwen3_vl", 0) == 0;
   const Json* il = rope.find("mrope_interleaved");
@@ -958,8 +1026,12 @@ MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
       rope.bad("mrope_section", *sec, e.what());
     }
   }
-  m.p.head_dim = m.p.rotary_dim = head_dim;
-  m.p.layout = reference::RopeLayout::kHalfSplit;
+  m.p.head_dim = head_dim;
+  m.p.rotary_dim = rotary;
+  // GLM-4.1V: apply_multimodal_rotary_pos_emb keeps the first half of the sectioned cos, sin
+  // and repeat_interleave's it: pair i is channels (2i, 2i + 1) (rotate_half_llm).
+  m.p.layout = glm ? reference::RopeLayout::kInterleaved : reference::RopeLayout::kHalfSplit;
+  m.video_spans = !glm;
   m.p.base = rope.find("rope_theta") ? rope.number("rope_theta", 1.0, 1e12, std::nullopt)
                                      : text.number("rope_theta", 1.0, 1e12, 10000.0, &m.notes);
   m.n_heads = heads;
@@ -975,13 +1047,7 @@ MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
     m.index.temporal = MropeTemporal::kScaledFloat32;
     m.index.tokens_per_second = vision.number("tokens_per_second", 0.0, 1e6, 4.0, &m.notes);
   }
-  const KeyReader& ids = j.contains("image_token_id") || !has_text ? top : text;
-  m.image_token = ids.integer("image_token_id", 0, (std::int64_t{1} << 31) - 1, 151655, &m.notes);
-  m.video_token = ids.integer("video_token_id", 0, (std::int64_t{1} << 31) - 1, 151656, &m.notes);
-  m.vision_start =
-      ids.integer("vision_start_token_id", 0, (std::int64_t{1} << 31) - 1, 151652, &m.notes);
-  m.vision_end =
-      ids.integer("vision_end_token_id", 0, (std::int64_t{1} << 31) - 1, 151653, &m.notes);
+  read_token_ids(j.contains("image_token_id") || !has_text ? top : text, glm, m);
   return m;
 }
 
@@ -1025,6 +1091,13 @@ void read_layout(const std::filesystem::path& file, const MropeModel& m,
       static const std::set<std::string> known = {"type", "tokens", "grid_thw", "second_per_grid"};
       if (!known.count(key))
         r.bad(key, v, "unknown key (known: type, tokens, grid_thw, second_per_grid)");
+    }
+    if (*type == "video" && !m.video_spans) {
+      r.bad("type", *type,
+            "videos are not modelled for model_type " + m.model_type +
+                " (HF's glm4v get_rope_index positions each frame as its own group between "
+                "timestamp text, inside video_start / video_end; write each frame as an image "
+                "span of grid_thw [1, h, w] after a text span for its positions)");
     }
     if (*type == "text") {
       spans->push_back(
@@ -1086,6 +1159,9 @@ const std::vector<std::pair<std::string, std::string>>& mistake_table() {
       {"ggml-imrope",
        "llama.cpp's IMROPE map: pairs past the interleaved t, h, w ranges (Qwen3-VL's 61 and 62) "
        "rotate with a fourth stream, 0 for text and image tokens, where HF uses t"},
+      {"pair-layout",
+       "the pairs of the other layout: Qwen2-VL's rotate_half pairs (i, i + rotary_dim/2) where "
+       "the model rotates adjacent channels (2i, 2i + 1) (GLM-4.1V), or the reverse"},
       {"stale-rope-deltas",
        "rope_deltas kept from the previous request: a later request decodes at cache position + "
        "the earlier prompt's delta"},
@@ -1129,6 +1205,7 @@ MropeKnobs knobs_of(const std::string& mistake) {
   if (mistake == "no-rope-deltas") k.decode = MropeDecode::kCachePosition;
   if (mistake == "token-index-resume") k.resume = MropeTextResume::kTokenIndex;
   k.ggml_imrope = mistake == "ggml-imrope";
+  k.swap_pairs = mistake == "pair-layout";
   return k;
 }
 
@@ -1150,13 +1227,15 @@ std::vector<MropeSpan> spans_from_json(const Json& spans) {
   return layout;
 }
 
-/// The rotation and index rule a manifest's params tell an engine (half-split pairs).
+/// The rotation and index rule a manifest's params tell an engine (params.layout: the pairs).
 MropeModel model_from_params(const Json& pj) {
   MropeModel m;
   m.p.head_dim = pj.at("head_dim").get<int>();
   m.p.rotary_dim = pj.at("rotary_dim").get<int>();
   m.p.base = pj.at("base").get<double>();
-  m.p.layout = reference::RopeLayout::kHalfSplit;
+  m.p.layout = pj.value("layout", std::string("half_split")) == "interleaved"
+                   ? reference::RopeLayout::kInterleaved
+                   : reference::RopeLayout::kHalfSplit;
   m.map = pj.at("map").at("rule").get<std::string>() == "interleaved" ? MropeMapRule::kInterleaved
                                                                       : MropeMapRule::kSectioned;
   m.sections = pj.at("map").at("mrope_section").get<std::vector<int>>();
@@ -1301,7 +1380,7 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
     map = model_map(c.m, k);
   }
   const std::int64_t S = static_cast<std::int64_t>(pos.size()) / T;
-  const RopeParams& p = c.m.p;
+  const RopeParams p = knob_params(c.m.p, k);
   const int h = p.head_dim, np = p.rotary_dim / 2;
   const std::vector<float> q = tensor_to_f32(golden.at("q")), kk = tensor_to_f32(golden.at("k"));
   std::vector<float> cs, sn;
@@ -1388,11 +1467,14 @@ ConfigCases mrope_cases_for_config(std::string_view text, const std::string& sou
   named.model_type = m.model_type;
   const std::string name = config_case_name(named, text);
   ConfigCases out;
-  out.model = m.id + " (cases named " + name + "): M-RoPE " + map_words(m, false) + ", head_dim " +
-              std::to_string(m.p.head_dim) + ", base " + Json(m.p.base).dump() + ", " +
-              std::to_string(m.n_heads) + " q / " + std::to_string(m.n_kv_heads) +
-              " kv heads, spatial_merge_size " + std::to_string(m.index.spatial_merge_size) +
-              ", video time " + reference::mrope_temporal_name(m.index.temporal);
+  std::string rot = ", head_dim " + std::to_string(m.p.head_dim);
+  if (m.p.rotary_dim != m.p.head_dim) rot += ", rotary_dim " + std::to_string(m.p.rotary_dim);
+  if (m.p.layout == reference::RopeLayout::kInterleaved) rot += ", interleaved pairs";
+  out.model = m.id + " (cases named " + name + "): M-RoPE " + map_words(m, false) + rot +
+              ", base " + Json(m.p.base).dump() + ", " + std::to_string(m.n_heads) + " q / " +
+              std::to_string(m.n_kv_heads) + " kv heads, spatial_merge_size " +
+              std::to_string(m.index.spatial_merge_size) + ", video time " +
+              reference::mrope_temporal_name(m.index.temporal);
   out.notes = m.notes;
   std::vector<MropeCaseDef> defs;
   if (!layout_file.empty()) {
@@ -1430,8 +1512,8 @@ ConfigCases mrope_cases_for_config(std::string_view text, const std::string& sou
 SchemeEntry mrope_scheme() {
   return SchemeEntry{
       "mrope",
-      "multimodal RoPE (Qwen2-VL, Qwen2.5-VL sectioned; Qwen3-VL interleaved), positions "
-      "from get_rope_index",
+      "multimodal RoPE (Qwen2-VL, Qwen2.5-VL sectioned; Qwen3-VL interleaved; GLM-4.1V "
+      "sectioned on adjacent pairs, half the head), positions from get_rope_index",
       &cases,
       &generate,
       &run_engine,

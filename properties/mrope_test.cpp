@@ -12,12 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "golden/cases/diagnose.hpp"
 #include "golden/cases/hard_positions.hpp"
 #include "golden/cases/hf_config.hpp"
+#include "golden/cases/mrope_case.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/gtest.hpp"
 #include "optimized/rope.hpp"
@@ -852,7 +854,7 @@ TEST(MropeOptimized, RejectsBadArguments) {
 
 // ---- golden cases (golden/mrope_golden.cpp) ---------------------------------------------------
 
-TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 29); }
+TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 33); }
 TEST(MropeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("mrope"); }
 
 // Every mistake fails every valid case it can be seen in: rope_deltas only matter at decode (every
@@ -930,7 +932,7 @@ TEST(MropeGolden, NegativeControlsFailUnderEveryProfile) {
     }
     EXPECT_GE(judged, 3) << lc.spec.id;
   });
-  EXPECT_EQ(n, 11);
+  EXPECT_EQ(n, 12);
 }
 
 // diagnose names the mistake of each negative control: its values as a float32 engine's output
@@ -1065,13 +1067,13 @@ TEST(MropeTrace, VerifyNamesTheFirstStepTheMistakeChanges) {
 TEST(MropeConfig, EveryVlPresetGivesCases) {
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(golden::default_presets_dir())) {
-    if (e.path().filename().string().find("-vl-") == std::string::npos) continue;
+    if (!golden::mrope_config_is_vl(nlohmann::json::parse(golden::read_json_text(e.path())))) continue;
     ++n;
     const auto cc = golden::cases_for_config(e.path(), {}, DType::kF32);
     EXPECT_GE(cc.cases.size(), 3u) << e.path();
     for (const auto& c : cc.cases) EXPECT_EQ(c.scheme, "mrope") << c.id;
   }
-  EXPECT_EQ(n, 3);
+  EXPECT_EQ(n, 4);
 }
 
 TEST(MropeConfig, PresetFacts) {
@@ -1095,6 +1097,58 @@ TEST(MropeConfig, PresetFacts) {
     ++same;
   }
   EXPECT_EQ(same, 1);
+}
+
+// GLM-4.1V (golden/presets/glm-4.1v-9b-thinking.json): the sectioned [8, 12, 12] map over
+// int(128 * 0.5) = 64 rotated channels in adjacent pairs; no video layout; the config's cases
+// are the catalog's, byte for byte. Its text tokens checked against HF's
+// apply_multimodal_rotary_pos_emb written out in double (t = h = w = m: pair (2i, 2i + 1)
+// rotated by m 10000^(-2i/64); channels 64..127 unchanged).
+TEST(MropeConfig, Glm41vPresetFacts) {
+  const auto g = golden::cases_for_config(golden::default_presets_dir() / "glm-4.1v-9b-thinking.json",
+                                          {}, DType::kF32);
+  EXPECT_NE(g.model.find("sectioned mrope_section [8, 12, 12], head_dim 128, rotary_dim 64, interleaved "
+                         "pairs, base 10000.0, 32 q / 2 kv"),
+            std::string::npos)
+      << g.model;
+  const std::string id = "mrope_glm_4_1v_9b_thinking_";
+  std::vector<std::string> ids;
+  for (const auto& c : g.cases) ids.push_back(c.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{id + "text_image_text_f32", id + "two_images_f32",
+                                           id + "decode_after_image_f32"}));
+  ASSERT_FALSE(g.cases.empty());
+  const golden::GoldenCase gc = g.cases.front().generate();
+  const auto f = golden::case_files(gc);
+  const auto committed = golden::case_files(golden::scheme_by_slug("mrope").generate(ids.front()));
+  EXPECT_EQ(f.tensors, committed.tensors);
+  EXPECT_EQ(f.manifest_text, committed.manifest_text);
+  EXPECT_EQ(gc.manifest.at("params").at("layout"), "interleaved");
+  EXPECT_EQ(gc.manifest.at("params").at("rotary_dim"), 64);
+  std::map<std::string, const golden::Tensor*> t;
+  for (const auto& x : gc.tensors) t[x.name] = &x;
+  for (const char* n : {"input_ids", "positions", "q", "q_rot"}) ASSERT_TRUE(t.count(n)) << n;
+  const std::int64_t T = t["input_ids"]->numel();
+  const int H = 2, D = 128;
+  ASSERT_EQ(t["q"]->numel(), T * H * D);
+  int text_tokens = 0;
+  double worst = 0;
+  for (std::int64_t j = 0; j < T; ++j) {
+    const std::int64_t m = t["positions"]->get_i64(j);
+    if (t["positions"]->get_i64(T + j) != m || t["positions"]->get_i64(2 * T + j) != m) continue;
+    ++text_tokens;
+    for (int h = 0; h < H; ++h) {
+      const std::int64_t row = (j * H + h) * D;
+      for (int i = 0; i < 32; ++i) {
+        const double phi = static_cast<double>(m) * std::pow(10000.0, -2.0 * i / 64.0);
+        const double a = t["q"]->get_f64(row + 2 * i), b = t["q"]->get_f64(row + 2 * i + 1);
+        worst = std::max(worst, std::fabs(t["q_rot"]->get_f64(row + 2 * i) - (a * std::cos(phi) - b * std::sin(phi))));
+        worst = std::max(worst, std::fabs(t["q_rot"]->get_f64(row + 2 * i + 1) - (b * std::cos(phi) + a * std::sin(phi))));
+      }
+      for (int c = 64; c < D; ++c) EXPECT_EQ(t["q_rot"]->get_f64(row + c), t["q"]->get_f64(row + c)) << j << " " << c;
+    }
+  }
+  EXPECT_EQ(text_tokens, 8);  // t = h = w: the 3 + 4 text tokens and the image's first patch
+  EXPECT_LT(worst, 1e-6);     // float32 rounding of values below 1 (and the libm's cos, sin)
 }
 
 TEST(MropeConfig, BadValuesNameTheKey) {
@@ -1129,6 +1183,15 @@ TEST(MropeConfig, BadValuesNameTheKey) {
   expect_error(ok, R"({"spans": [{"type": "text", "tokens": 0}]})", "spans[0].tokens = 0: must be an integer in [1, 1024]");
   expect_error(ok, R"({"spans": [{"type": "text", "tokens": 2}], "decode": 65})", "decode = 65: must be an integer in [0, 64]");
   expect_error(ok, R"({"spans": [{"type": "audio"}]})", "spans[0].type = \"audio\": must be \"text\", \"image\" or \"video\"");
+  const std::string glm = R"({"model_type": "glm4v", "hidden_size": 256, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "partial_rotary_factor": 0.5, "rope_scaling": {"rope_type": "default", "mrope_section": )";
+  expect_error(glm + "[8, 12, 12]}}", "", "rope_scaling.mrope_section = [8,12,12]: must sum to rotary_dim / 2 = 16");
+  expect_error(glm + "[4, 6, 6], \"mrope_interleaved\": true}}", "", "contradicts model_type glm4v");
+  expect_error(R"({"model_type": "qwen2_vl", "hidden_size": 256, "num_attention_heads": 4,
+    "rope_scaling": {"mrope_section": [4, 6, 6], "partial_rotary_factor": 0.5}})", "",
+               "rope_scaling.partial_rotary_factor = 0.5: not an M-RoPE key");
+  expect_error(glm + "[4, 6, 6]}}", R"({"spans": [{"type": "text", "tokens": 2}, {"type": "video", "grid_thw": [2, 2, 2]}]})",
+               "spans[1].type = \"video\": videos are not modelled for model_type glm4v");
   std::filesystem::remove_all(dir);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "golden/cases/hf_config.hpp"
+#include "golden/cases/mrope_case.hpp"
 #include "golden/cases/model_plan.hpp"
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/format.hpp"
@@ -310,7 +311,7 @@ std::vector<std::filesystem::path> all_presets() {
   std::vector<std::filesystem::path> v;
   for (const auto& e : std::filesystem::directory_iterator(golden::default_presets_dir())) {
     if (e.path().extension() == ".json" &&
-        e.path().filename().string().find("-vl-") == std::string::npos) {
+        !golden::mrope_config_is_vl(Json::parse(golden::read_json_text(e.path())))) {
       v.push_back(e.path());
     }
   }

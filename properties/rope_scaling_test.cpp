@@ -23,6 +23,7 @@
 
 #include "golden/cases/diagnose.hpp"
 #include "golden/cases/hf_config.hpp"
+#include "golden/cases/mrope_case.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_case.hpp"
 #include "golden/format/format.hpp"
@@ -678,11 +679,13 @@ RC_GTEST_PROP(RopeScalingOptimized, IdenticalBitsForAnyThreadCount, ()) {
 
 // ---- the HF config reader ----------------------------------------------------------------------
 
-// The RoPE presets (the vision-language ones, "-vl-" in the name, are M-RoPE's: mrope_test.cpp).
+// The RoPE presets (the vision-language ones, which mrope_config_is_vl tells, are M-RoPE's:
+// mrope_test.cpp).
 std::vector<std::filesystem::path> preset_files() {
   std::vector<std::filesystem::path> v;
   for (const auto& e : std::filesystem::directory_iterator(golden::default_presets_dir())) {
-    if (e.path().extension() == ".json" && e.path().filename().string().find("-vl-") == std::string::npos) {
+    if (e.path().extension() == ".json" &&
+        !golden::mrope_config_is_vl(nlohmann::json::parse(golden::read_json_text(e.path())))) {
       v.push_back(e.path());
     }
   }

@@ -472,6 +472,11 @@ inline const std::vector<MropeConvention>& mrope_conventions() {
       {"ggml_imrope", "invalid",
        "llama.cpp IMROPE: pairs outside the three ranges read a fourth stream (0 for text); "
        "Qwen3-VL [24, 20, 20, 0]: pairs 61 and 62"},
+      {"half_split_pairs", "default",
+       "Qwen2-VL, Qwen2.5-VL, Qwen3-VL: pair i = channels (i, i + rotary_dim/2) (rotate_half)"},
+      {"interleaved_pairs", "default",
+       "GLM-4.1V: pair i = channels (2i, 2i + 1), over int(head_dim * partial_rotary_factor) "
+       "channels; half_split_pairs on GLM-4.1V is invalid"},
       {"frame_index", "default", "Qwen2-VL / Qwen3-VL video: t index = frame step"},
       {"scaled_float32", "default", "Qwen2.5-VL (HF): trunc(f * s * tokens_per_second) in float32"},
       {"scaled_float64", "acceptable",

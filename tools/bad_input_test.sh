@@ -220,6 +220,13 @@ printf '{"spans": [{"type": "text", "tokens": 2}, {"type": "image", "grid_thw": 
 expect 2 "layout_big.json: the layout has more than 1024 tokens with spans\[0..1\]" "layout over 1024 tokens" generate --config vl_ok.json --layout layout_big.json --out cfg_out
 expect 2 "a vision-language config takes --layout, not --positions" "--positions with a VL config" generate --config vl_ok.json --positions 0-3 --out cfg_out
 expect 2 "--layout needs a vision-language config" "--layout with a text-only config" generate --config mt.json --layout layout_grid.json --out cfg_out
+vl vl_glm_sum.json glm4v "[8, 12, 12]" ', "partial_rotary_factor": 0.5' '{}'
+expect 2 "vl_glm_sum.json: rope_scaling.mrope_section = \[8,12,12\]: must sum to rotary_dim / 2 = 16 pairs \(sums to 32\)" "GLM-4.1V mrope_section sum over the rotated half (VL config)" generate --config vl_glm_sum.json --out cfg_out
+vl vl_glm_prf.json glm4v "[8, 12, 12]" ', "partial_rotary_factor": 0.01' '{}'
+expect 2 "vl_glm_prf.json: rope_scaling.partial_rotary_factor = 0.01: rotates int\(head_dim 64 \* factor\) = 0 channels: must be even and at least 2" "GLM-4.1V partial_rotary_factor rotating nothing (VL config)" generate --config vl_glm_prf.json --out cfg_out
+vl vl_glm.json glm4v "[4, 6, 6]" ', "partial_rotary_factor": 0.5' '{}'
+printf '{"spans": [{"type": "text", "tokens": 2}, {"type": "video", "grid_thw": [2, 2, 2]}]}' >layout_video.json
+expect 2 "layout_video.json: spans\[1\].type = \"video\": videos are not modelled for model_type glm4v" "--layout video span on GLM-4.1V" generate --config vl_glm.json --layout layout_video.json --out cfg_out
 # a hostile _name_or_path: the case names hold its sanitised basename and the config's hash
 printf '{"_name_or_path": "../../etc/x;rm -rf", "num_attention_heads": 4, "head_dim": 64}' >hostile.json
 expect 0 "rope/rope_x_rm_rf_[0-9a-f]{8}_all_f32 " "hostile _name_or_path (config)" generate --config hostile.json --out hostile_out

@@ -75,8 +75,8 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs* a) {
   gen->add_option(
       "--config", a->config,
       "A model's HF config.json (verbatim; rope_scaling or rope_parameters): golden cases "
-      "for that model, plain or scaled RoPE, or M-RoPE for a Qwen2-VL / Qwen2.5-VL / Qwen3-VL "
-      "config, into --out (required) with its catalog.json");
+      "for that model, plain or scaled RoPE, or M-RoPE for a Qwen2-VL / Qwen2.5-VL / Qwen3-VL / "
+      "GLM-4.1V config, into --out (required) with its catalog.json");
   gen->add_option("--positions", a->positions,
                   "With --config: one call at exactly these token positions (e.g. 0-15,4095,4096; "
                   "the call's seq_len is the largest + 1); default: the rule's standard calls over "

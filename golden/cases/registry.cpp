@@ -51,7 +51,7 @@ ConfigCases cases_for_config(const std::filesystem::path& config, const std::vec
   }
   if (!layout.empty()) {
     throw_invalid("cases_for_config", "--layout needs a vision-language config (model_type qwen2_vl, "
-                  "qwen2_5_vl, qwen3_vl); this one has none", config.string());
+                  "qwen2_5_vl, qwen3_vl, glm4v); this one has none", config.string());
   }
   const RopeModelConfig m = rope_config_parse(text, config.string());
   const std::string name = config_case_name(m, text);

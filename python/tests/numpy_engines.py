@@ -7,8 +7,9 @@ parameters and computes its outputs in the arithmetic of the engine family it im
          positions, outer product, cos/sin in float32, outputs cast to the target; BLOOM's
          torch.pow slopes with the paper's bias form; sinusoids as tensor2tensor / fairseq
          (concat) and 1 / base ** (2i / d) (paper); float32 attention.
-         M-RoPE as Qwen2-VL / Qwen3-VL: get_rope_index on the prompt layout, each pair's angle
-         at its stream's position (sectioned or interleaved map), rotate_half, float32.
+         M-RoPE as Qwen2-VL / Qwen3-VL / GLM-4.1V: get_rope_index on the prompt layout, each
+         pair's angle at its stream's position (sectioned or interleaved map), rotate_half
+         (GLM-4.1V: adjacent pairs over half the head), float32.
          Model plans: one attention layer of a layer type (its rope_parameters, proportional
          RoPE, the query temperature, soft cap, mask on the positions, sinks), float32.
          MLA as DeepseekV3Attention: q_pe / k_pe de-interleaved, rotated half-split with the
@@ -649,10 +650,25 @@ def mrope_stream_of_pair(case, rule=None):
     return s
 
 
-def mrope_hf(case, rule=None):
-    """HF float32 M-RoPE: float32 inv_freq and positions, the angle of each pair at its stream's
-    position, float32 cos/sin, rotate_half, float32 scores. `rule` overrides the case's map (a
-    wrong-map engine)."""
+class _ParamsOverride:
+    """A case whose params differ in a few keys (an engine told something else)."""
+
+    def __init__(self, case, **params):
+        self._case = case
+        self.params = {**case.params, **params}
+
+    def __getattr__(self, name):
+        return getattr(self._case, name)
+
+
+def mrope_hf(case, rule=None, layout=None):
+    """HF float32 M-RoPE: float32 inv_freq (over the rotary_dim channels: GLM-4.1V rotates half
+    the head) and positions, the angle of each pair at its stream's position, float32 cos/sin,
+    the case's pairs (rotate_half; GLM-4.1V's adjacent channels, `interleaved`), float32
+    scores. `rule` overrides the case's map (a wrong-map engine), `layout` its pairs (an engine
+    rotating GLM-4.1V with Qwen2-VL's rotate_half)."""
+    if layout is not None:
+        case = _ParamsOverride(case, layout=layout)
     if case.variant == "trace":
         return mrope_hf_trace(case, rule)
     if case.variant == "vision":

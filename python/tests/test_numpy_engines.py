@@ -97,3 +97,23 @@ def test_gemma3_plan_global_rope_on_sliding_layers_fails_and_is_named(tmp_path):
     assert d["verdict"] == "explained", d
     assert "`global-rope-on-sliding`" in d["summary"], d["summary"]
     assert "sliding_attention" in d["id"], d
+
+
+def test_mrope_half_split_pairs_on_glm_fails_and_is_named(tmp_path):
+    """An HF-style float32 M-RoPE that rotates GLM-4.1V's 64 rotated channels with Qwen2-VL's
+    rotate_half pairs (i, i + 32) instead of its adjacent pairs (2i, 2i + 1) fails `fp32`, and
+    diagnose names the pair layout; the same engine with the case's pairs passes."""
+    b = posenc_bin()
+    if b is None:
+        pytest.skip("no posenc binary: set POSENC_BIN (ctest does) or put posenc on PATH")
+    import numpy_engines as ne
+    case = posenc.load_case("mrope_glm_4_1v_9b_thinking_text_image_text_f32")
+    assert case.params["layout"] == "interleaved" and case.params["rotary_dim"] == 64
+    case.write_outputs(str(tmp_path), ne.mrope_hf(case))
+    assert posenc.verify(case, str(tmp_path), profile="fp32", posenc=b).case(case.id).status == "PASS"
+    case.write_outputs(str(tmp_path), ne.mrope_hf(case, layout="half_split"))
+    v = posenc.verify(case, str(tmp_path), profile="fp32", posenc=b).case(case.id)
+    assert v.status == "FAIL", v
+    (d,) = posenc.diagnose(case, str(tmp_path), profile="fp32", posenc=b)
+    assert d["verdict"] == "explained", d
+    assert "`pair-layout`" in d["summary"], d["summary"]
