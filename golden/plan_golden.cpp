@@ -14,11 +14,15 @@
 //   GPT-OSS 20B   sliding_attention (window 128) and full_attention, alternating, both YaRN x32
 //                 truncate = false (base 150000, L0 4096) and learned sinks
 //   Command R7B   sliding_attention (interleaved RoPE base 5e4, window 4096), full_attention NoPE
-//                 (Cohere2), 3 : 1
+//                 (Cohere2), 3 : 1, 32 layers, context 132096 (no preset: its config.json is not
+//                 public without a licence click-through; these values are the ones public
+//                 ports of the model state)
 //   Gemma 4 31B   sliding_attention (RoPE base 1e4, head 256, window 1024), full_attention
 //                 (proportional RoPE p = 0.25, base 1e6, head 512), 5 : 1, score scale 1
 //   Mistral       full_attention (YaRN x16 over L0 16384, Mistral query temperature
-//                 llama_4_scaling_beta 0.1 over L0), uniform
+//                 llama_4_scaling_beta 0.1 over L0), uniform (no preset: no published config
+//                 was available to copy; beta 0.1 and L0 16384 are Ministral 3's as public
+//                 ports of it state them, the YaRN factor and base are illustrative)
 // Negative controls (result "invalid", each the twin of a valid case with its inputs): the
 // global scaled RoPE on Gemma 3's sliding layers, RoPE on Command R7B's NoPE layers, Llama 4's
 // temperature with p instead of p + 1, Mistral's with p + 1 instead of p, GPT-OSS's YaRN with
@@ -135,7 +139,7 @@ ModelPlan command_r7b() {
   PlanLayerType s = rope_type("sliding_attention", 128, 50000.0, RopeLayout::kInterleaved);
   s.mask = PlanMask::kSliding;
   s.window = 4096;
-  return make_plan("command-r7b (mirrors CohereForAI/c4ai-command-r7b-12-2024)", 8192,
+  return make_plan("command-r7b (mirrors CohereForAI/c4ai-command-r7b-12-2024)", 132096,
                    {s, nope_type("full_attention", 128)}, pattern(32, 4));
 }
 

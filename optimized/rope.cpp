@@ -98,12 +98,15 @@ inline void rotate_row(int head_dim, int d, bool interleaved, const Mutants& mut
       y[2 * i + 1] = xa * s[i] + xb * c[i];
     }
   } else if (!mut.inplace_alias) {
+    // Written as the fused multiply-adds they compile to at -O2 and above (one product rounded,
+    // one fma), so the bits do not depend on the compiler's contraction: the streaming path
+    // (rotate_row_stream) and the -O1 mutant build give the same ones.
 #pragma omp simd
     for (int i = 0; i < half; ++i) {
       const T xa = x[i];
       const T xb = x[i + half];
-      y[i] = xa * c[i] - xb * s[i];
-      y[i + half] = xa * s[i] + xb * c[i];
+      y[i] = std::fma(xa, c[i], -(xb * s[i]));
+      y[i + half] = std::fma(xa, s[i], xb * c[i]);
     }
   } else {
     for (int i = 0; i < half; ++i) {  // mutant: second component reads the overwritten first
