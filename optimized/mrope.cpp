@@ -66,8 +66,10 @@ void rotate_row(int head_dim, int d, bool interleaved, bool alias, const float* 
     for (int i = 0; i < half; ++i) {
       const float xa = x[i];
       const float xb = x[i + half];
-      y[i] = xa * c[i] - xb * s[i];
-      y[i + half] = (alias ? x[i] : xa) * s[i] + xb * c[i];  // mutant: re-reads an in-place x
+      // The fused multiply-adds of the RoPE kernel's half-split loop (optimized/rope.cpp), written
+      // out so that text tokens give its bits in every build, -O1 included.
+      y[i] = std::fma(xa, c[i], -(xb * s[i]));
+      y[i + half] = std::fma(alias ? x[i] : xa, s[i], xb * c[i]);  // mutant: re-reads an in-place x
     }
   }
   if (x != y && head_dim > d) {
