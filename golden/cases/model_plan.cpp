@@ -405,33 +405,14 @@ class PlanReader {
   ModelPlan plan_;
 };
 
+/// model_plan_to_json's form of a type: the manifest's (plan_type_to_json) without the name (the
+/// key holds it), without what does not apply, with the config keys it was read from.
 Json type_json(const PlanLayerType& t) {
-  Json j;
-  j["rope"] = plan_rope_name(t.rope);
-  if (t.rope != PlanRope::kNone) {
-    j["head_dim"] = t.params.head_dim;
-    j["rotary_dim"] = t.params.rotary_dim;
-    j["base"] = t.params.base;
-    j["layout"] = reference::rope_layout_name(t.params.layout);
-  }
-  if (t.rope == PlanRope::kRope) j["scaling"] = rope_scaling_to_json(t.scaling);
-  if (t.rope == PlanRope::kProportional) {
-    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion},
-                         {"factor", t.proportional.factor}};
-  }
-  if (t.mla_rope_dim > 0) j["mla_rope_dim"] = t.mla_rope_dim;
-  j["mask"] = plan_mask_name(t.mask);
-  if (t.mask == PlanMask::kSliding) j["window"] = t.window;
-  if (t.mask == PlanMask::kChunked) j["chunk"] = t.chunk;
-  j["temperature"] = nullptr;
-  if (t.has_temperature) {
-    j["temperature"] = {{"rule", reference::query_temperature_rule_name(t.temperature.rule)},
-                        {"length", t.temperature.length},
-                        {"coefficient", t.temperature.coefficient}};
-  }
-  j["sinks"] = t.sinks;
-  if (t.query_pre_attn_scalar > 0) j["query_pre_attn_scalar"] = t.query_pre_attn_scalar;
-  if (t.logit_softcap > 0) j["logit_softcap"] = t.logit_softcap;
+  Json j = plan_type_to_json(t);
+  j.erase("name");
+  if (t.rope == PlanRope::kNone) j.erase("head_dim");
+  if (!(t.query_pre_attn_scalar > 0)) j.erase("query_pre_attn_scalar");
+  if (!(t.logit_softcap > 0)) j.erase("logit_softcap");
   j["config_keys"] = t.config_keys;
   return j;
 }
@@ -499,6 +480,34 @@ Json model_plan_to_json(const ModelPlan& plan) {
   j["types"] = std::move(types);
   j["uniform"] = plan.uniform();
   j["notes"] = plan.notes;
+  return j;
+}
+
+Json plan_type_to_json(const PlanLayerType& t) {
+  Json j = {{"name", t.name}, {"rope", plan_rope_name(t.rope)}, {"head_dim", t.params.head_dim}};
+  if (t.rope != PlanRope::kNone) {
+    j["rotary_dim"] = t.params.rotary_dim;
+    j["base"] = t.params.base;
+    j["layout"] = reference::rope_layout_name(t.params.layout);
+  }
+  if (t.rope == PlanRope::kRope) j["scaling"] = rope_scaling_to_json(t.scaling);
+  if (t.rope == PlanRope::kProportional) {
+    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion},
+                         {"factor", t.proportional.factor}};
+  }
+  if (t.mla_rope_dim > 0) j["mla_rope_dim"] = t.mla_rope_dim;
+  j["mask"] = plan_mask_name(t.mask);
+  if (t.mask == PlanMask::kSliding) j["window"] = t.window;
+  if (t.mask == PlanMask::kChunked) j["chunk"] = t.chunk;
+  j["temperature"] = nullptr;
+  if (t.has_temperature) {
+    j["temperature"] = {{"rule", reference::query_temperature_rule_name(t.temperature.rule)},
+                        {"length", t.temperature.length},
+                        {"coefficient", t.temperature.coefficient}};
+  }
+  j["sinks"] = t.sinks;
+  j["query_pre_attn_scalar"] = t.query_pre_attn_scalar;
+  j["logit_softcap"] = t.logit_softcap;
   return j;
 }
 

@@ -99,4 +99,8 @@ RopeModelConfig plan_type_model(const ModelPlan& plan, std::size_t type);
 /// (the plan manifest's body; the case ids are added by the writer).
 nlohmann::json model_plan_to_json(const ModelPlan& plan);
 
+/// A layer type as JSON: a plan case's params.type and plan.json's "types" (read back by
+/// plan_type_from_json, golden/cases/plan_case.hpp).
+nlohmann::json plan_type_to_json(const PlanLayerType& t);
+
 }  // namespace posenc::golden

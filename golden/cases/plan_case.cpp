@@ -676,34 +676,6 @@ PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::stri
   return d;
 }
 
-Json plan_type_to_json(const PlanLayerType& t) {
-  Json j = {{"name", t.name}, {"rope", plan_rope_name(t.rope)}, {"head_dim", t.params.head_dim}};
-  if (t.rope != PlanRope::kNone) {
-    j["rotary_dim"] = t.params.rotary_dim;
-    j["base"] = t.params.base;
-    j["layout"] = reference::rope_layout_name(t.params.layout);
-  }
-  if (t.rope == PlanRope::kRope) j["scaling"] = rope_scaling_to_json(t.scaling);
-  if (t.rope == PlanRope::kProportional) {
-    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion},
-                         {"factor", t.proportional.factor}};
-  }
-  if (t.mla_rope_dim > 0) j["mla_rope_dim"] = t.mla_rope_dim;
-  j["mask"] = plan_mask_name(t.mask);
-  if (t.mask == PlanMask::kSliding) j["window"] = t.window;
-  if (t.mask == PlanMask::kChunked) j["chunk"] = t.chunk;
-  j["temperature"] = nullptr;
-  if (t.has_temperature) {
-    j["temperature"] = {{"rule", reference::query_temperature_rule_name(t.temperature.rule)},
-                        {"length", t.temperature.length},
-                        {"coefficient", t.temperature.coefficient}};
-  }
-  j["sinks"] = t.sinks;
-  j["query_pre_attn_scalar"] = t.query_pre_attn_scalar;
-  j["logit_softcap"] = t.logit_softcap;
-  return j;
-}
-
 namespace {
 
 [[noreturn]] void bad_type(const std::string& source, const std::string& key,
