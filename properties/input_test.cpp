@@ -464,7 +464,10 @@ TEST_F(InputFiles, OutputRuleWritesASymlinksTargetAndNeverCreatesThroughOne) {
   // (O_EXCL), the victim and the link are left as they were.
   write_file_atomic(dir_ / "victim", text_bytes("victim"));
   const fs::path out = dir_ / "out.bin";
-  fs::create_symlink(dir_ / "victim", out.string() + ".tmp." + std::to_string(::getpid()));
+  for (int n = 0; n < 4; ++n) {
+    fs::create_symlink(dir_ / "victim", dir_ / (".posenc." + std::to_string(::getpid()) + "." +
+                                                std::to_string(n) + ".tmp"));
+  }
   write_file_atomic(out, text_bytes("new"));
   EXPECT_EQ(read_file(out), text_bytes("new"));
   EXPECT_EQ(read_file(dir_ / "victim"), text_bytes("victim"));
@@ -473,6 +476,59 @@ TEST_F(InputFiles, OutputRuleWritesASymlinksTargetAndNeverCreatesThroughOne) {
                   "victim: is a regular file, not a directory"));
   EXPECT_NO_THROW(rule.check_dir(dir_ / "new_folder"));
   EXPECT_NO_THROW(rule.check_dir(dir_ / "reports"));
+}
+
+TEST_F(InputFiles, OutputRuleResolvesOncePathsSwappedAfterTheCheckChangeNothing) {
+  // The report's name is a link to a posenc page when checked, then to the engine output.
+  const HtmlReport page("posenc verify", "cmd", "strict");
+  const fs::path actual = dir_ / "good.safetensors";
+  const std::vector<std::uint8_t> good = engine_output_bytes();
+  write_file_atomic(actual, good);
+  write_file_atomic(dir_ / "page.html", text_bytes(page.html()));
+  fs::create_symlink("page.html", dir_ / "r.html");
+  {
+    OutputRule rule;
+    rule.add_read(actual);
+    rule.check_file(dir_ / "r.html", OutputKind::kReport);
+    fs::remove(dir_ / "r.html");
+    fs::create_symlink("good.safetensors", dir_ / "r.html");
+    rule.write_text(dir_ / "r.html", OutputKind::kReport, page.html() + "<!-- new -->");
+  }
+  EXPECT_EQ(read_file(actual), good);
+  EXPECT_EQ(read_file(dir_ / "page.html"), text_bytes(page.html() + "<!-- new -->"));
+  // A folder on its path is a decoy when checked, then the input's folder.
+  fs::create_directories(dir_ / "in");
+  fs::create_directories(dir_ / "decoy");
+  write_file_atomic(dir_ / "in" / "good.safetensors", good);
+  fs::create_symlink("decoy", dir_ / "dl");
+  {
+    OutputRule rule;
+    rule.add_read(dir_ / "in" / "good.safetensors");
+    rule.check_file(dir_ / "dl" / "good.safetensors", OutputKind::kReport);
+    fs::remove(dir_ / "dl");
+    fs::create_symlink("in", dir_ / "dl");
+    rule.write_text(dir_ / "dl" / "good.safetensors", OutputKind::kReport, page.html());
+  }
+  EXPECT_EQ(read_file(dir_ / "in" / "good.safetensors"), good);
+  EXPECT_EQ(read_file(dir_ / "decoy" / "good.safetensors"), text_bytes(page.html()));
+  EXPECT_EQ(others(dir_ / "decoy", {"good.safetensors"}), std::vector<std::string>{});
+  EXPECT_EQ(others(dir_ / "in", {"good.safetensors"}), std::vector<std::string>{});
+  // Below a folder output no link is followed: a scheme folder pointing elsewhere is refused.
+  fs::create_directories(dir_ / "victim");
+  write_file_atomic(dir_ / "victim" / "a.json", text_bytes("{}"));
+  fs::create_directories(dir_ / "out");
+  fs::create_symlink("../victim", dir_ / "out" / "learned");
+  OutputRule rule;
+  rule.check_dir(dir_ / "out");
+  const std::string msg = error_of([&] {
+    rule.check_file(dir_ / "out" / "learned" / "x.json", OutputKind::kGoldenManifest);
+  });
+  EXPECT_TRUE(has(msg, (dir_ / "out" / "learned").string() + ": is a symbolic link (to ../victim)"))
+      << msg;
+  EXPECT_EQ(others(dir_ / "victim", {"a.json"}), std::vector<std::string>{});
+  // The temporary name is short whatever the target's: a 250-byte name is written.
+  const std::string longname(250, 'r');
+  EXPECT_NO_THROW(OutputRule().write_text(dir_ / longname, OutputKind::kReport, page.html()));
 }
 
 // ---- the output folder lock -----------------------------------------------------------------

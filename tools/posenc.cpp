@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -488,41 +487,10 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
   return kExitPass;
 }
 
-/// catalog.json of a folder from the case files in it: posenc's own cases in registry order,
-/// then any other case (e.g. from `generate --config`) by path. A manifest without its tensors
-/// file is left out.
-void write_catalog_from_files(const fs::path& out, const OutputRule& rule) {
-  std::vector<CatalogEntry> entries;
-  std::set<std::string> listed;
-  auto add = [&](const std::string& scheme, const std::string& id) {
-    CatalogEntry e;
-    e.id = id;
-    e.scheme = scheme;
-    e.manifest = scheme + "/" + id + ".json";
-    e.tensors = scheme + "/" + id + ".safetensors";
-    if (!fs::is_regular_file(out / e.manifest) || !fs::is_regular_file(out / e.tensors)) return;
-    e.manifest_sha256 = sha256_file(out / e.manifest);
-    e.tensors_sha256 = sha256_file(out / e.tensors);
-    const json m = read_json_file(out / e.manifest);
-    e.result = m.is_object() ? m.value("result", std::string("valid")) : "valid";
-    listed.insert(e.manifest);
-    entries.push_back(e);
-  };
-  for (const auto& [s, row] : select_cases(CaseSelection{})) add(s->slug, row.id);
-  std::vector<std::pair<std::string, std::string>> others;
-  for (const auto& sch : schemes()) {
-    if (!fs::is_directory(out / sch.slug)) continue;
-    for (const auto& f : fs::directory_iterator(out / sch.slug)) {
-      const std::string rel = sch.slug + "/" + f.path().filename().string();
-      if (f.path().extension() == ".json" && f.is_regular_file() && !listed.count(rel)) {
-        others.emplace_back(sch.slug, f.path().stem().string());
-      }
-    }
-  }
-  std::sort(others.begin(), others.end());
-  for (const auto& [scheme, id] : others) add(scheme, id);
-  rule.write_text(out / "catalog.json", OutputKind::kCatalog, catalog_text(entries));
-  std::fprintf(stderr, "catalog: %zu cases in %s\n", entries.size(), (out / "catalog.json").c_str());
+void write_catalog(const fs::path& out, const OutputRule& rule, const std::string& origin = "",
+                   const std::set<std::string>& run = {}) {
+  const std::size_t n = catalog_write_from_files(out, rule, origin, run);
+  std::fprintf(stderr, "catalog: %zu cases in %s\n", n, (out / "catalog.json").c_str());
 }
 
 int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog, bool force) {
@@ -535,7 +503,7 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog,
     rule.check_file(case_manifest_path(out, s->slug, row.id), OutputKind::kGoldenManifest);
   }
   if (!no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
-  const ShardRecord record{1, sel};
+  const ShardRecord record = no_catalog ? level1_shard_record(sel) : ShardRecord{};
   if (no_catalog) rule.check_file(shard_record_path(out, record), OutputKind::kShardRecord);
   // Shards that only add files share the folder; a run that sweeps stale files or writes the
   // catalog has it alone (golden/format/dir_lock.hpp).
@@ -558,25 +526,24 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog,
     std::fprintf(stderr, "[%zu/%zu] %s  %.2f s\n", i + 1, cases.size(), row.id.c_str(), seconds_since(t1));
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cases.size(), bytes, seconds_since(t0));
-  // A whole scheme was regenerated: remove its files whose case no longer exists.
+  // A whole scheme was regenerated: remove the files posenc wrote whose case no longer exists
+  // (and nothing else: golden/cases/catalog.hpp, sweep_stale).
   if (sel.case_regex.empty() && sel.shard_count == 1) {
     std::set<std::string> slugs, keep;
     for (const auto& [sch, row] : cases) {
       slugs.insert(sch->slug);
       keep.insert(row.id);
     }
-    for (const auto& slug : slugs) {
-      if (!fs::is_directory(out / slug)) continue;
-      for (const auto& f : fs::directory_iterator(out / slug)) {
-        const std::string stem = f.path().stem().string();
-        if (f.is_regular_file() && !keep.count(stem)) {
-          std::fprintf(stderr, "removed stale %s\n", f.path().c_str());
-          fs::remove(f.path());
-        }
-      }
+    const StaleSweep sw = sweep_stale(out, rule, slugs, keep);
+    for (const auto& f : sw.removed) std::fprintf(stderr, "removed stale %s\n", (out / f).c_str());
+    if (sw.temps > 0) std::fprintf(stderr, "removed %d temporary file(s) of a killed run\n", sw.temps);
+    if (!sw.kept.empty()) {
+      std::fprintf(stderr, "kept %zu file(s) in the scheme folders that this run neither wrote nor may remove:\n",
+                   sw.kept.size());
+      for (const auto& k : sw.kept) std::fprintf(stderr, "  %s\n", (out / k).c_str());
     }
   }
-  if (!no_catalog) write_catalog_from_files(out, rule);
+  if (!no_catalog) write_catalog(out, rule);
   return kExitPass;
 }
 
@@ -684,7 +651,9 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
                  c.id.c_str(), c.description.c_str(), seconds_since(t1));
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cc.cases.size(), bytes, seconds_since(t0));
-  write_catalog_from_files(out, rule);
+  std::set<std::string> run;
+  for (const ConfigCase& c : cc.cases) run.insert(c.id);
+  write_catalog(out, rule, "generate --config", run);
   if (!cc.plan.is_null()) {  // after the cases: a plan.json always names cases that exist
     rule.write_text(out / "plan.json", OutputKind::kPlanManifest, cc.plan.dump(1) + "\n");
     std::fprintf(stderr, "plan: %s (%zu layers, one case per layer type)\n", (out / "plan.json").c_str(),
@@ -722,17 +691,11 @@ std::uint64_t level2_cost(const ConfigCase& c) {
 
 /// The level-2 cases of one config that --scheme and --case keep, in the config's order.
 std::vector<ConfigCase> level2_matching(const fs::path& config, DType t, const CaseSelection& sel) {
-  std::regex re;
-  try {
-    re = std::regex(sel.case_regex.empty() ? std::string(".*") : sel.case_regex);
-  } catch (const std::regex_error& e) {
-    throw UsageError("--case " + sel.case_regex + ": not a valid regular expression (" + e.what() +
-                     ")");
-  }
+  const CaseMatcher match(sel.case_regex);
   std::vector<ConfigCase> v;
   for (ConfigCase& c : cases_for_config(config, {}, t, 2).cases) {
     if (!sel.scheme.empty() && c.scheme != sel.scheme) continue;
-    if (!sel.case_regex.empty() && !std::regex_search(c.id, re)) continue;
+    if (!match.matches(c.id)) continue;
     v.push_back(std::move(c));
   }
   return v;
@@ -765,12 +728,12 @@ Level2Run level2_run(std::vector<fs::path> configs, DType t, const CaseSelection
 }
 
 /// The generate options that select a level-2 run (a shard record's rerun command).
-std::string level2_options(const tools::GenerateArgs& a) {
-  std::string o = " --level 2";
-  if (!a.config.empty()) o += " --config '" + a.config + "'";
-  if (a.dtype != "f32") o += " --dtype " + a.dtype;
-  if (!a.sel.scheme.empty()) o += " --scheme " + a.sel.scheme;
-  if (!a.sel.case_regex.empty()) o += " --case '" + a.sel.case_regex + "'";
+std::vector<std::string> level2_options(const tools::GenerateArgs& a) {
+  std::vector<std::string> o = {"--level", "2"};
+  if (!a.config.empty()) o.insert(o.end(), {"--config", a.config});
+  if (a.dtype != "f32") o.insert(o.end(), {"--dtype", a.dtype});
+  if (!a.sel.scheme.empty()) o.insert(o.end(), {"--scheme", a.sel.scheme});
+  if (!a.sel.case_regex.empty()) o.insert(o.end(), {"--case", a.sel.case_regex});
   return o;
 }
 
@@ -838,8 +801,10 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
   if (record) rule.write_text(shard_record_path(out, rec), OutputKind::kShardRecord, shard_record_text(rec));
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t done = 0, bytes = 0;
+  std::set<std::string> run_ids;
   for_each_level2_case(run, [&](const ConfigCase& cc) {
     const auto t1 = std::chrono::steady_clock::now();
+    run_ids.insert(cc.id);
     std::uint64_t n = 0;
     write_case(out, cc.scheme, cc.id, cc.generate(), rule, &n);
     bytes += n;
@@ -848,7 +813,7 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
                  static_cast<double>(n) / 1e6);
   });
   std::fprintf(stderr, "generated %zu level-2 cases, %zu bytes, in %.2f s\n", done, bytes, seconds_since(t0));
-  if (!a.no_catalog) write_catalog_from_files(out, rule);
+  if (!a.no_catalog) write_catalog(out, rule, "generate --level 2", run_ids);
   return kExitPass;
 }
 
@@ -1132,16 +1097,9 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
       profile_arg.empty() ? pipelines::profile_of(pipeline) : canonical_or_usage(profile_arg);
   // Every catalog entry the selection matches (cases made from a config are in no registry).
   if (!sel.scheme.empty()) scheme_by_slug(sel.scheme);  // validates the name
-  std::optional<std::regex> re;
-  if (!sel.case_regex.empty()) {
-    try {
-      re.emplace(sel.case_regex);
-    } catch (const std::regex_error& e) {
-      throw UsageError("--case: bad regular expression \"" + sel.case_regex + "\": " + e.what());
-    }
-  }
+  const CaseMatcher match(sel.case_regex);
   auto wanted = [&](const CatalogEntry& e) {
-    return (sel.scheme.empty() || e.scheme == sel.scheme) && (!re || std::regex_search(e.id, *re));
+    return (sel.scheme.empty() || e.scheme == sel.scheme) && match.matches(e.id);
   };
   const auto entries = catalog_read(data);
   // Outputs (--report, --keep's files) are checked before any case runs.
@@ -1154,14 +1112,11 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
   }
   if (html) rule.check_file(html->path, OutputKind::kReport);
   fs::path work = keep;
-  bool remove_work = false;
-  if (work.empty()) {  // a fresh folder of this run's own
-    std::string tmpl = (fs::temp_directory_path() / "posenc-check-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      throw UsageError("check: cannot create a temporary folder " + tmpl + ": " + std::strerror(errno));
-    }
-    work = tmpl;
-    remove_work = true;
+  std::optional<ScratchFolder> scratch;
+  if (work.empty()) {  // a fresh folder of this run's own, removed however the run ends
+    scratch.emplace("posenc-check");
+    work = scratch->path();
+    rule.check_dir(work);
   } else {
     rule.check_dir(work);
     for (const auto& e : entries) {
@@ -1203,6 +1158,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
       vo.profile = profile;
       vo.require_all = true;
       const TensorMap back = tensor_map(safetensors_read(f));
+      if (scratch) fs::remove(f);  // nobody keeps it: one engine output on disk at a time
       ElementRatios ratios;
       r = html ? verify_case_with_ratios(lc.spec, lc.golden, back, vo, ratios)
                : verify_case(lc.spec, lc.golden, back, vo);
@@ -1220,7 +1176,7 @@ int cmd_check(const CaseSelection& sel, const fs::path& data, const std::string&
     reports.push_back(std::move(r));
   }
   progress.done();
-  if (remove_work) fs::remove_all(work);
+  scratch.reset();
   if (reports.empty()) throw UsageError("no catalog case matches the selection");
   if (html) html->write(rule);
   if (format == "json") {
@@ -1327,13 +1283,10 @@ int run_generate(tools::GenerateArgs a) {
   return cmd_generate(a.sel, a.out, a.no_catalog, a.force);
 }
 
-/// "--scheme rope --case 'x'": the generate options of a recorded selection.
+/// " --scheme rope --case 'x'": the generate options of a recorded run, each shell-quoted.
 std::string selection_options(const ShardRecord& r) {
-  if (r.level == 2) return r.options;
-  const CaseSelection& sel = r.sel;
   std::string o;
-  if (!sel.scheme.empty()) o += " --scheme " + sel.scheme;
-  if (!sel.case_regex.empty()) o += " --case '" + sel.case_regex + "'";
+  for (const std::string& w : r.options) o += " " + shell_quote(w);
   return o;
 }
 
@@ -1352,7 +1305,7 @@ std::string incomplete_batch_message(const fs::path& data, const std::vector<Sha
     if (g.missing.size() > 3) m += " and " + std::to_string(g.missing.size() - 3) + " more";
     m += ")";
     rerun += "\n  posenc generate" + selection_options(g.shard) + " --shard " + shard +
-             " --no-catalog --out " + data.string();
+             " --no-catalog --out " + shell_quote(data.string());
   }
   return m + "\nrerun each alone (generation is idempotent per case), then `posenc catalog` again:" + rerun;
 }
@@ -1372,8 +1325,8 @@ int run_catalog(const tools::CatalogArgs& a) {
   // records go once the catalog is written.
   const std::vector<ShardGap> gaps = shard_gaps(data);
   if (!gaps.empty()) throw UsageError(incomplete_batch_message(data, gaps));
-  write_catalog_from_files(data, rule);
-  fs::remove_all(data / kShardRecordDir);
+  write_catalog(data, rule);
+  shard_records_remove(data, rule);
   return kExitPass;
 }
 
@@ -1458,6 +1411,8 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? kExitPass : kExitUsage;
   }
+  // A run ended by SIGINT, SIGTERM or SIGHUP removes its temporary files first.
+  golden::install_interrupt_cleanup();
   try {
     return dispatch(app, cmd, argc, argv);
   } catch (const std::exception& e) {

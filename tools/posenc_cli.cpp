@@ -37,7 +37,7 @@ void add_report(CLI::App* sub, std::string* report, bool* force, bool capped,
     help +=
         " (failing cases: the first " + std::to_string(golden::kReportDiagnoses) + " diagnosed)";
   }
-  sub->add_option("--report", *report, help);
+  sub->add_option("--report", *report, help)->check(kNonEmpty);
   add_force(sub, force, force_what);
 }
 
@@ -47,12 +47,12 @@ CLI::App* add_list_command(CLI::App& app, ListArgs* a) {
   auto* list = app.add_subcommand("list", "List the golden cases of every scheme");
   add_selection(list, &a->sel);
   list->add_option("--shard", a->shard,
-                   "Only the cases `generate --shard i/n` of the same selection writes");
+                   "Only the cases `generate --shard i/n` of the same selection writes")->check(kNonEmpty);
   list->add_option("--format", a->format, "text or json (with each case's estimated cost)");
   list->add_option("--level", a->level,
                    "1 (default): the catalog; 2: the cases `generate --level 2` of the same "
                    "options writes (every RoPE and scaling preset, or --config's model)");
-  list->add_option("--config", a->config, "With --level 2: only this model config's cases");
+  list->add_option("--config", a->config, "With --level 2: only this model config's cases")->check(kNonEmpty);
   list->add_option("--dtype", a->dtype, "With --level 2: f32 (default), bf16 or f16");
   return list;
 }
@@ -61,7 +61,7 @@ CLI::App* add_show_command(CLI::App& app, ShowArgs* a) {
   auto* show =
       app.add_subcommand("show", "Show one case: parameters, conventions, tensors, checks");
   show->add_option("CASE", a->which, "Case id or manifest path")->required();
-  show->add_option("--data", a->data, "Golden data directory (default: the source tree's)");
+  show->add_option("--data", a->data, "Golden data directory (default: the source tree's)")->check(kNonEmpty);
   show->add_option("--format", a->format, "text or json (json prints the manifest)");
   return show;
 }
@@ -71,12 +71,12 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs* a) {
                                  "Generate golden files (manifest + safetensors) from the oracle");
   add_selection(gen, &a->sel);
   a->out_option =
-      gen->add_option("--out", a->out, "Output directory (default: the source tree's golden/data)");
+      gen->add_option("--out", a->out, "Output directory (default: the source tree's golden/data)")->check(kNonEmpty);
   gen->add_option(
       "--config", a->config,
       "A model's HF config.json (verbatim; rope_scaling or rope_parameters): golden cases "
       "for that model, plain or scaled RoPE, or M-RoPE for a Qwen2-VL / Qwen2.5-VL / Qwen3-VL / "
-      "GLM-4.1V config, into --out (required) with its catalog.json");
+      "GLM-4.1V config, into --out (required) with its catalog.json")->check(kNonEmpty);
   gen->add_option("--positions", a->positions,
                   "With --config: one call at exactly these token positions (e.g. 0-15,4095,4096; "
                   "the call's seq_len is the largest + 1); default: the rule's standard calls over "
@@ -85,7 +85,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs* a) {
                   "With a vision-language --config: one case for this prompt layout (JSON: "
                   "{\"spans\": [{\"type\": \"text\", \"tokens\": n}, {\"type\": \"image\", "
                   "\"grid_thw\": [t, h, w]}, {\"type\": \"video\", \"grid_thw\": [t, h, w], "
-                  "\"second_per_grid\": s}], \"decode\": n}); default: the standard layouts");
+                  "\"second_per_grid\": s}], \"decode\": n}); default: the standard layouts")->check(kNonEmpty);
   gen->add_option("--dtype", a->dtype, "With --config or --level 2: f32 (default), bf16 or f16");
   gen->add_option("--level", a->level,
                   "1 (default): the catalog (or --config's standard calls); 2: dense sweeps of every "
@@ -93,7 +93,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs* a) {
                   "the context length, every position around each boundary, rotations and scores "
                   "at sampled tokens; into --out (required; never committed)");
   gen->add_option("--shard", a->shard,
-                  "Generate only shard i of n (i/n, 0 <= i < n) for batch fan-out");
+                  "Generate only shard i of n (i/n, 0 <= i < n) for batch fan-out")->check(kNonEmpty);
   gen->add_flag("--no-catalog", a->no_catalog,
                 "Do not rewrite catalog.json (use `posenc catalog` after all shards)");
   add_force(gen, &a->force, "a case file or catalog.json in --out");
@@ -103,7 +103,7 @@ CLI::App* add_generate_command(CLI::App& app, GenerateArgs* a) {
 CLI::App* add_catalog_command(CLI::App& app, CatalogArgs* a) {
   auto* cat = app.add_subcommand("catalog",
                                  "Rebuild catalog.json from the case files present in a directory");
-  cat->add_option("--data", a->data, "Golden data directory");
+  cat->add_option("--data", a->data, "Golden data directory")->check(kNonEmpty);
   add_force(cat, &a->force, "--data's catalog.json");
   return cat;
 }
@@ -120,7 +120,7 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs* a) {
       ->required();
   ver->add_option("--actual", a->actual,
                   "Engine output: a .safetensors or .npy file (one case), or a directory with "
-                  "<case_id>.safetensors or <case_id>/<tensor>.npy")
+                  "<case_id>.safetensors or <case_id>/<tensor>.npy")->check(kNonEmpty)
       ->required();
   ver->add_option("--profile", a->profile,
                   "The pipeline the engine claims: " + golden::profile_list_text() +
@@ -152,7 +152,7 @@ CLI::App* add_diagnose_command(CLI::App& app, DiagnoseArgs* a) {
       "output (residual <= 1 of that pipeline's budget confirms it); a correct output gets no "
       "diagnosis");
   dia->add_option("GOLDEN", a->golden, "Manifests, case directories or a catalog")->required();
-  dia->add_option("--actual", a->actual, "Engine output, as for verify")->required();
+  dia->add_option("--actual", a->actual, "Engine output, as for verify")->check(kNonEmpty)->required();
   dia->add_option("--profile", a->profile, "The profile the engine claims (default strict)");
   dia->add_option("--format", a->format, "text or json");
   dia->add_flag("-v,--verbose", a->verbose, "List every hypothesis, not only the best five");
@@ -170,7 +170,7 @@ CLI::App* add_check_command(CLI::App& app, CheckArgs* a) {
       "Run posenc's own kernels (or an emulated engine pipeline) on the catalog through "
       "files and verify them; prints the worst element's share of its budget");
   add_selection(chk, &a->sel);
-  chk->add_option("--data", a->data, "Golden data directory");
+  chk->add_option("--data", a->data, "Golden data directory")->check(kNonEmpty);
   chk->add_option("--pipeline", a->pipeline,
                   "exact (posenc's optimized kernels), fp32, fp32-recurrence, bf16 or f16 "
                   "(float emulations of the engines each profile models)");
@@ -178,7 +178,7 @@ CLI::App* add_check_command(CLI::App& app, CheckArgs* a) {
   chk->add_option("--format", a->format, "text or json");
   chk->add_option("--keep", a->keep,
                   "Keep the engine output files in this directory "
-                  "(<case_id>.safetensors; checked before the run)");
+                  "(<case_id>.safetensors; checked before the run)")->check(kNonEmpty);
   add_report(chk, &a->report, &a->force, true, "the --report file or a --keep file");
   return chk;
 }
@@ -190,9 +190,9 @@ CLI::App* add_engine_command(CLI::App& app, EngineArgs* a) {
   eng->add_option("--out", a->out,
                   "Output .safetensors file (or directory for --format npy); a FIFO, device, "
                   "directory or a file this command reads is refused, an existing file not "
-                  "written by posenc engine needs --force")
+                  "written by posenc engine needs --force")->check(kNonEmpty)
       ->required();
-  eng->add_option("--data", a->data, "Golden data directory");
+  eng->add_option("--data", a->data, "Golden data directory")->check(kNonEmpty);
   eng->add_option("--mistake", a->mistake,
                   "Deliberate bug, to see verify fail (per scheme; rope: pairing, offset, "
                   "double-rotation, sin-sign; an unknown name lists the scheme's)");

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "golden/cases/catalog.hpp"
+#include "tools/cli_checks.hpp"
 #include "tools/bench.hpp"
 #include "tools/posenc_constants.hpp"
 #include "tools/posenc_oracle.hpp"

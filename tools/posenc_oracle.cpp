@@ -31,6 +31,7 @@
 #include "reference/common/errors.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/t5_bias.hpp"
+#include "tools/cli_checks.hpp"
 
 namespace posenc::tools {
 namespace fs = std::filesystem;
@@ -55,17 +56,17 @@ CLI::App* add_oracle_command(CLI::App& app, OracleArgs* a) {
   o->add_option("--base", a->base, "RoPE base (default 10000)");
   o->add_option("--layout", a->layout,
                 "Pairing: half_split ((i, i + d/2), NeoX / HF rotate_half, default) or "
-                "interleaved ((2i, 2i + 1), GPT-J / Meta)");
+                "interleaved ((2i, 2i + 1), GPT-J / Meta)")->check(kNonEmpty);
   o->add_option("--heads", a->heads, "rope: q heads; alibi: the head count, 1..256");
   o->add_option("--kv-heads", a->kv_heads, "k heads (divides --heads; default 1)");
-  o->add_option("--q", a->q, "rope: q as float32 .npy [tokens, heads, head_dim]");
-  o->add_option("--k", a->k, "rope: k as float32 .npy [tokens, kv_heads, head_dim]");
+  o->add_option("--q", a->q, "rope: q as float32 .npy [tokens, heads, head_dim]")->check(kNonEmpty);
+  o->add_option("--k", a->k, "rope: k as float32 .npy [tokens, kv_heads, head_dim]")->check(kNonEmpty);
   o->add_option("--profile", a->profile,
                 "Budgets of this profile: strict, fp32 (default), fp32-recurrence");
   o->add_option("--num-buckets", a->num_buckets, "t5: number of buckets (default 32)");
   o->add_option("--max-distance", a->max_distance, "t5: max_distance (default 128)");
   o->add_flag("--causal", a->causal, "t5: causal (unidirectional) buckets; default bidirectional");
-  o->add_option("--out", a->out, "Output directory (created)")->required();
+  o->add_option("--out", a->out, "Output directory (created)")->check(kNonEmpty)->required();
   o->add_flag("--force", a->force,
               "Replace files in --out that are not .npy files. Never: a FIFO, device, socket or "
               "directory, nor --q or --k");

@@ -20,7 +20,7 @@ esac
 build_dir="${POSENC_BUILD_DIR:-build}"
 # CMake's configure step finds GoogleTest and RapidCheck (small header packages) either way.
 packages=(g++ cmake ninja-build pkg-config libboost-dev libmpfr-dev libgmp-dev libeigen3-dev
-          librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev libssl-dev)
+          librapidcheck-dev libgtest-dev nlohmann-json3-dev libcli11-dev libssl-dev libre2-dev)
 if [ "$tests" = 1 ]; then
   packages+=(python3-numpy python3-pytest python3-jsonschema chromium clang libclang-rt-14-dev
              patch)  # patch: the instrumented reference of the mutant build

@@ -6,6 +6,16 @@
 #include <set>
 #include <tuple>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include <re2/re2.h>
+
 #include "golden/format/limits.hpp"
 #include "golden/format/profiles.hpp"
 #include "reference/common/errors.hpp"
@@ -58,7 +68,8 @@ CatalogEntry write_case(const fs::path& dir, const std::string& scheme, const st
   e.tensors = scheme + "/" + id + ".safetensors";
   rule.check_file(dir / e.tensors, OutputKind::kGoldenTensors);
   rule.check_file(dir / e.manifest, OutputKind::kGoldenManifest);
-  const WrittenFile w = safetensors_write(dir / e.tensors, c.tensors, c.spilled,
+  const std::unique_ptr<AtomicFile> f = rule.open(dir / e.tensors, OutputKind::kGoldenTensors);
+  const WrittenFile w = safetensors_write(*f, c.tensors, c.spilled,
                                           {{"posenc_case", c.manifest.value("id", "")}});
   const std::string text = manifest_text(c.manifest);
   rule.write_text(dir / e.manifest, OutputKind::kGoldenManifest, text);
@@ -119,38 +130,188 @@ GoldenCase generate_case(const SchemeEntry& scheme, const std::string& id) {
   return c;
 }
 
+namespace {
+
+/// The entry of out/<scheme>/<id>.{json,safetensors} when both are regular files (not links)
+/// and the manifest is a golden manifest of posenc; nullopt otherwise.
+std::optional<CatalogEntry> found_entry(const FolderPtr& folder, const std::string& scheme,
+                                        const std::string& id) {
+  struct ::stat st {};
+  const std::string mname = id + ".json", tname = id + ".safetensors";
+  if (!folder || !folder->entry_stat(mname, &st) || !S_ISREG(st.st_mode) ||
+      !folder->entry_stat(tname, &st) || !S_ISREG(st.st_mode)) {
+    return std::nullopt;
+  }
+  const InputFile mf(folder->fd(), mname, (folder->path() / mname).string());
+  if (!is_own_output(mf, OutputKind::kGoldenManifest)) return std::nullopt;
+  CatalogEntry e;
+  e.id = id;
+  e.scheme = scheme;
+  e.manifest = scheme + "/" + mname;
+  e.tensors = scheme + "/" + tname;
+  e.manifest_sha256 = sha256_file(mf);
+  e.tensors_sha256 = sha256_file(InputFile(folder->fd(), tname, (folder->path() / tname).string()));
+  const nlohmann::json m = read_json_file(mf);
+  e.result = m.is_object() ? m.value("result", std::string("valid")) : "valid";
+  return e;
+}
+
+/// out's catalog as posenc wrote it, by manifest and tensors path; empty when there is none
+/// (or it cannot be read: then nothing is stale).
+std::map<std::string, CatalogEntry> previous_catalog(const fs::path& out) {
+  std::map<std::string, CatalogEntry> by_file;
+  try {
+    if (!is_own_output(out / "catalog.json", OutputKind::kCatalog)) return by_file;
+    for (const CatalogEntry& e : catalog_read(out)) {
+      by_file[e.manifest] = e;
+      by_file[e.tensors] = e;
+    }
+  } catch (const std::exception&) {
+    by_file.clear();
+  }
+  return by_file;
+}
+
+}  // namespace
+
+std::size_t catalog_write_from_files(const fs::path& out, const OutputRule& rule,
+                                     const std::string& origin, const std::set<std::string>& run) {
+  rule.check_dir(out);
+  const std::map<std::string, CatalogEntry> before = previous_catalog(out);
+  std::vector<CatalogEntry> entries;
+  std::set<std::string> listed;
+  std::map<std::string, FolderPtr> folders;
+  auto folder_of = [&](const std::string& scheme) -> const FolderPtr& {
+    auto it = folders.find(scheme);
+    if (it == folders.end()) it = folders.emplace(scheme, rule.folder(out / scheme)).first;
+    return it->second;
+  };
+  for (const auto& [s, row] : select_cases(CaseSelection{})) {
+    if (auto e = found_entry(folder_of(s->slug), s->slug, row.id)) {
+      listed.insert(e->manifest);
+      entries.push_back(std::move(*e));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> others;
+  for (const auto& sch : schemes()) {
+    const FolderPtr& f = folder_of(sch.slug);
+    if (!f) continue;
+    for (const std::string& name : f->names()) {
+      if (name.size() > 5 && name.ends_with(".json") && !listed.count(sch.slug + "/" + name)) {
+        others.emplace_back(sch.slug, name.substr(0, name.size() - 5));
+      }
+    }
+  }
+  std::sort(others.begin(), others.end());
+  for (const auto& [scheme, id] : others) {
+    auto e = found_entry(folder_of(scheme), scheme, id);
+    if (!e) continue;
+    if (run.count(id)) {
+      e->origin = origin.empty() ? "found" : origin;
+    } else if (auto b = before.find(e->manifest); b != before.end() && !b->second.origin.empty()) {
+      e->origin = b->second.origin;
+    } else {
+      e->origin = "found";
+    }
+    entries.push_back(std::move(*e));
+  }
+  rule.write_text(out / "catalog.json", OutputKind::kCatalog, catalog_text(entries));
+  return entries.size();
+}
+
+StaleSweep sweep_stale(const fs::path& out, const OutputRule& rule, const std::set<std::string>& slugs,
+                       const std::set<std::string>& ids_now) {
+  StaleSweep r;
+  rule.check_dir(out);
+  const std::map<std::string, CatalogEntry> before = previous_catalog(out);
+  for (const std::string& slug : slugs) {
+    const FolderPtr f = rule.folder(out / slug);
+    if (!f) continue;
+    r.temps += sweep_dead_temps(*f);
+    for (const std::string& name : f->names()) {
+      const std::string rel = slug + "/" + name;
+      struct ::stat st {};
+      if (!f->entry_stat(name, &st)) continue;
+      const std::string stem = fs::path(name).stem().string();
+      if (name.starts_with(".posenc.") && name.ends_with(".tmp")) continue;  // a live run's
+      if ((name.ends_with(".json") || name.ends_with(".safetensors")) && ids_now.count(stem)) continue;
+      const auto b = before.find(rel);
+      std::string why;
+      if (!S_ISREG(st.st_mode)) {
+        why = std::string("not a regular file: ") + (S_ISLNK(st.st_mode) ? "a symbolic link" : file_type_name(st.st_mode));
+      } else if (b == before.end()) {
+        why = "not written by posenc";
+      } else if (!b->second.origin.empty()) {
+        why = "a case of `" + (b->second.origin == "found" ? std::string("another run") : "posenc " + b->second.origin) + "`";
+      } else {
+        const std::string& sha = rel == b->second.manifest ? b->second.manifest_sha256 : b->second.tensors_sha256;
+        const InputFile in(f->fd(), name, (f->path() / name).string());
+        if (sha256_file(in) != sha) {
+          why = "changed since posenc wrote it";
+        } else if (::unlinkat(f->fd(), name.c_str(), 0) == 0) {
+          r.removed.push_back(rel);
+          continue;
+        } else {
+          why = std::string("cannot remove: ") + std::strerror(errno);
+        }
+      }
+      r.kept.push_back(rel + " (" + why + ")");
+    }
+  }
+  return r;
+}
+
+struct CaseMatcher::Impl {
+  std::unique_ptr<re2::RE2> re;
+};
+
+CaseMatcher::CaseMatcher(const std::string& pattern) : impl_(std::make_unique<Impl>()) {
+  if (pattern.empty()) return;
+  if (pattern.size() > kMaxCasePatternBytes) {
+    throw InvalidArgument("--case " + pattern.substr(0, 40) + "...: the pattern has " +
+                          std::to_string(pattern.size()) + " characters, more than the " +
+                          std::to_string(kMaxCasePatternBytes) + " a --case pattern may have");
+  }
+  re2::RE2::Options o;
+  o.set_log_errors(false);
+  o.set_max_mem(8 << 20);
+  impl_->re = std::make_unique<re2::RE2>(pattern, o);
+  if (!impl_->re->ok()) {
+    throw InvalidArgument("--case " + pattern + ": not a valid regular expression (" +
+                          impl_->re->error() + ")");
+  }
+}
+
+CaseMatcher::~CaseMatcher() = default;
+
+bool CaseMatcher::matches(const std::string& id) const {
+  return !impl_->re || re2::RE2::PartialMatch(id, *impl_->re);
+}
+
 void parse_shard(const std::string& text, int* index, int* count) {
   const auto slash = text.find('/');
-  try {
-    if (slash == std::string::npos) throw std::invalid_argument("no slash");
-    std::size_t a = 0, b = 0;
-    *index = std::stoi(text.substr(0, slash), &a);
-    *count = std::stoi(text.substr(slash + 1), &b);
-    if (a != slash || b != text.size() - slash - 1) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
-    throw_invalid("parse_shard", "shard must look like i/n with integers", text);
+  auto digits = [](const std::string& t) {
+    return !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (slash == std::string::npos || !digits(text.substr(0, slash)) || !digits(text.substr(slash + 1))) {
+    throw_invalid("parse_shard", "shard must look like i/n with decimal integers (no spaces, signs or other characters)", text);
   }
-  if (*count < 1 || *index < 0 || *index >= *count) {
-    throw_invalid("parse_shard", "shard i/n needs 0 <= i < n", text);
+  *index = std::stoi(text.substr(0, slash));
+  *count = std::stoi(text.substr(slash + 1));
+  if (*count < 1 || *index >= *count) throw_invalid("parse_shard", "shard i/n needs 0 <= i < n", text);
+  if (*count > kMaxShards) {
+    throw_invalid("parse_shard", "shard i/n needs n <= " + std::to_string(kMaxShards) + " (the most shards of a run)", text);
   }
 }
 
 std::vector<std::pair<const SchemeEntry*, CaseRow>> select_cases(const CaseSelection& sel) {
-  std::regex re;
-  if (!sel.case_regex.empty()) {
-    try {
-      re = std::regex(sel.case_regex);
-    } catch (const std::regex_error& e) {
-      throw_invalid("select_cases", std::string("case must be a valid regex: ") + e.what(),
-                    sel.case_regex);
-    }
-  }
+  const CaseMatcher match(sel.case_regex);
   if (!sel.scheme.empty()) scheme_by_slug(sel.scheme);  // validates the slug
   std::vector<std::pair<const SchemeEntry*, CaseRow>> all;
   for (const auto& s : schemes()) {
     if (!sel.scheme.empty() && s.slug != sel.scheme) continue;
     for (auto& row : s.cases()) {
-      if (!sel.case_regex.empty() && !std::regex_search(row.id, re)) continue;
+      if (!match.matches(row.id)) continue;
       all.emplace_back(&s, std::move(row));
     }
   }
@@ -221,44 +382,96 @@ nlohmann::json shard_record_json(const ShardRecord& r) {
   nlohmann::json j;
   j["schema"] = "posenc-shard";
   j["level"] = r.level;
-  j["scheme"] = r.sel.scheme;
-  j["case"] = r.sel.case_regex;
   j["shard"] = std::to_string(r.sel.shard_index) + "/" + std::to_string(r.sel.shard_count);
-  if (r.level == 2) {
-    j["options"] = r.options;
-    nlohmann::json cases = nlohmann::json::array();
-    for (const ShardRecordCase& c : r.cases) cases.push_back({c.scheme, c.id, c.shard});
-    j["cases"] = std::move(cases);
-  }
+  j["options"] = r.options;
+  nlohmann::json cases = nlohmann::json::array();
+  for (const ShardRecordCase& c : r.cases) cases.push_back({c.scheme, c.id, c.shard});
+  j["cases"] = std::move(cases);
   return j;
 }
 
-/// What identifies a batch: level 1 its selection; level 2 its options and case list.
+/// What identifies a batch: its level, options and case list (not the shard index).
 std::string shard_batch_key(const ShardRecord& r) {
-  std::string key = std::to_string(r.level) + "\n" + r.sel.scheme + "\n" + r.sel.case_regex;
-  if (r.level == 2) {
-    key += "\n" + r.options;
-    for (const ShardRecordCase& c : r.cases) key += "\n" + c.scheme + "/" + c.id + "@" + std::to_string(c.shard);
-  }
+  std::string key = std::to_string(r.level) + "\n" + std::to_string(r.sel.shard_count);
+  for (const std::string& o : r.options) key += "\n" + o;
+  for (const ShardRecordCase& c : r.cases) key += "\n" + c.scheme + "/" + c.id + "@" + std::to_string(c.shard);
   return key;
 }
 
-/// Reads a level-2 record's "options" and "cases" ([scheme, id, shard] each).
-void read_level2_cases(const nlohmann::json& j, ShardRecord* r, const std::function<GoldenFileError(const std::string&)>& bad) {
-  if (!j.contains("options") || !j["options"].is_string()) throw bad("\"options\" must be a string");
-  r->options = j["options"].get<std::string>();
+/// A case id as a record may name it: a plain file stem of [A-Za-z0-9_.-], at most 200 bytes.
+bool plain_case_id(const std::string& id) {
+  return !id.empty() && id.size() <= 200 && id != "." && id != ".." &&
+         id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+             std::string::npos;
+}
+
+/// Reads a record's "options" (an argv list) and "cases" ([scheme, id, shard] each): literal
+/// ids of known schemes only, shards within the record's count.
+void read_record_lists(const nlohmann::json& j, ShardRecord* r,
+                       const std::function<GoldenFileError(const std::string&)>& bad) {
+  if (!j.contains("options") || !j["options"].is_array() || j["options"].size() > 64) {
+    throw bad("\"options\" must be an array of at most 64 strings");
+  }
+  for (const auto& o : j["options"]) {
+    if (!o.is_string() || o.get<std::string>().size() > 4096) throw bad("each of \"options\" must be a string of at most 4096 bytes");
+    r->options.push_back(o.get<std::string>());
+  }
   if (!j.contains("cases") || !j["cases"].is_array()) throw bad("\"cases\" must be an array");
+  std::set<std::string> slugs;
+  for (const auto& sch : schemes()) slugs.insert(sch.slug);
   for (const auto& c : j["cases"]) {
     if (!c.is_array() || c.size() != 3 || !c[0].is_string() || !c[1].is_string() || !c[2].is_number_integer() ||
         c[2].get<std::int64_t>() < 0 || c[2].get<std::int64_t>() >= r->sel.shard_count) {
       throw bad("each of \"cases\" must be [scheme, id, shard] with 0 <= shard < " +
                 std::to_string(r->sel.shard_count));
     }
-    r->cases.push_back({c[0].get<std::string>(), c[1].get<std::string>(), c[2].get<int>()});
+    const std::string scheme = c[0].get<std::string>(), id = c[1].get<std::string>();
+    if (!slugs.count(scheme)) throw bad("case scheme \"" + scheme.substr(0, 64) + "\" is not a scheme of posenc");
+    if (!plain_case_id(id)) {
+      throw bad("case id \"" + id.substr(0, 64) + "\" is not a plain case id (letters, digits, _ . -; at most 200)");
+    }
+    r->cases.push_back({scheme, id, c[2].get<int>()});
   }
 }
 
 }  // namespace
+
+ShardRecord level1_shard_record(const CaseSelection& sel) {
+  ShardRecord r;
+  r.level = 1;
+  r.sel = sel;
+  if (!sel.scheme.empty()) r.options.insert(r.options.end(), {"--scheme", sel.scheme});
+  if (!sel.case_regex.empty()) r.options.insert(r.options.end(), {"--case", sel.case_regex});
+  CaseSelection whole = sel;
+  whole.shard_index = 0;
+  whole.shard_count = 1;
+  const auto all = select_cases(whole);
+  std::vector<std::uint64_t> costs;
+  for (const auto& [sch, row] : all) costs.push_back(case_cost(sch->slug, row.id));
+  const std::vector<int> shard = balanced_shards(costs, sel.shard_count);
+  for (std::size_t k = 0; k < all.size(); ++k) r.cases.push_back({all[k].first->slug, all[k].second.id, shard[k]});
+  return r;
+}
+
+std::string shell_quote(const std::string& s) {
+  static constexpr std::string_view kSafe =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
+  if (!s.empty() && s.find_first_not_of(kSafe) == std::string::npos) return s;
+  std::string q = "'";
+  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+void shard_records_remove(const fs::path& dir, const OutputRule& rule) {
+  rule.check_dir(dir);
+  const FolderPtr f = rule.folder(dir / kShardRecordDir);
+  if (!f) return;
+  for (const std::string& name : f->names()) {
+    struct ::stat st {};
+    if (f->entry_stat(name, &st) && S_ISREG(st.st_mode)) ::unlinkat(f->fd(), name.c_str(), 0);
+  }
+  if (const FolderPtr top = rule.folder(dir)) ::unlinkat(top->fd(), kShardRecordDir, AT_REMOVEDIR);
+}
 
 fs::path shard_record_path(const fs::path& dir, const ShardRecord& r) {
   const std::string key = shard_batch_key(r);
@@ -273,7 +486,8 @@ std::string shard_record_text(const ShardRecord& r) { return shard_record_json(r
 
 std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
   std::vector<fs::path> files;
-  if (fs::is_directory(dir / kShardRecordDir)) {
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(dir / kShardRecordDir, ec))) {
     for (const auto& f : fs::directory_iterator(dir / kShardRecordDir)) {
       if (f.path().extension() == ".json") files.push_back(f.path());
     }
@@ -286,9 +500,7 @@ std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
       return GoldenFileError(f.string() + ": not a shard record of posenc: " + what);
     };
     if (!j.is_object() || j.value("schema", "") != "posenc-shard") throw bad("no \"schema\": \"posenc-shard\"");
-    for (const char* k : {"scheme", "case", "shard"}) {
-      if (!j.contains(k) || !j[k].is_string()) throw bad(std::string("\"") + k + "\" must be a string");
-    }
+    if (!j.contains("shard") || !j["shard"].is_string()) throw bad("\"shard\" must be a string");
     if (!j.contains("level") || !j["level"].is_number_integer()) throw bad("\"level\" must be an integer");
     ShardRecord r;
     r.level = j["level"].get<int>();
@@ -296,14 +508,12 @@ std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
       throw GoldenFileError(f.string() + ": \"level\" is " + std::to_string(r.level) +
                             ", a catalog level this posenc does not generate (it knows levels 1 and 2)");
     }
-    r.sel.scheme = j["scheme"].get<std::string>();
-    r.sel.case_regex = j["case"].get<std::string>();
     try {
       parse_shard(j["shard"].get<std::string>(), &r.sel.shard_index, &r.sel.shard_count);
     } catch (const InvalidArgument& e) {
       throw bad(e.what());
     }
-    if (r.level == 2) read_level2_cases(j, &r, bad);
+    read_record_lists(j, &r, bad);
     out.push_back(r);
   }
   return out;
@@ -313,7 +523,7 @@ std::vector<ShardGap> shard_gaps(const fs::path& dir) {
   // One check per recorded selection and shard count, however many of its shards recorded it.
   std::map<std::string, ShardRecord> batches;  // by batch key (shard_batch_key) and shard count
   for (const ShardRecord& r : read_shard_records(dir)) {
-    batches.emplace(shard_batch_key(r) + "\n" + std::to_string(r.sel.shard_count), r);
+    batches.emplace(shard_batch_key(r), r);
   }
   auto present = [&](const std::string& scheme, const std::string& id) {
     return fs::is_regular_file(case_manifest_path(dir, scheme, id)) &&
@@ -325,14 +535,8 @@ std::vector<ShardGap> shard_gaps(const fs::path& dir) {
       ShardGap g;
       g.shard = r;
       g.shard.sel.shard_index = i;
-      if (r.level == 2) {
-        for (const ShardRecordCase& c : r.cases) {
-          if (c.shard == i && !present(c.scheme, c.id)) g.missing.push_back(c.id);
-        }
-      } else {
-        for (const auto& [s, row] : select_cases(g.shard.sel)) {
-          if (!present(s->slug, row.id)) g.missing.push_back(row.id);
-        }
+      for (const ShardRecordCase& c : r.cases) {
+        if (c.shard == i && !present(c.scheme, c.id)) g.missing.push_back(c.id);
       }
       if (!g.missing.empty()) gaps.push_back(std::move(g));
     }

@@ -7,7 +7,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <regex>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,17 +58,63 @@ nlohmann::json mistake_detection(const SchemeEntry& scheme, const GoldenCase& c)
 /// for the catalog, `posenc generate` and the up-to-date tests).
 GoldenCase generate_case(const SchemeEntry& scheme, const std::string& id);
 
+/// catalog.json of out, from the case files in it: posenc's own cases (registry order) that
+/// are there, then every other golden manifest of a scheme folder that has its tensors file
+/// (by path). Each other case carries its origin (CatalogEntry::origin): `origin` for the ids
+/// of `run`, else what out's previous catalog said, else "found". Scheme folders are read
+/// through rule.folder (never through a link); the catalog is written through `rule`. Returns
+/// the number of cases listed.
+std::size_t catalog_write_from_files(const std::filesystem::path& out, const OutputRule& rule,
+                                     const std::string& origin = "",
+                                     const std::set<std::string>& run = {});
+
+/// What a whole-scheme `generate` removes and keeps in its output folder.
+struct StaleSweep {
+  std::vector<std::string> removed;  // "<scheme>/<file>"
+  std::vector<std::string> kept;     // "<scheme>/<file> (why)"
+  int temps = 0;                     // temporary files of killed runs removed
+};
+/// Removes, in out/<slug> for each slug, exactly the files posenc's own generate wrote there
+/// that this run no longer generates: listed in out/catalog.json with no origin, still holding
+/// the catalog's SHA-256, of a case not in ids_now. Every other file is kept and named (a
+/// file posenc did not write, one changed since, a case of another run); so are folders.
+/// Also sweep_dead_temps in those folders. Folders are opened through rule (never a link).
+StaleSweep sweep_stale(const std::filesystem::path& out, const OutputRule& rule,
+                       const std::set<std::string>& slugs, const std::set<std::string>& ids_now);
+
 /// Every case of every scheme (in registry order), filtered. With shard_count n > 1: the cases
 /// of shard shard_index of the selection's balanced_shards by case_cost (registry order kept);
 /// the n shards are disjoint and their union is the selection.
 struct CaseSelection {
   std::string scheme;      // "" = all
-  std::string case_regex;  // "" = all; std::regex_search on the id
+  std::string case_regex;  // "" = all; a CaseMatcher pattern searched in the id
   int shard_index = 0, shard_count = 1;
+};
+
+/// The longest --case pattern accepted, and the most shards of a run (--shard i/n, records).
+inline constexpr std::size_t kMaxCasePatternBytes = 256;
+inline constexpr int kMaxShards = 10000;
+
+/// A --case pattern: an RE2 regular expression (ECMAScript-like syntax without backreferences
+/// or lookaround) searched in each case id, in time linear in the id's length whatever the
+/// pattern, with bounded memory and no recursion. An empty pattern matches every id.
+class CaseMatcher {
+ public:
+  /// InvalidArgument "--case <pattern>: not a valid regular expression (<why>)", or "longer
+  /// than 256 characters".
+  explicit CaseMatcher(const std::string& pattern);
+  ~CaseMatcher();
+  CaseMatcher(const CaseMatcher&) = delete;
+  CaseMatcher& operator=(const CaseMatcher&) = delete;
+  bool matches(const std::string& id) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 std::vector<std::pair<const SchemeEntry*, CaseRow>> select_cases(const CaseSelection& sel);
 
-/// Parses "i/n" (0 <= i < n); InvalidArgument otherwise.
+/// Parses "i/n" (decimal digits only, 0 <= i < n <= kMaxShards); InvalidArgument otherwise.
 void parse_shard(const std::string& text, int* index, int* count);
 
 /// Estimated cost of generating a case, in units of 0.1 ms of one core's CPU time: the measured
@@ -83,23 +130,30 @@ std::uint64_t case_cost(const std::string& scheme, const std::string& id);
 std::vector<int> balanced_shards(const std::vector<std::uint64_t>& costs, int shard_count);
 
 /// What a `generate --no-catalog` run (a shard of a batch) promised before it began, kept in
-/// DIR/.posenc-shards/ (kShardRecordDir) until `posenc catalog` finds every case the promised
-/// selection holds (all its shards) in DIR: then the catalog is written and the records removed;
-/// else the catalog is refused (shard_gaps). `level` is the catalog level (1: the committed
-/// cases; a level the program does not know is refused when read).
-/// Level 2 (`generate --level 2`): its cases come from model configs and a dtype, which the
-/// record does not reread: it lists every case of the whole run (all shards) with the shard that
-/// writes it, and the generate options that select the run (for the rerun command).
+/// DIR/.posenc-shards/ (kShardRecordDir) until `posenc catalog` finds every case of the run (all
+/// its shards) in DIR: then the catalog is written and the records removed; else the catalog is
+/// refused (shard_gaps). A record holds literal case ids, never a pattern: every case of the
+/// whole run with the shard that writes it, and the generate options that select the run (an
+/// argv list, shell-quoted when a rerun command is printed). `level` is the catalog level (1:
+/// posenc's own cases; 2: `generate --level 2`); a level the program does not know is refused
+/// when read.
 struct ShardRecordCase {
   std::string scheme, id;
   int shard = 0;
 };
 struct ShardRecord {
   int level = 1;
-  CaseSelection sel;
-  std::string options;                  // level 2: " --level 2 --config ... --dtype ..."
-  std::vector<ShardRecordCase> cases;   // level 2: the whole run's cases (level 1: empty)
+  CaseSelection sel;                    // sel.shard_index / sel.shard_count: this record's shard
+  std::vector<std::string> options;     // e.g. {"--scheme", "learned"}; {"--level", "2", ...}
+  std::vector<ShardRecordCase> cases;   // the whole run's cases and their shards
 };
+/// A level-1 run's record: sel's whole selection (every shard) with the shard of each case.
+ShardRecord level1_shard_record(const CaseSelection& sel);
+/// Removes DIR/.posenc-shards and the records in it, through rule's folder handles.
+void shard_records_remove(const std::filesystem::path& dir, const OutputRule& rule);
+/// `s` as one shell word: unchanged when it holds only [A-Za-z0-9_@%+=:,./-], else in single
+/// quotes (a quote inside as '\'').
+std::string shell_quote(const std::string& s);
 inline constexpr const char* kShardRecordDir = ".posenc-shards";
 /// DIR/.posenc-shards/<selection hash>-<i>-of-<n>.json: one file per shard of a selection.
 std::filesystem::path shard_record_path(const std::filesystem::path& dir, const ShardRecord& r);
@@ -113,7 +167,7 @@ std::vector<ShardRecord> read_shard_records(const std::filesystem::path& dir);
 /// its tensors file missing): it failed or never ran.
 struct ShardGap {
   ShardRecord shard;                 // sel.shard_index / sel.shard_count: the shard to rerun
-  std::vector<std::string> missing;  // its case ids without both files, in registry order
+  std::vector<std::string> missing;  // its case ids without both files, in run order
 };
 /// The gaps of every selection recorded in dir, each shard of it checked (recorded or not: a
 /// shard that never started left no record, its siblings' records name it).

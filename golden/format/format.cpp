@@ -1003,6 +1003,10 @@ void write_text_atomic(const std::filesystem::path& path, std::string_view text)
 
 // ---- tensors too large to hold: spilled to files, written chunk by chunk --------------------
 
+SpillFile::~SpillFile() {
+  if (fd >= 0) ::close(fd);
+}
+
 TensorSpill::TensorSpill(std::string name, DType dtype, std::vector<std::int64_t> shape,
                          const std::filesystem::path& dir) {
   t_.name = std::move(name);
@@ -1014,18 +1018,14 @@ TensorSpill::TensorSpill(std::string name, DType dtype, std::vector<std::int64_t
   std::string templ = ((dir.empty() ? std::filesystem::temp_directory_path() : dir) / "posenc-spill-XXXXXX").string();
   const int fd = ::mkstemp(templ.data());
   if (fd < 0) fail(templ, std::string("cannot create a spill file: ") + std::strerror(errno));
-  f_ = ::fdopen(fd, "w+b");
-  if (f_ == nullptr) {
-    ::close(fd);
-    ::unlink(templ.c_str());
-    fail(templ, std::string("cannot open the spill file: ") + std::strerror(errno));
-  }
-  // The file is removed when the last SpilledTensor naming it goes.
-  t_.file = std::shared_ptr<const std::filesystem::path>(new std::filesystem::path(templ),
-                                                          [](const std::filesystem::path* p) {
-                                                            ::unlink(p->c_str());
-                                                            delete p;
-                                                          });
+  // Unlinked at once: the data lives as long as the descriptor, and a killed run leaves nothing.
+  ::unlink(templ.c_str());
+  auto file = std::make_shared<SpillFile>();
+  file->fd = fd;
+  file->name = templ;
+  t_.file = file;
+  f_ = ::fdopen(::dup(fd), "wb");
+  if (f_ == nullptr) fail(templ, std::string("cannot open the spill file: ") + std::strerror(errno));
   sha_ = new Sha256();
 }
 
@@ -1041,7 +1041,7 @@ void TensorSpill::append(std::span<const std::uint8_t> bytes) {
                   " bytes of data", t_.bytes + bytes.size());
   }
   if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f_) != bytes.size()) {
-    fail(t_.file->string(), std::string("write error: ") + std::strerror(errno));
+    fail(t_.file->name, std::string("write error: ") + std::strerror(errno));
   }
   sha_->update(bytes);
   t_.bytes += bytes.size();
@@ -1054,7 +1054,7 @@ SpilledTensor TensorSpill::finish() {
   }
   if (std::fclose(f_) != 0) {
     f_ = nullptr;
-    fail(t_.file->string(), std::string("close error: ") + std::strerror(errno));
+    fail(t_.file->name, std::string("close error: ") + std::strerror(errno));
   }
   f_ = nullptr;
   t_.sha256 = sha_->hex();
@@ -1066,15 +1066,19 @@ namespace {
 // Copies `bytes` bytes of a spilled tensor to `emit` in pieces of at most `chunk` bytes.
 template <class Emit>
 void copy_spilled(const SpilledTensor& s, std::size_t chunk, Emit emit) {
-  FilePtr in(std::fopen(s.file->c_str(), "rb"));
-  if (!in) fail(s.file->string(), std::string("cannot open the spill file: ") + std::strerror(errno));
   std::vector<std::uint8_t> buf(std::max<std::size_t>(chunk, 1));
-  std::uint64_t left = s.bytes;
-  while (left > 0) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
-    if (std::fread(buf.data(), 1, n, in.get()) != n) fail(s.file->string(), "the spill file ended early");
+  std::uint64_t at = 0;
+  while (at < s.bytes) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(s.bytes - at, buf.size()));
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(s.file->fd, buf.data() + got, n - got, static_cast<off_t>(at + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) fail(s.file->name, r < 0 ? std::string("read error: ") + std::strerror(errno) : "the spill file ended early");
+      got += static_cast<std::size_t>(r);
+    }
     emit(std::span<const std::uint8_t>(buf.data(), n));
-    left -= n;
+    at += n;
   }
 }
 
@@ -1092,6 +1096,15 @@ Tensor spilled_tensor_read(const SpilledTensor& s) {
 }
 
 WrittenFile safetensors_write(const std::filesystem::path& path, const std::vector<Tensor>& tensors,
+                              const std::vector<SpilledTensor>& spilled,
+                              const std::map<std::string, std::string>& metadata, std::size_t chunk) {
+  // The temp file + rename of every posenc output (AtomicFile, golden/format/output_path.hpp):
+  // created O_EXCL beside the target, removed if anything below throws.
+  AtomicFile f(path);
+  return safetensors_write(f, tensors, spilled, metadata, chunk);
+}
+
+WrittenFile safetensors_write(AtomicFile& f, const std::vector<Tensor>& tensors,
                               const std::vector<SpilledTensor>& spilled,
                               const std::map<std::string, std::string>& metadata, std::size_t chunk) {
   std::vector<HeaderItem> items;
@@ -1113,9 +1126,6 @@ WrittenFile safetensors_write(const std::filesystem::path& path, const std::vect
   std::uint64_t data = 0;
   const std::vector<std::uint8_t> header = header_bytes(items, metadata, &data);
 
-  // The temp file + rename of every posenc output (AtomicFile, golden/format/output_path.hpp):
-  // created O_EXCL beside the target, removed if anything below throws.
-  AtomicFile f(path);
   WrittenFile w;
   Sha256 sha;
   auto emit = [&](std::span<const std::uint8_t> b) {

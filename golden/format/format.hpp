@@ -80,20 +80,30 @@ std::vector<std::uint8_t> safetensors_encode(
     const std::vector<Tensor>& tensors, const std::map<std::string, std::string>& metadata = {});
 
 class Sha256;
+class AtomicFile;  // golden/format/output_path.hpp
+
+/// An open spill file: a temporary file unlinked as soon as it was created (nothing is left
+/// behind however the process ends), read back through its descriptor; closed when the last
+/// copy goes.
+struct SpillFile {
+  int fd = -1;
+  std::string name;  // where it was created (messages)
+  ~SpillFile();
+};
 
 /// A tensor whose data lies in a file of its own (TensorSpill), for tensors too large to hold
-/// in memory; the file is removed when the last copy of `file` goes.
+/// in memory.
 struct SpilledTensor {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<std::int64_t> shape;
-  std::shared_ptr<const std::filesystem::path> file;
+  std::shared_ptr<const SpillFile> file;
   std::uint64_t bytes = 0;
   std::string sha256;  // of the data
 };
 
 /// Writes one tensor's data chunk by chunk to a temp file (in `dir`, default the system temp
-/// folder: $TMPDIR), hashing as it goes. finish() checks that exactly numel * dtype size bytes
+/// folder: $TMPDIR; unlinked at creation), hashing as it goes. finish() checks that exactly numel * dtype size bytes
 /// came (InvalidArgument otherwise) and hands the file over; an unfinished spill removes it.
 class TensorSpill {
  public:
@@ -126,6 +136,11 @@ struct WrittenFile {
 /// bytes at a time: memory is the header and one chunk, never the file. The same errors as
 /// safetensors_encode and write_file_atomic.
 WrittenFile safetensors_write(const std::filesystem::path& path, const std::vector<Tensor>& tensors,
+                              const std::vector<SpilledTensor>& spilled,
+                              const std::map<std::string, std::string>& metadata = {},
+                              std::size_t chunk = std::size_t{1} << 20);
+/// The same into an open AtomicFile (OutputRule::open: the path resolved once), committed.
+WrittenFile safetensors_write(AtomicFile& f, const std::vector<Tensor>& tensors,
                               const std::vector<SpilledTensor>& spilled,
                               const std::map<std::string, std::string>& metadata = {},
                               std::size_t chunk = std::size_t{1} << 20);

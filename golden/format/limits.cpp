@@ -164,6 +164,24 @@ InputFile::InputFile(const std::filesystem::path& path) : path_(path.string()) {
   size_ = static_cast<std::uint64_t>(st.st_size);
 }
 
+InputFile::InputFile(int dirfd, const std::string& name, const std::string& display)
+    : path_(display) {
+  fd_ = ::openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+  if (fd_ < 0) {
+    fail(path_, errno == ELOOP ? std::string("is a symbolic link; refused")
+                               : std::string("cannot open: ") + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string what = S_ISREG(st.st_mode) ? std::string("cannot stat: ") + std::strerror(errno)
+                                                 : std::string("is ") + kind_of_mode(st.st_mode) + ", not a regular file";
+    ::close(fd_);
+    fd_ = -1;
+    fail(path_, what);
+  }
+  size_ = static_cast<std::uint64_t>(st.st_size);
+}
+
 InputFile::~InputFile() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -224,18 +242,33 @@ std::string read_json_text(const std::filesystem::path& path) {
   return text;
 }
 
-nlohmann::json read_json_file(const std::filesystem::path& path) {
-  const std::string text = read_json_text(path);
-  check_json_depth(text, path.string(), input_limits().json_depth);
+namespace {
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  check_json_depth(text, source, input_limits().json_depth);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range: 1e999
-    fail(path.string(), std::string("invalid JSON: ") + e.what());
+    fail(source, std::string("invalid JSON: ") + e.what());
   }
 }
 
-std::string sha256_file(const std::filesystem::path& path) {
-  const InputFile f(path);
+}  // namespace
+
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  return parse_json_text(read_json_text(path), path.string());
+}
+
+nlohmann::json read_json_file(const InputFile& f) {
+  check_limit(f.path(), "the JSON file", f.size(), input_limits().json_bytes, "POSENC_MAX_JSON_BYTES");
+  std::string text(f.size(), '\0');
+  f.read_at(0, std::span(reinterpret_cast<std::uint8_t*>(text.data()), text.size()));
+  return parse_json_text(text, f.path());
+}
+
+std::string sha256_file(const std::filesystem::path& path) { return sha256_file(InputFile(path)); }
+
+std::string sha256_file(const InputFile& f) {
   Sha256 h;
   std::vector<std::uint8_t> buffer(std::min<std::uint64_t>(f.size(), 4u << 20));
   for (std::uint64_t at = 0; at < f.size(); at += buffer.size()) {

@@ -69,6 +69,10 @@ class InputFile {
  public:
   /// require_regular_file, then a non-blocking read-only open re-checked with fstat.
   explicit InputFile(const std::filesystem::path& path);
+  /// The file `name` in the folder open as dirfd, never through a symbolic link (O_NOFOLLOW):
+  /// how an output is read back through the folder handle it is written through
+  /// (golden/format/output_path.hpp). Errors name `display`.
+  InputFile(int dirfd, const std::string& name, const std::string& display);
   ~InputFile();
   InputFile(const InputFile&) = delete;
   InputFile& operator=(const InputFile&) = delete;
@@ -95,8 +99,11 @@ std::string read_json_text(const std::filesystem::path& path);
 /// Reads and parses a JSON file (manifest, catalog, config) within the JSON limits; errors
 /// name the path ("<path>: invalid JSON: ...").
 nlohmann::json read_json_file(const std::filesystem::path& path);
+/// The same for a file already open; errors name f.path().
+nlohmann::json read_json_file(const InputFile& f);
 
 /// SHA-256 of a file's bytes, read in chunks (memory independent of the file's size).
 std::string sha256_file(const std::filesystem::path& path);
+std::string sha256_file(const InputFile& f);
 
 }  // namespace posenc::golden

@@ -28,13 +28,15 @@ std::string catalog_text(const std::vector<CatalogEntry>& entries) {
   j["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& e : entries) {
-    cases.push_back({{"id", e.id},
-                     {"scheme", e.scheme},
-                     {"result", e.result},
-                     {"manifest", e.manifest},
-                     {"manifest_sha256", e.manifest_sha256},
-                     {"tensors", e.tensors},
-                     {"tensors_sha256", e.tensors_sha256}});
+    nlohmann::json c = {{"id", e.id},
+                        {"scheme", e.scheme},
+                        {"result", e.result},
+                        {"manifest", e.manifest},
+                        {"manifest_sha256", e.manifest_sha256},
+                        {"tensors", e.tensors},
+                        {"tensors_sha256", e.tensors_sha256}};
+    if (!e.origin.empty()) c["origin"] = e.origin;
+    cases.push_back(std::move(c));
   }
   j["cases"] = cases;
   return j.dump(1) + "\n";
@@ -67,6 +69,7 @@ std::vector<CatalogEntry> catalog_read(const fs::path& dir) {
       e.tensors = c.at("tensors").get<std::string>();
       e.manifest_sha256 = c.at("manifest_sha256").get<std::string>();
       e.tensors_sha256 = c.at("tensors_sha256").get<std::string>();
+      e.origin = c.value("origin", std::string());
       if (!ids.insert(e.id).second && !POSENC_MUTANT("golden_catalog_duplicates_allowed")) {
         throw GoldenFileError(path.string() + ": case \"" + e.id + "\" is listed twice");
       }

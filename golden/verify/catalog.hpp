@@ -21,6 +21,11 @@ struct CatalogEntry {
   std::string id, scheme, result;
   std::string manifest, tensors;  // paths relative to the data directory
   std::string manifest_sha256, tensors_sha256;
+  /// Which command wrote the case: "" for posenc's own cases (`posenc generate` of the
+  /// registry: the only files a later `generate` may remove as stale), "generate --config",
+  /// "generate --level 2", or "found" (a golden case in the folder no posenc run of this
+  /// catalog wrote). Written only when not empty.
+  std::string origin;
 };
 
 std::string catalog_text(const std::vector<CatalogEntry>& entries);
