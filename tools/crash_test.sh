@@ -2,11 +2,14 @@
 # Crash-safe writes of `posenc generate` (docs/bad-input.md, "Crash-safe writes"):
 #  1. generate is SIGKILLed at several points (after fixed delays and after its Nth progress
 #     line); every file left in the folder is then either complete, with the SHA-256 the
-#     committed catalog lists for it, or a temp file named <file>.tmp.<pid>, which no reader
-#     takes; `posenc catalog` then recovers a valid catalog of the complete cases, and a new
-#     generate into the same folder finishes it and sweeps the temp files away.
+#     committed catalog lists for it, or a temp file named .posenc.<pid>.<n>.tmp, which no
+#     reader takes; `posenc catalog` then recovers a valid catalog of the complete cases, and a
+#     new generate into the same folder finishes it and sweeps the temp files away.
 #  2. two generates into one folder at the same time: both finish, or one is refused with the
 #     lock message; the catalog left is valid. Two shards (--no-catalog) share the folder.
+#  3. generate and check ended by SIGINT or SIGTERM leave no temporary file, no spill file and
+#     no scratch folder, in the output folder or in $TMPDIR (spill files are unlinked as soon as
+#     they are created: none is ever seen there, not even while the run is under way).
 # Run by ctest as tools/crash_test.sh <posenc> <source dir> <scratch dir> [passes]
 set -u
 export LC_ALL=C
@@ -44,7 +47,7 @@ check_folder() {
       catalog.json)
         pairs "$f" | comm -23 - "$WORK/golden.pairs" | grep -q . &&
           fail "$dir: catalog.json lists a file unlike the committed one" ;;
-      */*.json.tmp.[0-9]* | */*.safetensors.tmp.[0-9]* | catalog.json.tmp.[0-9]*)
+      */.posenc.[0-9]*.[0-9]*.tmp | .posenc.[0-9]*.[0-9]*.tmp)
         TEMPS=$((TEMPS + 1)) ;;
       *)
         sha=$(sha256sum "$f" | cut -d' ' -f1)
@@ -138,6 +141,35 @@ wait $a || fail "shard 0/2: $(tail -2 "$dir.0.log")"
 wait $b || fail "shard 1/2: $(tail -2 "$dir.1.log")"
 "$POSENC" catalog --data "$dir" >/dev/null 2>&1 || fail "catalog after shards failed"
 cmp -s <(pairs "$dir/catalog.json") "$WORK/scheme.pairs" || fail "shards: catalog differs"
+
+# SIGINT and SIGTERM: the temporary files and spill files of the run go with it.
+for sig in INT TERM; do
+  tmp="$WORK/tmpdir_$sig"
+  mkdir -p "$tmp"
+  dir="$WORK/signal_$sig"
+  # A call of 1500 positions: its scores are spilled to temp files while they stream.
+  TMPDIR="$tmp" "$POSENC" generate --config "$SRC/golden/presets/llama-2-7b.json" \
+    --positions 0-1499 --out "$dir" 2>"$dir.log" &
+  pid=$!
+  sleep 3
+  seen=$(find "$tmp" -mindepth 1 | wc -l)
+  kill -"$sig" "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  rc=$?
+  left=$(find "$tmp" "$dir" -name '.posenc.*.tmp' -o -name 'posenc-spill-*' -o -name 'posenc-check-*' | wc -l)
+  [ "$seen" = 0 ] || fail "SIG$sig: $seen file(s) in TMPDIR while generate ran"
+  [ "$left" = 0 ] || fail "SIG$sig: generate left $left temporary file(s)"
+  [ "$rc" -gt 128 ] || fail "SIG$sig: generate ended with exit $rc, not by the signal"
+  echo "generate ended by SIG$sig (exit $rc): nothing left in TMPDIR or the output folder"
+  TMPDIR="$tmp" "$POSENC" check >/dev/null 2>&1 &
+  pid=$!
+  sleep 1
+  kill -"$sig" "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  left=$(find "$tmp" -mindepth 1 | wc -l)
+  [ "$left" = 0 ] || fail "SIG$sig: check left $left file(s) in TMPDIR: $(find "$tmp" -mindepth 1 | head -3)"
+  echo "check ended by SIG$sig: its scratch folder removed"
+done
 
 echo "crash test: $runs kills, $failures failures"
 [ "$failures" -eq 0 ]

@@ -496,6 +496,11 @@ void write_catalog(const fs::path& out, const OutputRule& rule, const std::strin
 int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog, bool force) {
   const auto cases = select_cases(sel);
   if (cases.empty()) throw UsageError("no case matches the selection (try `posenc list`)");
+  std::uint64_t cost = 0;
+  for (const auto& [s, row] : cases) cost += case_cost(s->slug, row.id);
+  std::fprintf(stderr, "estimate: %zu cases, about %.0f s on one core (the committed catalog is about 80 MB)\n",
+               cases.size(), static_cast<double>(cost) * 1e-4);
+  check_job_size("generate", 0, static_cast<double>(cost) * 1e-4, "Select fewer cases, or raise the limit");
   const OutputRule rule(force);  // generate reads no file
   rule.check_dir(out);
   for (const auto& [s, row] : cases) {
@@ -613,8 +618,12 @@ void check_config_estimate(const ConfigCases& cc) {
     }
     if (c.file_bytes > limits.file_bytes) refuse("a file", c.file_bytes, limits.file_bytes, "POSENC_MAX_FILE_BYTES");
   }
-  std::fprintf(stderr, "estimate: %zu cases, about %.1f MB, about %.0f s on one core\n", cc.cases.size(),
-               static_cast<double>(total) / 1e6, seconds);
+  std::uint64_t peak = 0;  // one case's tensors in memory at a time
+  for (const ConfigCase& c : cc.cases) peak = std::max(peak, c.file_bytes);
+  std::fprintf(stderr, "estimate: %zu cases, about %.1f MB, about %.0f s on one core, peak memory about %.0f MB\n",
+               cc.cases.size(), static_cast<double>(total) / 1e6, seconds, static_cast<double>(peak) / 1e6 + 30);
+  check_job_size("generate --config", total, seconds,
+                 "Give fewer --positions (or a smaller --layout), or raise the limit");
 }
 
 int cmd_generate_config(const fs::path& config, const std::string& positions, const std::string& layout,
@@ -774,13 +783,14 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
   rule.check_dir(out);
   const Level2Run run = level2_run(configs, t, a.sel);
   std::size_t total = 0;
-  double est_bytes = 0, est_seconds = 0;
+  double est_bytes = 0, est_seconds = 0, est_peak = 0;
   for_each_level2_case(
       run, [&](const ConfigCase& cc) {  // every output checked before any long work
         rule.check_file(case_tensors_path(out, cc.scheme, cc.id), OutputKind::kGoldenTensors);
         rule.check_file(case_manifest_path(out, cc.scheme, cc.id), OutputKind::kGoldenManifest);
         est_bytes += static_cast<double>(cc.file_bytes);
         est_seconds += cc.seconds;
+        est_peak = std::max(est_peak, static_cast<double>(cc.file_bytes));
         ++total;
       });
   if (total == 0) throw UsageError("generate --level 2: no case matches the selection");
@@ -789,13 +799,16 @@ int cmd_generate_level2(const tools::GenerateArgs& a) {
                                 : " (shard " + a.shard + ", balanced by estimated cost)";
   std::fprintf(stderr,
                "estimate: %zu level-2 cases from %zu model configs%s, about %.2f GB, about %.1f s "
-               "on one core\n",
-               total, configs.size(), shard.c_str(), est_bytes / 1e9, est_seconds);
+               "on one core, peak memory about %.0f MB (one case at a time)\n",
+               total, configs.size(), shard.c_str(), est_bytes / 1e9, est_seconds, est_peak / 1e6 + 30);
+  check_job_size("generate --level 2", static_cast<std::uint64_t>(est_bytes), est_seconds,
+                 "Run it in shards (--shard i/n, one per machine: docs/cluster.md), select fewer "
+                 "cases (--scheme, --case, --config), or raise the limit");
   if (!a.no_catalog) rule.check_file(out / "catalog.json", OutputKind::kCatalog);
   // A shard that leaves the catalog to `posenc catalog` records the whole run's cases first: the
   // merge refuses the folder until every shard's cases are in it (as level 1).
   const bool record = a.no_catalog && a.sel.shard_count > 1;
-  ShardRecord rec{2, a.sel, level2_options(a), run.cases};
+  ShardRecord rec{2, a.sel.shard_index, a.sel.shard_count, level2_options(a), run.cases};
   if (record) rule.check_file(shard_record_path(out, rec), OutputKind::kShardRecord);
   const DirectoryLock lock(out, a.no_catalog ? DirectoryLock::Mode::kShared : DirectoryLock::Mode::kExclusive);
   if (record) rule.write_text(shard_record_path(out, rec), OutputKind::kShardRecord, shard_record_text(rec));
@@ -1297,8 +1310,8 @@ std::string incomplete_batch_message(const fs::path& data, const std::vector<Sha
                   std::to_string(gaps.size()) + " shard(s) of a sharded generate did not finish:";
   std::string rerun;
   for (const ShardGap& g : gaps) {
-    const std::string shard = std::to_string(g.shard.sel.shard_index) + "/" +
-                              std::to_string(g.shard.sel.shard_count);
+    const std::string shard = std::to_string(g.shard.shard_index) + "/" +
+                              std::to_string(g.shard.shard_count);
     m += "\n  shard " + shard + " of `generate" + selection_options(g.shard) + "`: " +
          std::to_string(g.missing.size()) + " case(s) missing (";
     for (std::size_t k = 0; k < g.missing.size() && k < 3; ++k) m += (k ? ", " : "") + g.missing[k];

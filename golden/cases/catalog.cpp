@@ -223,6 +223,7 @@ StaleSweep sweep_stale(const fs::path& out, const OutputRule& rule, const std::s
                        const std::set<std::string>& ids_now) {
   StaleSweep r;
   rule.check_dir(out);
+  if (const FolderPtr top = rule.folder(out)) r.temps += sweep_dead_temps(*top);
   const std::map<std::string, CatalogEntry> before = previous_catalog(out);
   for (const std::string& slug : slugs) {
     const FolderPtr f = rule.folder(out / slug);
@@ -286,22 +287,6 @@ CaseMatcher::~CaseMatcher() = default;
 
 bool CaseMatcher::matches(const std::string& id) const {
   return !impl_->re || re2::RE2::PartialMatch(id, *impl_->re);
-}
-
-void parse_shard(const std::string& text, int* index, int* count) {
-  const auto slash = text.find('/');
-  auto digits = [](const std::string& t) {
-    return !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
-  };
-  if (slash == std::string::npos || !digits(text.substr(0, slash)) || !digits(text.substr(slash + 1))) {
-    throw_invalid("parse_shard", "shard must look like i/n with decimal integers (no spaces, signs or other characters)", text);
-  }
-  *index = std::stoi(text.substr(0, slash));
-  *count = std::stoi(text.substr(slash + 1));
-  if (*count < 1 || *index >= *count) throw_invalid("parse_shard", "shard i/n needs 0 <= i < n", text);
-  if (*count > kMaxShards) {
-    throw_invalid("parse_shard", "shard i/n needs n <= " + std::to_string(kMaxShards) + " (the most shards of a run)", text);
-  }
 }
 
 std::vector<std::pair<const SchemeEntry*, CaseRow>> select_cases(const CaseSelection& sel) {
@@ -376,70 +361,12 @@ std::vector<int> balanced_shards(const std::vector<std::uint64_t>& costs, int sh
   return shard;
 }
 
-namespace {
-
-nlohmann::json shard_record_json(const ShardRecord& r) {
-  nlohmann::json j;
-  j["schema"] = "posenc-shard";
-  j["level"] = r.level;
-  j["shard"] = std::to_string(r.sel.shard_index) + "/" + std::to_string(r.sel.shard_count);
-  j["options"] = r.options;
-  nlohmann::json cases = nlohmann::json::array();
-  for (const ShardRecordCase& c : r.cases) cases.push_back({c.scheme, c.id, c.shard});
-  j["cases"] = std::move(cases);
-  return j;
-}
-
-/// What identifies a batch: its level, options and case list (not the shard index).
-std::string shard_batch_key(const ShardRecord& r) {
-  std::string key = std::to_string(r.level) + "\n" + std::to_string(r.sel.shard_count);
-  for (const std::string& o : r.options) key += "\n" + o;
-  for (const ShardRecordCase& c : r.cases) key += "\n" + c.scheme + "/" + c.id + "@" + std::to_string(c.shard);
-  return key;
-}
-
-/// A case id as a record may name it: a plain file stem of [A-Za-z0-9_.-], at most 200 bytes.
-bool plain_case_id(const std::string& id) {
-  return !id.empty() && id.size() <= 200 && id != "." && id != ".." &&
-         id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
-             std::string::npos;
-}
-
-/// Reads a record's "options" (an argv list) and "cases" ([scheme, id, shard] each): literal
-/// ids of known schemes only, shards within the record's count.
-void read_record_lists(const nlohmann::json& j, ShardRecord* r,
-                       const std::function<GoldenFileError(const std::string&)>& bad) {
-  if (!j.contains("options") || !j["options"].is_array() || j["options"].size() > 64) {
-    throw bad("\"options\" must be an array of at most 64 strings");
-  }
-  for (const auto& o : j["options"]) {
-    if (!o.is_string() || o.get<std::string>().size() > 4096) throw bad("each of \"options\" must be a string of at most 4096 bytes");
-    r->options.push_back(o.get<std::string>());
-  }
-  if (!j.contains("cases") || !j["cases"].is_array()) throw bad("\"cases\" must be an array");
-  std::set<std::string> slugs;
-  for (const auto& sch : schemes()) slugs.insert(sch.slug);
-  for (const auto& c : j["cases"]) {
-    if (!c.is_array() || c.size() != 3 || !c[0].is_string() || !c[1].is_string() || !c[2].is_number_integer() ||
-        c[2].get<std::int64_t>() < 0 || c[2].get<std::int64_t>() >= r->sel.shard_count) {
-      throw bad("each of \"cases\" must be [scheme, id, shard] with 0 <= shard < " +
-                std::to_string(r->sel.shard_count));
-    }
-    const std::string scheme = c[0].get<std::string>(), id = c[1].get<std::string>();
-    if (!slugs.count(scheme)) throw bad("case scheme \"" + scheme.substr(0, 64) + "\" is not a scheme of posenc");
-    if (!plain_case_id(id)) {
-      throw bad("case id \"" + id.substr(0, 64) + "\" is not a plain case id (letters, digits, _ . -; at most 200)");
-    }
-    r->cases.push_back({scheme, id, c[2].get<int>()});
-  }
-}
-
-}  // namespace
 
 ShardRecord level1_shard_record(const CaseSelection& sel) {
   ShardRecord r;
   r.level = 1;
-  r.sel = sel;
+  r.shard_index = sel.shard_index;
+  r.shard_count = sel.shard_count;
   if (!sel.scheme.empty()) r.options.insert(r.options.end(), {"--scheme", sel.scheme});
   if (!sel.case_regex.empty()) r.options.insert(r.options.end(), {"--case", sel.case_regex});
   CaseSelection whole = sel;
@@ -451,15 +378,6 @@ ShardRecord level1_shard_record(const CaseSelection& sel) {
   const std::vector<int> shard = balanced_shards(costs, sel.shard_count);
   for (std::size_t k = 0; k < all.size(); ++k) r.cases.push_back({all[k].first->slug, all[k].second.id, shard[k]});
   return r;
-}
-
-std::string shell_quote(const std::string& s) {
-  static constexpr std::string_view kSafe =
-      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
-  if (!s.empty() && s.find_first_not_of(kSafe) == std::string::npos) return s;
-  std::string q = "'";
-  for (const char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 void shard_records_remove(const fs::path& dir, const OutputRule& rule) {
@@ -478,11 +396,9 @@ fs::path shard_record_path(const fs::path& dir, const ShardRecord& r) {
   const std::string hash = sha256_hex(std::span<const std::uint8_t>(
       reinterpret_cast<const std::uint8_t*>(key.data()), key.size()));
   return dir / kShardRecordDir /
-         (hash.substr(0, 16) + "-" + std::to_string(r.sel.shard_index) + "-of-" +
-          std::to_string(r.sel.shard_count) + ".json");
+         (hash.substr(0, 16) + "-" + std::to_string(r.shard_index) + "-of-" +
+          std::to_string(r.shard_count) + ".json");
 }
-
-std::string shard_record_text(const ShardRecord& r) { return shard_record_json(r).dump(2) + "\n"; }
 
 std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
   std::vector<fs::path> files;
@@ -493,29 +409,10 @@ std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
     }
   }
   std::sort(files.begin(), files.end());
+  std::set<std::string> slugs;
+  for (const auto& sch : schemes()) slugs.insert(sch.slug);
   std::vector<ShardRecord> out;
-  for (const auto& f : files) {
-    const nlohmann::json j = read_json_file(f);
-    auto bad = [&](const std::string& what) -> GoldenFileError {
-      return GoldenFileError(f.string() + ": not a shard record of posenc: " + what);
-    };
-    if (!j.is_object() || j.value("schema", "") != "posenc-shard") throw bad("no \"schema\": \"posenc-shard\"");
-    if (!j.contains("shard") || !j["shard"].is_string()) throw bad("\"shard\" must be a string");
-    if (!j.contains("level") || !j["level"].is_number_integer()) throw bad("\"level\" must be an integer");
-    ShardRecord r;
-    r.level = j["level"].get<int>();
-    if (r.level != 1 && r.level != 2) {
-      throw GoldenFileError(f.string() + ": \"level\" is " + std::to_string(r.level) +
-                            ", a catalog level this posenc does not generate (it knows levels 1 and 2)");
-    }
-    try {
-      parse_shard(j["shard"].get<std::string>(), &r.sel.shard_index, &r.sel.shard_count);
-    } catch (const InvalidArgument& e) {
-      throw bad(e.what());
-    }
-    read_record_lists(j, &r, bad);
-    out.push_back(r);
-  }
+  for (const auto& f : files) out.push_back(shard_record_from_json(read_json_file(f), f.string(), slugs));
   return out;
 }
 
@@ -531,10 +428,10 @@ std::vector<ShardGap> shard_gaps(const fs::path& dir) {
   };
   std::vector<ShardGap> gaps;
   for (const auto& [key, r] : batches) {
-    for (int i = 0; i < r.sel.shard_count; ++i) {
+    for (int i = 0; i < r.shard_count; ++i) {
       ShardGap g;
       g.shard = r;
-      g.shard.sel.shard_index = i;
+      g.shard.shard_index = i;
       for (const ShardRecordCase& c : r.cases) {
         if (c.shard == i && !present(c.scheme, c.id)) g.missing.push_back(c.id);
       }

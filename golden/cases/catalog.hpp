@@ -14,6 +14,7 @@
 
 #include "golden/format/manifest.hpp"
 #include "golden/format/output_path.hpp"
+#include "golden/format/shard_record.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/verify/catalog.hpp"
 #include "golden/verify/verify.hpp"
@@ -91,9 +92,8 @@ struct CaseSelection {
   int shard_index = 0, shard_count = 1;
 };
 
-/// The longest --case pattern accepted, and the most shards of a run (--shard i/n, records).
+/// The longest --case pattern accepted.
 inline constexpr std::size_t kMaxCasePatternBytes = 256;
-inline constexpr int kMaxShards = 10000;
 
 /// A --case pattern: an RE2 regular expression (ECMAScript-like syntax without backreferences
 /// or lookaround) searched in each case id, in time linear in the id's length whatever the
@@ -114,8 +114,6 @@ class CaseMatcher {
 };
 std::vector<std::pair<const SchemeEntry*, CaseRow>> select_cases(const CaseSelection& sel);
 
-/// Parses "i/n" (decimal digits only, 0 <= i < n <= kMaxShards); InvalidArgument otherwise.
-void parse_shard(const std::string& text, int* index, int* count);
 
 /// Estimated cost of generating a case, in units of 0.1 ms of one core's CPU time: the measured
 /// table golden/cases/case_costs.inc (written by tools/case_costs.py); a case the table lacks
@@ -132,33 +130,13 @@ std::vector<int> balanced_shards(const std::vector<std::uint64_t>& costs, int sh
 /// What a `generate --no-catalog` run (a shard of a batch) promised before it began, kept in
 /// DIR/.posenc-shards/ (kShardRecordDir) until `posenc catalog` finds every case of the run (all
 /// its shards) in DIR: then the catalog is written and the records removed; else the catalog is
-/// refused (shard_gaps). A record holds literal case ids, never a pattern: every case of the
-/// whole run with the shard that writes it, and the generate options that select the run (an
-/// argv list, shell-quoted when a rerun command is printed). `level` is the catalog level (1:
-/// posenc's own cases; 2: `generate --level 2`); a level the program does not know is refused
-/// when read.
-struct ShardRecordCase {
-  std::string scheme, id;
-  int shard = 0;
-};
-struct ShardRecord {
-  int level = 1;
-  CaseSelection sel;                    // sel.shard_index / sel.shard_count: this record's shard
-  std::vector<std::string> options;     // e.g. {"--scheme", "learned"}; {"--level", "2", ...}
-  std::vector<ShardRecordCase> cases;   // the whole run's cases and their shards
-};
+/// refused (shard_gaps). The record's form: golden/format/shard_record.hpp.
 /// A level-1 run's record: sel's whole selection (every shard) with the shard of each case.
 ShardRecord level1_shard_record(const CaseSelection& sel);
 /// Removes DIR/.posenc-shards and the records in it, through rule's folder handles.
 void shard_records_remove(const std::filesystem::path& dir, const OutputRule& rule);
-/// `s` as one shell word: unchanged when it holds only [A-Za-z0-9_@%+=:,./-], else in single
-/// quotes (a quote inside as '\'').
-std::string shell_quote(const std::string& s);
-inline constexpr const char* kShardRecordDir = ".posenc-shards";
 /// DIR/.posenc-shards/<selection hash>-<i>-of-<n>.json: one file per shard of a selection.
 std::filesystem::path shard_record_path(const std::filesystem::path& dir, const ShardRecord& r);
-/// The record's JSON text ("schema": "posenc-shard"; written through OutputKind::kShardRecord).
-std::string shard_record_text(const ShardRecord& r);
 /// Every record in dir/.posenc-shards (none when the folder is absent), by file name;
 /// GoldenFileError naming a malformed record or one of an unknown level (posenc knows 1 and 2).
 std::vector<ShardRecord> read_shard_records(const std::filesystem::path& dir);
@@ -166,7 +144,7 @@ std::vector<ShardRecord> read_shard_records(const std::filesystem::path& dir);
 /// A shard of a recorded selection some of whose cases are not in the folder (a manifest or
 /// its tensors file missing): it failed or never ran.
 struct ShardGap {
-  ShardRecord shard;                 // sel.shard_index / sel.shard_count: the shard to rerun
+  ShardRecord shard;                 // shard_index / shard_count: the shard to rerun
   std::vector<std::string> missing;  // its case ids without both files, in run order
 };
 /// The gaps of every selection recorded in dir, each shard of it checked (recorded or not: a

@@ -217,6 +217,19 @@ class PlanReader {
   void name_types(const std::vector<LayerKind>& kinds) {
     std::map<std::string, std::set<bool>> ropes;
     for (const LayerKind& k : kinds) ropes[k.name].insert(k.rope);
+    // A per-type rope_parameters block names a layer type the model has: a block for a type no
+    // layer has is a typo or a config of another model, never silently ignored.
+    if (const Json* rp = has("rope_parameters") ? &t_.at("rope_parameters") : nullptr;
+        rp && rp->is_object() && !rp->contains("rope_type") && !rp->contains("type") && layers_ > 0) {
+      for (const auto& [name, block] : rp->items()) {
+        if (!ropes.count(name)) {
+          std::string known;
+          for (const auto& [n, r] : ropes) known += (known.empty() ? "" : ", ") + n;
+          x_.fail("\"rope_parameters\" has a block for layer type \"" + name +
+                  "\", which no layer of this model has (its layer types: " + known + ")");
+        }
+      }
+    }
     std::map<LayerKind, int> index;
     for (const LayerKind& k : kinds) {
       if (!index.count(k)) {

@@ -85,8 +85,8 @@ ConfigCases cases_for_config(const std::filesystem::path& config, const std::vec
   const std::vector<RopeCaseDef> defs =
       level == 2 ? rope_level2_cases(m, dtype, name) : rope_cases_for_config(m, dtype, positions, name);
   for (const RopeCaseDef& d : defs) {
-    std::string desc = d.call + ": " + std::to_string(d.positions.size()) + " positions up to " +
-                       std::to_string(d.positions.back().m);
+    std::string desc = d.call + ": " + std::to_string(rope_case_n_positions(d)) + " positions up to " +
+                       std::to_string(rope_case_last_position(d));
     out.cases.push_back({d.scheme, d.id, desc, [d] { return rope_case_generate(d); }});
     rope_case_estimate(d, &out.cases.back().largest_tensor_bytes, &out.cases.back().file_bytes,
                        &out.cases.back().seconds);

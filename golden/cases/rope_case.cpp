@@ -551,9 +551,19 @@ RopeCaseDef rope_case_for(const RopeModelConfig& m, const std::string& short_id,
   return d;
 }
 
+std::size_t rope_case_n_positions(const RopeCaseDef& d) {
+  return d.positions.size() + (d.sweep_lazy ? d.sweep_end - d.sweep_begin : 0);
+}
+
+std::int64_t rope_case_last_position(const RopeCaseDef& d) {
+  std::int64_t last = d.sweep_lazy ? d.sweep_last : 0;
+  for (const auto& hp : d.positions) last = std::max(last, hp.m);
+  return last;
+}
+
 void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_bytes, std::uint64_t* file_bytes,
                         double* seconds) {
-  const std::uint64_t t = d.positions.size();
+  const std::uint64_t t = rope_case_n_positions(d);
   const std::uint64_t hq = static_cast<std::uint64_t>(d.n_q_heads);
   const std::uint64_t hk = static_cast<std::uint64_t>(d.n_kv_heads);
   const std::uint64_t hd = static_cast<std::uint64_t>(d.model.params.head_dim);
@@ -565,6 +575,10 @@ void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_byte
   const std::uint64_t expected = pairs + 2 * t * pairs + (hq + hk) * t * hd + scores;
   *largest_tensor_bytes = std::max<std::uint64_t>({8 * scores, 8 * (hq + hk) * t * hd, 8 * t * pairs});
   *file_bytes = inputs + per * expected + 65536;  // + the header
+  if (d.tables_only) {  // inv_freq, cos, sin with .cond, .exact and two .extra; q is an input
+    *file_bytes = t * 8 + t * hd * static_cast<std::uint64_t>(dtype_size(d.dtype)) +
+                  (static_cast<std::uint64_t>(dtype_size(d.dtype)) + 4 + 8 + 2 * 4) * (pairs + 2 * t * pairs) + 65536;
+  }
   *seconds = 3.5e-7 * static_cast<double>(scores * hd) + 1e-3 * static_cast<double>(t);
   if (d.tables_only)
     *seconds = 0.03 + 7.5e-7 * static_cast<double>(t * pairs);  // fast oracle and budgets
@@ -586,19 +600,26 @@ RopeCaseDef level2_tables(const RopeModelConfig& m, const std::string& sid, DTyp
   return d;
 }
 
-/// Tables-only chunks of sorted, unique positions: each chunk also holds the last position.
-void level2_chunks(const RopeModelConfig& m, const std::string& sid, DType t, const std::vector<std::int64_t>& pos,
+/// Tables-only chunks of a call's sorted, unique positions (`list`, shared; null: the integers
+/// 0 .. n - 1), each named lazily (RopeCaseDef::sweep_lazy); each also holds the last position.
+void level2_chunks(const RopeModelConfig& m, const std::string& sid, DType t,
+                   const std::shared_ptr<const std::vector<std::int64_t>>& list, std::size_t n,
                    const std::string& call, std::int64_t chunk, std::vector<RopeCaseDef>* out) {
-  const std::int64_t last = pos.back();
-  for (std::size_t b = 0; b < pos.size(); b += static_cast<std::size_t>(chunk)) {
-    const std::size_t e = std::min(pos.size(), b + static_cast<std::size_t>(chunk));
-    std::vector<HardPosition> hp;
-    hp.reserve(e - b + 1);
-    for (std::size_t j = b; j < e; ++j) hp.push_back({pos[j], kSweepWhy});
-    if (pos[e - 1] != last) hp.push_back({last, "the call's last position: seq_len = " + std::to_string(last + 1)});
+  auto at = [&](std::size_t j) { return list ? (*list)[j] : static_cast<std::int64_t>(j); };
+  const std::int64_t last = at(n - 1);
+  const HardPosition last_hp{last, "the call's last position: seq_len = " + std::to_string(last + 1)};
+  for (std::size_t b = 0; b < n; b += static_cast<std::size_t>(chunk)) {
+    const std::size_t e = std::min(n, b + static_cast<std::size_t>(chunk));
     char tag[32];
-    std::snprintf(tag, sizeof tag, "_%09lld", static_cast<long long>(pos[b]));
-    out->push_back(level2_tables(m, sid, t, std::move(hp), call + tag, pos[b], pos[e - 1]));
+    std::snprintf(tag, sizeof tag, "_%09lld", static_cast<long long>(at(b)));
+    // Built with the call's last position (its seq_len and alternatives), then made lazy.
+    RopeCaseDef d = level2_tables(m, sid, t, {last_hp}, call + tag, at(b), at(e - 1));
+    if (at(e - 1) == last) d.positions.clear();
+    d.sweep_lazy = true;
+    d.sweep_list = list;
+    d.sweep_begin = b;
+    d.sweep_end = e;
+    out->push_back(std::move(d));
   }
 }
 
@@ -634,9 +655,7 @@ std::vector<RopeCaseDef> rope_level2_cases(const RopeModelConfig& m, DType t, co
   }
   std::vector<RopeCaseDef> v;
   for (const auto& [call, last] : sweeps) {
-    std::vector<std::int64_t> pos(static_cast<std::size_t>(last + 1));
-    for (std::int64_t x = 0; x <= last; ++x) pos[static_cast<std::size_t>(x)] = x;
-    level2_chunks(m, sid, t, pos, call, plan.chunk, &v);
+    level2_chunks(m, sid, t, nullptr, static_cast<std::size_t>(last + 1), call, plan.chunk, &v);
   }
   // Windows: every position within `window` of each boundary of the rule, 2^k and 2^24.
   std::map<std::int64_t, std::string> centers;
@@ -668,7 +687,8 @@ std::vector<RopeCaseDef> rope_given_level2_cases(const RopeModelConfig& m, DType
                                                  const RopeLevel2Plan& plan) {
   const std::string sid = name.empty() ? sanitize(m.id) : sanitize(name);
   std::vector<RopeCaseDef> v;
-  level2_chunks(m, sid, t, positions, "given", plan.chunk, &v);
+  level2_chunks(m, sid, t, std::make_shared<const std::vector<std::int64_t>>(positions), positions.size(),
+                "given", plan.chunk, &v);
   v.push_back(level2_sampled(m, sid, t, positions, {}, plan.samples, "given_sampled"));
   return v;
 }
@@ -1659,6 +1679,19 @@ void RopeCaseGen::manifest_resolution() {
 }  // namespace
 
 GoldenCase rope_case_generate(const RopeCaseDef& def) {
+  if (def.sweep_lazy) {  // the chunk's positions, as level2_chunks would have listed them
+    RopeCaseDef d = def;
+    d.sweep_lazy = false;
+    d.sweep_list = nullptr;
+    std::vector<HardPosition> hp;
+    hp.reserve(def.sweep_end - def.sweep_begin + def.positions.size());
+    for (std::size_t j = def.sweep_begin; j < def.sweep_end; ++j) {
+      hp.push_back({def.sweep_list ? (*def.sweep_list)[j] : static_cast<std::int64_t>(j), kSweepWhy});
+    }
+    hp.insert(hp.end(), def.positions.begin(), def.positions.end());
+    d.positions = std::move(hp);
+    return rope_case_generate(d);
+  }
   RopeCaseGen c{def};
   c.build_inputs();
   c.run_oracle();

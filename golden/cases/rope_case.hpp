@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,14 @@ struct RopeCaseDef {
   // [sweep_first, sweep_last] as a range ("positions_sweep"), not one by one.
   bool tables_only = false;
   std::int64_t sweep_first = -1, sweep_last = -1;
+  // A sweep chunk names its swept positions without holding them (a long context has millions,
+  // and `list` must not hold them): entries [sweep_begin, sweep_end) of `sweep_list` (sorted,
+  // shared by the chunks of one call), or, when sweep_list is null, the integers in that range.
+  // `positions` then holds only the others (the call's last position); rope_case_generate puts
+  // the chunk's positions first, as they were listed.
+  bool sweep_lazy = false;
+  std::shared_ptr<const std::vector<std::int64_t>> sweep_list;
+  std::size_t sweep_begin = 0, sweep_end = 0;
   bool resolution = true;      // record the per-position resolution (plain cases)
   std::string call;            // what this call is (seq_len, which side of a boundary)
   // The convention the expected values follow: `expected` is model.scaling (seq_len set from
@@ -106,6 +115,9 @@ std::vector<RopeAlternative> rope_default_alternatives(const RopeModelConfig& m,
 /// 1.5x of the measured time. Also the cost by which level-2 shards are balanced.
 void rope_case_estimate(const RopeCaseDef& d, std::uint64_t* largest_tensor_bytes, std::uint64_t* file_bytes,
                         double* seconds);
+/// How many positions the case holds, and the largest (a lazy sweep chunk's included).
+std::size_t rope_case_n_positions(const RopeCaseDef& d);
+std::int64_t rope_case_last_position(const RopeCaseDef& d);
 
 inline constexpr int kRopeDenseLast = 511;  // dense cases hold every position 0..511
 inline constexpr std::size_t kRopeMaxGivenPositions = 2048;  // --positions: scores are T x T

@@ -8,6 +8,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -91,6 +92,36 @@ InputLimits input_limits() {
   return l;
 }
 
+JobLimits job_limits() {
+  JobLimits l;
+  for (auto [name, field] : {std::pair{"POSENC_MAX_OUTPUT_BYTES", &JobLimits::output_bytes},
+                             std::pair{"POSENC_MAX_JOB_SECONDS", &JobLimits::seconds}}) {
+    const char* env = std::getenv(name);
+    if (env == nullptr || *env == '\0') continue;
+    const std::uint64_t n = parse_count(env);
+    if (n == 0) {
+      throw_invalid("job_limits", std::string(name) + " must be a positive count (123, 64M, 16G)",
+                    std::string("'") + env + "'");
+    }
+    l.*field = n;
+  }
+  return l;
+}
+
+void check_job_size(const std::string& what, std::uint64_t bytes, double seconds, const std::string& advice) {
+  const JobLimits l = job_limits();
+  char est[160];
+  std::snprintf(est, sizeof est, "about %.2f GB and %.0f s of one core", static_cast<double>(bytes) / 1e9, seconds);
+  if (bytes > l.output_bytes) {
+    fail(what, std::string("the run would write ") + est + ", over the limit of " + human_bytes(l.output_bytes) +
+                   " (POSENC_MAX_OUTPUT_BYTES raises it); nothing written. " + advice);
+  }
+  if (seconds > static_cast<double>(l.seconds)) {
+    fail(what, std::string("the run would take ") + est + ", over the limit of " + std::to_string(l.seconds) +
+                   " s (POSENC_MAX_JOB_SECONDS raises it); nothing written. " + advice);
+  }
+}
+
 std::string input_limits_help() {
   const InputLimits defaults;
   std::string out = "Input limits (a larger input is refused, exit 2, before memory is allocated "
@@ -109,7 +140,19 @@ std::string input_limits_help() {
     if (now.*v.field != defaults.*v.field) out += " (now " + show(now.*v.field) + ")";
     out += "\n";
   }
-  return out;
+  const JobLimits jd;
+  JobLimits jn;
+  try {
+    jn = job_limits();
+  } catch (const InvalidArgument&) {
+    jn = jd;
+  }
+  out += "Job limits (generate estimates its output and time first and refuses a larger run, exit 2):\n";
+  out += "  POSENC_MAX_OUTPUT_BYTES   " + human_bytes(jd.output_bytes) + "  what one run writes";
+  if (jn.output_bytes != jd.output_bytes) out += " (now " + human_bytes(jn.output_bytes) + ")";
+  out += "\n  POSENC_MAX_JOB_SECONDS    " + std::to_string(jd.seconds) + "  its estimated seconds of one core";
+  if (jn.seconds != jd.seconds) out += " (now " + std::to_string(jn.seconds) + ")";
+  return out + "\n";
 }
 
 void check_limit(const std::string& source, const std::string& what, std::uint64_t size,

@@ -48,6 +48,22 @@ InputLimits input_limits();
 /// Help text listing every limit, its variable, default and the value in force.
 std::string input_limits_help();
 
+/// The largest job a command starts without being told to: its estimated output (bytes, every
+/// file it writes) and time (seconds of one core), each estimated before any work and refused
+/// above the limit (exit 2, with the estimate and the variable that raises it).
+///   POSENC_MAX_OUTPUT_BYTES   4 GiB   what one generate run writes (a byte count, K/M/G/T)
+///   POSENC_MAX_JOB_SECONDS      300   its estimated seconds of one core (a count)
+struct JobLimits {
+  std::uint64_t output_bytes = 4ull << 30;
+  std::uint64_t seconds = 300;
+};
+/// The limits in force (InvalidArgument naming the variable when it is not a positive count).
+JobLimits job_limits();
+/// GoldenFileError "<what>: the run would write about X GB ... over the limit ..." when the
+/// estimate exceeds job_limits(); `advice` says how to make the job smaller.
+void check_job_size(const std::string& what, std::uint64_t bytes, double seconds,
+                    const std::string& advice);
+
 /// Throws GoldenFileError "<source>: <what> of <size> bytes exceeds the limit of <limit> bytes
 /// (<limit in units>; <variable> raises it)" when size > limit.
 void check_limit(const std::string& source, const std::string& what, std::uint64_t size,
