@@ -217,7 +217,7 @@ expect 2 "layout_grid.json: spans\[1\].grid_thw\[1\] = 3: must be a multiple of 
 printf '{"spans": [{"type": "image", "grid_thw": [1, 2, 2]}]}' >layout_first.json
 expect 2 "layout_first.json: spans\[0\].type = \"image\": a visual span must follow a text span" "layout starting with an image" generate --config vl_ok.json --layout layout_first.json --out cfg_out
 printf '{"spans": [{"type": "text", "tokens": 2}, {"type": "image", "grid_thw": [1, 64, 66]}]}' >layout_big.json
-expect 2 "layout_big.json: the layout has more than 1024 tokens with spans\[0..1\]" "layout over 1024 tokens" generate --config vl_ok.json --layout layout_big.json --out cfg_out
+expect 2 "layout_big.json: the layout has more than 512 tokens with spans\[0..1\]" "layout over 512 tokens" generate --config vl_ok.json --layout layout_big.json --out cfg_out
 expect 2 "a vision-language config takes --layout, not --positions" "--positions with a VL config" generate --config vl_ok.json --positions 0-3 --out cfg_out
 expect 2 "--layout needs a vision-language config" "--layout with a text-only config" generate --config mt.json --layout layout_grid.json --out cfg_out
 vl vl_glm_sum.json glm4v "[8, 12, 12]" ', "partial_rotary_factor": 0.5' '{}'
@@ -324,6 +324,106 @@ expect 2 "batch: incomplete, no catalog.json written: 1 shard\(s\) of a sharded 
 [ -e batch/catalog.json ] && { echo "FAIL: a refused merge wrote batch/catalog.json"; failures=$((failures + 1)); }
 mkdir -p records/.posenc-shards && printf '{"schema": "posenc-shard", "level": 1, "scheme": "", "case": "", "shard": "4/2"}' >records/.posenc-shards/a-4-of-2.json
 expect 2 "records/.posenc-shards/a-4-of-2.json: not a shard record of posenc: parse_shard: shard i/n needs 0 <= i < n \(got 4/2\)" "catalog --data with a malformed shard record" catalog --data records
+
+
+# ---- round two: files posenc did not write, patterns and counts, sizes, VL keys -------------
+# exists FILE...: each file is still there.
+exists() {
+  local f
+  for f in "$@"; do
+    if ! [ -e "$f" ] && ! [ -L "$f" ]; then
+      echo "FAIL: $f was removed (posenc did not write it)"
+      failures=$((failures + 1))
+    fi
+  done
+}
+"$POSENC" generate --scheme learned --out mine 2>/dev/null
+printf 'notes\n' >mine/learned/notes.json && printf 'text\n' >mine/learned/x.safetensors
+expect 0 "kept 2 file\(s\) in the scheme folders that this run neither wrote nor may remove" "generate into a folder holding files posenc did not write (kept, named)" generate --scheme learned --out mine
+exists mine/learned/notes.json mine/learned/x.safetensors
+"$POSENC" generate --scheme plan --out mine 2>/dev/null
+mkdir -p mine/plan/sub && printf 'mine\n' >mine/plan/mine.json
+sed 's/"model_type"/"_name_or_path": "my-gemma", "model_type"/' "$SRC/golden/presets/gemma-2-9b.json" >mygemma.json
+"$POSENC" generate --config mygemma.json --out mine 2>/dev/null
+mine_cases=$(ls mine/plan/plan_my_gemma* 2>/dev/null | wc -l)
+expect 0 "plan_my_gemma.*\(a case of .posenc generate --config.\)" "generate --scheme plan after generate --config into the same folder (the config's cases kept)" generate --scheme plan --out mine
+exists mine/plan/mine.json mine/plan/sub mine/plan.json
+if [ "$mine_cases" -lt 2 ] || [ "$(ls mine/plan/plan_my_gemma* | wc -l)" != "$mine_cases" ]; then
+  echo "FAIL: generate --scheme plan removed cases of generate --config ($mine_cases before)"
+  failures=$((failures + 1))
+fi
+mkdir -p victim linked && printf '{}' >victim/a.json && printf 'v' >victim/b.safetensors && ln -s ../victim linked/learned
+expect 2 "linked/learned: is a symbolic link \(to ../victim\); posenc never writes into or cleans a folder through a link" "generate into a folder whose scheme folder is a symbolic link" generate --scheme learned --out linked
+exists victim/a.json victim/b.safetensors
+if [ "$(ls victim | wc -l)" != 2 ]; then
+  echo "FAIL: generate wrote through linked/learned into victim: $(ls victim)"
+  failures=$((failures + 1))
+fi
+nested=$(printf '%.0s(' $(seq 1 30000))
+expect 2 "--case \(+\.\.\.: the pattern has 30000 characters, more than the 256 a --case pattern may have" "list --case with 30000 nested parentheses" list --case "$nested"
+expect 0 "^0 cases" "list --case '(.*)*x\$' (linear time, no backtracking)" list --case '(.*)*x$'
+expect 2 "parse_shard: shard i/n needs n <= 10000" "--shard 0/1000000000" list --shard 0/1000000000
+expect 2 "parse_shard: shard must look like i/n with decimal integers" "--shard ' 1/2'" list --shard " 1/2"
+expect 2 "--report: must not be empty" "--report ''" verify "$MAN" --actual good.safetensors --report ""
+long=$(printf 'r%.0s' $(seq 1 245)).html
+expect 0 "verify: 1 checked: 1 passed" "--report with a 250-byte name" verify "$MAN" --actual good.safetensors --report "$long"
+mkdir -p rec2/.posenc-shards
+printf '{"schema": "posenc-shard", "level": 1, "shard": "0/1000000000", "options": [], "cases": []}' >rec2/.posenc-shards/a-0-of-1000000000.json
+expect 2 "not a shard record of posenc: parse_shard: shard i/n needs n <= 10000" "a shard record with 10^9 shards" catalog --data rec2
+printf '{"schema": "posenc-shard", "level": 1, "shard": "0/2", "options": [], "cases": [["learned", "%s", 1]]}' "$nested" >rec2/.posenc-shards/a-0-of-1000000000.json
+expect 2 "not a shard record of posenc: case id \"\(+\" is not a plain case id" "a shard record naming a case by 30000 parentheses" catalog --data rec2
+printf '{"schema": "posenc-shard", "level": 1, "shard": "0/2", "options": ["--case", "'"'"'; touch pwned #"], "cases": [["learned", "learned_missing", 1]]}' >rec2/.posenc-shards/a-0-of-1000000000.json
+expect 2 "posenc generate --case ''\\\\''; touch pwned #' --shard 1/2 --no-catalog --out rec2" "a shard record's options printed shell-quoted in the rerun command" catalog --data rec2
+[ -e pwned ] && { echo "FAIL: a rerun command ran"; failures=$((failures + 1)); }
+llama=$SRC/golden/presets/llama-2-7b.json
+expect 2 "generate --config: the run would write about [0-9.]+ GB .* over the limit of 4 GiB \(POSENC_MAX_OUTPUT_BYTES raises it\); nothing written" "--positions 0-4194303, the documented maximum (refused with the estimate)" generate --config "$llama" --positions 0-4194303 --out huge_out
+expect 2 "the run would take .* over the limit of 300 s \(POSENC_MAX_JOB_SECONDS raises it\); nothing written" "--positions 0-2047, the most of one full case (refused with the estimate)" generate --config "$llama" --positions 0-2047 --out huge_out
+sed 's/"max_position_embeddings": [0-9]*/"max_position_embeddings": 268435456/' "$SRC/golden/presets/llama-3.1-8b.json" >ctx28.json
+expect 2 "generate --level 2: the run would write about [0-9.]+ GB .* over the limit of 4 GiB" "generate --level 2 of a 2^28 context (refused with the estimate)" generate --level 2 --config ctx28.json --out huge_out
+[ -e huge_out ] && { echo "FAIL: a refused job wrote huge_out"; failures=$((failures + 1)); }
+layout_tokens() {  # a Qwen2-VL layout: text, one 16 x 32 image (128 tokens after the 2 x 2 merge), text
+  printf '{"spans": [{"type": "text", "tokens": %d}, {"type": "image", "grid_thw": [1, 16, 32]}, {"type": "text", "tokens": 8}]}' "$1" >"$2"
+}
+layout_tokens 377 vl513.json
+expect 2 "vl513.json: the layout has more than 512 tokens" "--layout of 513 tokens" generate --config "$SRC/golden/presets/qwen2-vl-7b-instruct.json" --layout vl513.json --out vl_out
+sed 's/"vision_start_token_id": [0-9]*/"vision_start_token_id": 151655/' "$SRC/golden/presets/qwen2-vl-7b-instruct.json" >vl_ids.json
+expect 2 "vl_ids.json: image_token_id = 151655 equals vision_start_token_id: the token ids that mark visual spans must differ" "image_token_id equal to vision_start_token_id (VL config)" generate --config vl_ids.json --out vl_out
+sed 's/"video_token_id": [0-9]*/"video_token_id": 151655/' "$SRC/golden/presets/qwen2-vl-7b-instruct.json" >vl_ids2.json
+expect 2 "vl_ids2.json: image_token_id = 151655 equals video_token_id" "video_token_id equal to image_token_id (VL config)" generate --config vl_ids2.json --out vl_out
+sed 's/"vision_config": {/"vision_config": [1], "x_vision_config": {/' "$SRC/golden/presets/qwen2-vl-7b-instruct.json" >vl_shape.json
+expect 2 "vl_shape.json: vision_config = \[1\]: must be an object" "vision_config: [1] (VL config)" generate --config vl_shape.json --out vl_out
+printf '{"model_type": "gemma3_text", "num_attention_heads": 4, "head_dim": 64, "num_hidden_layers": 6, "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 512, "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}, "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}, "chunked_attention": {"rope_type": "default", "rope_theta": 500000.0}}}' >rp_absent.json
+expect 2 "rp_absent.json: \"rope_parameters\" has a block for layer type \"chunked_attention\", which no layer of this model has" "rope_parameters block for a layer type the model lacks (config)" generate --config rp_absent.json --out vl_out
+[ -e vl_out ] && { echo "FAIL: a refused config wrote vl_out"; failures=$((failures + 1)); }
+
+# ---- the documented maxima, run under a memory cap (ulimit -v, KiB) and a time limit --------
+# bounded KIB SECONDS CODE REGEX ROW ARGS...: as expect, under ulimit -v KIB and timeout SECONDS.
+bounded() {
+  local kib=$1 secs=$2 code=$3 regex=$4 row=$5 out rc t0 t1
+  shift 5
+  if [ -n "${POSENC_SANITIZED:-}" ]; then  # ASan reserves terabytes of address space
+    echo "skip: $row: not under a sanitizer (ulimit -v)"
+    return
+  fi
+  rows=$((rows + 1))
+  t0=$(date +%s.%N)
+  out=$( (ulimit -v "$kib" && timeout "$secs" "$POSENC" "$@") 2>&1)
+  rc=$?
+  t1=$(date +%s.%N)
+  if [ "$rc" != "$code" ] || ! grep -Eq -- "$regex" <<<"$out"; then
+    echo "FAIL: $row: exit $rc (expected $code) under ulimit -v $kib and timeout $secs: posenc $*"
+    printf '%s\n' "$out" | tail -5
+    failures=$((failures + 1))
+  else
+    printf 'ok: %s -> exit %s in %.1f s under %d MiB: %s\n' "$row" "$rc" "$(echo "$t1 - $t0" | bc)" \
+      $((kib / 1024)) "$(grep -E -m1 -- "$regex" <<<"$out")"
+  fi
+}
+bounded 2097152 30 0 "^32770 level-2 cases \(estimated" "list --level 2 of a 2^28 context (max_position_embeddings at its maximum)" list --level 2 --config ctx28.json
+bounded 2097152 30 0 "level-2 cases \(shard 9999/10000" "list --level 2 --shard 9999/10000 (the most shards)" list --level 2 --config ctx28.json --shard 9999/10000
+bounded 2097152 30 0 "cases \(shard 0/10000" "list --shard 0/10000 (the most shards)" list --shard 0/10000
+layout_tokens 376 vl512.json
+bounded 2097152 120 0 "generated 1 cases" "--layout of 512 tokens, the most of a VL case" generate --config "$SRC/golden/presets/qwen2-vl-7b-instruct.json" --layout vl512.json --out vl512_out
 
 echo "bad input: $rows rows, $failures failed"
 [ "$failures" -eq 0 ]

@@ -59,19 +59,20 @@ struct RecordReader {
 void parse_shard(const std::string& text, int* index, int* count) {
   const auto slash = text.find('/');
   auto digits = [](const std::string& t) {
-    return !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
+    return !t.empty() && t.size() <= 18 && t.find_first_not_of("0123456789") == std::string::npos;
   };
   if (slash == std::string::npos || !digits(text.substr(0, slash)) || !digits(text.substr(slash + 1))) {
     throw_invalid("parse_shard",
                   "shard must look like i/n with decimal integers (no spaces, signs or other characters)", text);
   }
-  *index = std::stoi(text.substr(0, slash));
-  *count = std::stoi(text.substr(slash + 1));
-  if (*count < 1 || *index >= *count) throw_invalid("parse_shard", "shard i/n needs 0 <= i < n", text);
-  if (*count > kMaxShards) {
+  const long long i = std::stoll(text.substr(0, slash)), n = std::stoll(text.substr(slash + 1));
+  if (n < 1 || i >= n) throw_invalid("parse_shard", "shard i/n needs 0 <= i < n", text);
+  if (n > kMaxShards) {
     throw_invalid("parse_shard", "shard i/n needs n <= " + std::to_string(kMaxShards) + " (the most shards of a run)",
                   text);
   }
+  *index = static_cast<int>(i);
+  *count = static_cast<int>(n);
 }
 
 std::string shard_record_text(const ShardRecord& r) {
