@@ -923,6 +923,25 @@ void check_token_ids_distinct(const std::string& src, bool glm, const MropeModel
   }
 }
 
+/// vision_config (an object when present): the merge size, and Qwen2.5-VL's tokens_per_second.
+void read_vision_config(const Json& j, const std::string& src, MropeModel& m) {
+  const Json empty = Json::object();
+  if (j.contains("vision_config") && !j.at("vision_config").is_object() && !j.at("vision_config").is_null()) {
+    throw GoldenFileError(src + ": vision_config = " + j.at("vision_config").dump().substr(0, 80) +
+                          ": must be an object");
+  }
+  const Json& vj = j.contains("vision_config") && j.at("vision_config").is_object()
+                       ? j.at("vision_config")
+                       : empty;
+  const KeyReader vision{src, vj, "vision_config."};
+  m.index.spatial_merge_size =
+      static_cast<int>(vision.integer("spatial_merge_size", 1, 64, 2, &m.notes));
+  if (m.model_type == "qwen2_5_vl") {
+    m.index.temporal = MropeTemporal::kScaledFloat32;
+    m.index.tokens_per_second = vision.number("tokens_per_second", 0.0, 1e6, 4.0, &m.notes);
+  }
+}
+
 MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
   if (!j.is_object()) throw GoldenFileError(src + ": the config must be a JSON object");
   MropeModel m;
@@ -1056,21 +1075,7 @@ MropeModel mrope_model_from_json(const Json& j, const std::string& src) {
                                      : text.number("rope_theta", 1.0, 1e12, 10000.0, &m.notes);
   m.n_heads = heads;
   m.n_kv_heads = kv;
-  const Json empty = Json::object();
-  if (j.contains("vision_config") && !j.at("vision_config").is_object() && !j.at("vision_config").is_null()) {
-    throw GoldenFileError(src + ": vision_config = " + j.at("vision_config").dump().substr(0, 80) +
-                          ": must be an object");
-  }
-  const Json& vj = j.contains("vision_config") && j.at("vision_config").is_object()
-                       ? j.at("vision_config")
-                       : empty;
-  const KeyReader vision{src, vj, "vision_config."};
-  m.index.spatial_merge_size =
-      static_cast<int>(vision.integer("spatial_merge_size", 1, 64, 2, &m.notes));
-  if (m.model_type == "qwen2_5_vl") {
-    m.index.temporal = MropeTemporal::kScaledFloat32;
-    m.index.tokens_per_second = vision.number("tokens_per_second", 0.0, 1e6, 4.0, &m.notes);
-  }
+  read_vision_config(j, src, m);
   read_token_ids(j.contains("image_token_id") || !has_text ? top : text, glm, m);
   check_token_ids_distinct(src, glm, m);
   return m;

@@ -1180,7 +1180,7 @@ TEST(MropeConfig, BadValuesNameTheKey) {
                "spans[1].grid_thw[1] = 3: must be a multiple of vision_config.spatial_merge_size 2");
   expect_error(ok, R"({"spans": [{"type": "image", "grid_thw": [1, 2, 2]}]})",
                "spans[0].type = \"image\": a visual span must follow a text span");
-  expect_error(ok, R"({"spans": [{"type": "text", "tokens": 0}]})", "spans[0].tokens = 0: must be an integer in [1, 1024]");
+  expect_error(ok, R"({"spans": [{"type": "text", "tokens": 0}]})", "spans[0].tokens = 0: must be an integer in [1, 512]");
   expect_error(ok, R"({"spans": [{"type": "text", "tokens": 2}], "decode": 65})", "decode = 65: must be an integer in [0, 64]");
   expect_error(ok, R"({"spans": [{"type": "audio"}]})", "spans[0].type = \"audio\": must be \"text\", \"image\" or \"video\"");
   const std::string glm = R"({"model_type": "glm4v", "hidden_size": 256, "num_attention_heads": 4,

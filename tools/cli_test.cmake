@@ -237,12 +237,12 @@ if(NOT same EQUAL 0 OR EXISTS "${WORK}/learned_sharded/.posenc-shards")
   message(SEND_ERROR "3 learned shards + merge differ from one generate (or left their records)")
 endif()
 # A shard record that is not one (or of an unknown level) is refused, naming the file.
-file(WRITE "${WORK}/bad_record/.posenc-shards/x-0-of-2.json" "{\"schema\": \"posenc-shard\", \"level\": 3, \"scheme\": \"\", \"case\": \"\", \"shard\": \"0/2\"}")
+file(WRITE "${WORK}/bad_record/.posenc-shards/x-0-of-2.json" "{\"schema\": \"posenc-shard\", \"level\": 3, \"shard\": \"0/2\", \"options\": [], \"cases\": []}")
 expect(2 "x-0-of-2.json: \"level\" is 3" catalog --data "${WORK}/bad_record")
-# A level-2 record without its case list, or with a case of a shard out of range.
-file(WRITE "${WORK}/bad_record2/.posenc-shards/x-0-of-2.json" "{\"schema\": \"posenc-shard\", \"level\": 2, \"scheme\": \"\", \"case\": \"\", \"shard\": \"0/2\", \"options\": \" --level 2\"}")
+# A record without its case list, or with a case of a shard out of range.
+file(WRITE "${WORK}/bad_record2/.posenc-shards/x-0-of-2.json" "{\"schema\": \"posenc-shard\", \"level\": 2, \"shard\": \"0/2\", \"options\": [\"--level\", \"2\"]}")
 expect(2 "x-0-of-2.json: not a shard record of posenc: \"cases\" must be an array" catalog --data "${WORK}/bad_record2")
-file(WRITE "${WORK}/bad_record3/.posenc-shards/x-0-of-2.json" "{\"schema\": \"posenc-shard\", \"level\": 2, \"scheme\": \"\", \"case\": \"\", \"shard\": \"0/2\", \"options\": \"\", \"cases\": [[\"rope\", \"a\", 2]]}")
+file(WRITE "${WORK}/bad_record3/.posenc-shards/x-0-of-2.json" "{\"schema\": \"posenc-shard\", \"level\": 2, \"shard\": \"0/2\", \"options\": [], \"cases\": [[\"rope\", \"a\", 2]]}")
 expect(2 "x-0-of-2.json: not a shard record of posenc: each of \"cases\" must be \\[scheme, id, shard\\] with 0 <= shard < 2" catalog --data "${WORK}/bad_record3")
 # A corrupted golden file is refused by check and by verify of the catalog (exit 2).
 file(COPY "${WORK}/gen/" DESTINATION "${WORK}/corrupt")
@@ -418,7 +418,7 @@ endforeach()
 foreach(i 0 2)
   file(COPY "${WORK}/l2_shard_3_${i}/" DESTINATION "${WORK}/l2_partial")
 endforeach()
-expect(2 "incomplete, no catalog.json written.*shard 1/3 of `generate --level 2 --config '[^']*codellama-7b-hf.json'`.*posenc generate --level 2 --config '[^']*codellama-7b-hf.json' --shard 1/3 --no-catalog"
+expect(2 "incomplete, no catalog.json written.*shard 1/3 of `generate --level 2 --config [^ ]*codellama-7b-hf.json`.*posenc generate --level 2 --config [^ ]*codellama-7b-hf.json --shard 1/3 --no-catalog"
        catalog --data "${WORK}/l2_partial")
 if(EXISTS "${WORK}/l2_partial/catalog.json")
   message(SEND_ERROR "a refused level-2 merge wrote ${WORK}/l2_partial/catalog.json")

@@ -487,10 +487,17 @@ int cmd_show(const std::string& which, const fs::path& data, const std::string& 
   return kExitPass;
 }
 
-void write_catalog(const fs::path& out, const OutputRule& rule, const std::string& origin = "",
-                   const std::set<std::string>& run = {}) {
-  const std::size_t n = catalog_write_from_files(out, rule, origin, run);
+void write_catalog(const fs::path& out, const OutputRule& rule,
+                   const std::map<std::string, std::string>& origins) {
+  const std::size_t n = catalog_write_from_files(out, rule, origins);
   std::fprintf(stderr, "catalog: %zu cases in %s\n", n, (out / "catalog.json").c_str());
+}
+
+void write_catalog(const fs::path& out, const OutputRule& rule, const std::string& origin,
+                   const std::set<std::string>& run) {
+  std::map<std::string, std::string> origins;
+  for (const auto& id : run) origins[id] = origin;
+  write_catalog(out, rule, origins);
 }
 
 int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog, bool force) {
@@ -548,7 +555,7 @@ int cmd_generate(const CaseSelection& sel, const fs::path& out, bool no_catalog,
       for (const auto& k : sw.kept) std::fprintf(stderr, "  %s\n", (out / k).c_str());
     }
   }
-  if (!no_catalog) write_catalog(out, rule);
+  if (!no_catalog) write_catalog(out, rule, std::map<std::string, std::string>{});
   return kExitPass;
 }
 
@@ -1338,7 +1345,7 @@ int run_catalog(const tools::CatalogArgs& a) {
   // records go once the catalog is written.
   const std::vector<ShardGap> gaps = shard_gaps(data);
   if (!gaps.empty()) throw UsageError(incomplete_batch_message(data, gaps));
-  write_catalog(data, rule);
+  write_catalog(data, rule, shard_record_origins(data));
   shard_records_remove(data, rule);
   return kExitPass;
 }

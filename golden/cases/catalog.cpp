@@ -175,7 +175,7 @@ std::map<std::string, CatalogEntry> previous_catalog(const fs::path& out) {
 }  // namespace
 
 std::size_t catalog_write_from_files(const fs::path& out, const OutputRule& rule,
-                                     const std::string& origin, const std::set<std::string>& run) {
+                                     const std::map<std::string, std::string>& origins) {
   rule.check_dir(out);
   const std::map<std::string, CatalogEntry> before = previous_catalog(out);
   std::vector<CatalogEntry> entries;
@@ -206,8 +206,8 @@ std::size_t catalog_write_from_files(const fs::path& out, const OutputRule& rule
   for (const auto& [scheme, id] : others) {
     auto e = found_entry(folder_of(scheme), scheme, id);
     if (!e) continue;
-    if (run.count(id)) {
-      e->origin = origin.empty() ? "found" : origin;
+    if (auto o = origins.find(id); o != origins.end() && !o->second.empty()) {
+      e->origin = o->second;
     } else if (auto b = before.find(e->manifest); b != before.end() && !b->second.origin.empty()) {
       e->origin = b->second.origin;
     } else {
@@ -414,6 +414,15 @@ std::vector<ShardRecord> read_shard_records(const fs::path& dir) {
   std::vector<ShardRecord> out;
   for (const auto& f : files) out.push_back(shard_record_from_json(read_json_file(f), f.string(), slugs));
   return out;
+}
+
+std::map<std::string, std::string> shard_record_origins(const fs::path& dir) {
+  std::map<std::string, std::string> o;
+  for (const ShardRecord& r : read_shard_records(dir)) {
+    if (r.level != 2) continue;
+    for (const ShardRecordCase& c : r.cases) o[c.id] = "generate --level 2";
+  }
+  return o;
 }
 
 std::vector<ShardGap> shard_gaps(const fs::path& dir) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -61,13 +62,15 @@ GoldenCase generate_case(const SchemeEntry& scheme, const std::string& id);
 
 /// catalog.json of out, from the case files in it: posenc's own cases (registry order) that
 /// are there, then every other golden manifest of a scheme folder that has its tensors file
-/// (by path). Each other case carries its origin (CatalogEntry::origin): `origin` for the ids
-/// of `run`, else what out's previous catalog said, else "found". Scheme folders are read
-/// through rule.folder (never through a link); the catalog is written through `rule`. Returns
-/// the number of cases listed.
+/// (by path). Each other case carries its origin (CatalogEntry::origin): origins[id] when
+/// given (the run that wrote it: "generate --config", "generate --level 2"), else what out's
+/// previous catalog said, else "found". Scheme folders are read through rule.folder (never
+/// through a link); the catalog is written through `rule`. Returns the number of cases listed.
 std::size_t catalog_write_from_files(const std::filesystem::path& out, const OutputRule& rule,
-                                     const std::string& origin = "",
-                                     const std::set<std::string>& run = {});
+                                     const std::map<std::string, std::string>& origins = {});
+/// The origin of each case a level-2 shard record of dir lists ("generate --level 2"), for the
+/// catalog a merge writes.
+std::map<std::string, std::string> shard_record_origins(const std::filesystem::path& dir);
 
 /// What a whole-scheme `generate` removes and keeps in its output folder.
 struct StaleSweep {
