@@ -521,7 +521,7 @@ void write_catalog_from_files(const fs::path& out, const OutputRule& rule) {
   }
   std::sort(others.begin(), others.end());
   for (const auto& [scheme, id] : others) add(scheme, id);
-  rule.write_text(out / "catalog.json", OutputKind::kCatalog, catalog_text(entries));
+  rule.write_text(out / "catalog.json", OutputKind::kCatalog, catalog_text_with_plans(catalog_text(entries), out));
   std::fprintf(stderr, "catalog: %zu cases in %s\n", entries.size(), (out / "catalog.json").c_str());
 }
 
@@ -684,9 +684,13 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
                  c.id.c_str(), c.description.c_str(), seconds_since(t1));
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cc.cases.size(), bytes, seconds_since(t0));
+  if (!cc.plan.is_null()) {  // after the cases (it holds their hashes), before the catalog (it holds its hash)
+    nlohmann::json plan = cc.plan;
+    plan_manifest_add_hashes(plan, out);
+    rule.write_text(out / "plan.json", OutputKind::kPlanManifest, plan.dump(1) + "\n");
+  }
   write_catalog_from_files(out, rule);
-  if (!cc.plan.is_null()) {  // after the cases: a plan.json always names cases that exist
-    rule.write_text(out / "plan.json", OutputKind::kPlanManifest, cc.plan.dump(1) + "\n");
+  if (!cc.plan.is_null()) {
     std::fprintf(stderr, "plan: %s (%zu layers, one case per layer type)\n", (out / "plan.json").c_str(),
                  cc.plan.at("layers").size());
     std::fprintf(stderr, "next: run your engine on each layer type's case, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
