@@ -302,6 +302,11 @@ const std::vector<PlanCaseDef>& case_table() {
                         "sinks-dropped",
                         "GPT-OSS's learned sink logits left out of the softmax denominator"));
     c.push_back(control(
+        find("plan_gemma_3_4b_it_full_attention_f32"), "other_layer_type", "other-layer-type",
+        "Gemma 3's global layers computed as its sliding layers (base 1e4 unscaled, window "
+        "1024): what an engine whose layer pattern is off by one computes on layers 5, 11, 17, "
+        "23 and 29"));
+    c.push_back(control(
         find("plan_llama_4_scout_17b_16e_instruct_chunked_attention_f32"), "qk_norm_missing",
         "qk-norm-missing",
         "Llama 4's L2 norm of q and k after RoPE (Llama4TextL2Norm, eps rms_norm_eps 1e-5) left "

@@ -1032,7 +1032,7 @@ PlanLayerType plan_type_from_json(const Json& j, const std::string& source) {
 std::vector<std::string> plan_case_mistakes() {
   return {"global-rope-on-sliding", "rope-on-nope",  "temperature-p",
           "temperature-p-plus-1",   "yarn-truncate", "sinks-dropped",
-          "qk-norm-missing"};
+          "qk-norm-missing",        "other-layer-type"};
 }
 
 std::string plan_case_mistake_words(const std::string& mistake) {
@@ -1044,7 +1044,12 @@ std::string plan_case_mistake_words(const std::string& mistake) {
   if (mistake == "temperature-p-plus-1")
     return "query temperature with floor((p + 1) / L0) instead of floor(p / L0) (Mistral)";
   if (mistake == "yarn-truncate")
-    return "YaRN correction range truncated (floor / ceil) where the model has truncate = false";
+    return "YaRN's truncate flipped: the correction range floored and ceiled where the model has "
+           "truncate = false, or left fractional where it has true";
+  if (mistake == "other-layer-type")
+    return "the layer computed as the plan's other layer type (rotation, mask, temperature, "
+           "sinks, q/k norm and scale of the other type: a layer pattern off by one, or the "
+           "wrong type's layer picked)";
   if (mistake == "sinks-dropped") return "the learned sink logits left out of the softmax";
   if (mistake == "qk-norm-missing")
     return "the q/k normalization left out (Llama 4's L2 norm after RoPE, Gemma 3's q_norm / "
@@ -1112,11 +1117,27 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
     x.temperature.rule = from == QueryTemperatureRule::kLlama4 ? QueryTemperatureRule::kMistral
                                                                : QueryTemperatureRule::kLlama4;
   } else if (mistake == "yarn-truncate") {
-    if (t.rope != PlanRope::kRope || t.scaling.type != RopeScalingType::kYarn ||
-        t.scaling.truncate) {
-      throw_invalid(fn, "yarn-truncate needs a YaRN type with truncate = false", t.name);
+    if (t.rope != PlanRope::kRope || t.scaling.type != RopeScalingType::kYarn)
+      throw_invalid(fn, "yarn-truncate needs a YaRN type", t.name);
+    x.scaling.truncate = !t.scaling.truncate;
+  } else if (mistake == "other-layer-type") {
+    const PlanLayerType* o = nullptr;
+    for (const auto& y : plan) {
+      if (y.name == t.name || y.params.head_dim != t.params.head_dim) continue;
+      Json a = plan_type_to_json(y), b = plan_type_to_json(t);
+      a.erase("name");
+      b.erase("name");
+      if (a == b) continue;
+      o = &y;
+      break;
     }
-    x.scaling.truncate = true;
+    if (o == nullptr || plan.size() != 2) {
+      throw_invalid(fn,
+                    "other-layer-type needs a plan of two layer types of the same head_dim that "
+                    "compute differently",
+                    t.name);
+    }
+    x = *o;
   } else if (mistake == "sinks-dropped") {
     if (!t.sinks) throw_invalid(fn, "sinks-dropped needs a type with sinks", t.name);
     x.sinks = false;
@@ -1127,7 +1148,8 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
   } else if (!mistake.empty()) {
     throw_invalid(fn,
                   "unknown mistake (known: global-rope-on-sliding, rope-on-nope, temperature-p, "
-                  "temperature-p-plus-1, yarn-truncate, sinks-dropped, qk-norm-missing)",
+                  "temperature-p-plus-1, yarn-truncate, sinks-dropped, qk-norm-missing, "
+                  "other-layer-type)",
                   mistake);
   }
   return x;

@@ -269,6 +269,7 @@ class PlanReader {
   /// scheme, params.type and params.plan); then the case files' and the plan's hashes.
   void check_cases() {
     for (int l = 0; l < p_.n_layers; ++l) check_layer(l);
+    for (std::size_t t = 0; t < p_.types.size(); ++t) check_type_block(t);
     for (std::size_t t = 0; t < p_.types.size(); ++t) {
       const auto& ty = p_.types[t];
       const std::string key = "types[" + std::to_string(t) + "]";
@@ -299,18 +300,18 @@ class PlanReader {
       bad(key + ".case", "the case file " + case_src + " is not the plan case " + ty.case_id);
     const Json& params = m.at("params");
     const Json& pt = params.at("type");
-    if (pt != ty.type) {
-      for (const auto& [k, v] : pt.items()) {
-        if (!ty.type.contains(k) || ty.type.at(k) != v) {
-          bad(key + ".type." + k, shown(ty.type.value(k, Json())) + " but case " + ty.case_id +
-                                      " has " + shown(v) + " (params.type." + k + ")");
-        }
-      }
-      bad(key + ".type", "differs from case " + ty.case_id + "'s params.type");
-    }
-    if (pt.value("name", Json()) != Json(ty.name))
-      bad(key + ".name", ty.name + " but case " + ty.case_id + " is of type " + shown(pt.value("name", Json())));
-    const Json& pp = params.at("plan");
+    case_types_.push_back(pt);
+    case_plans_.push_back(params.at("plan"));
+    case_layers_.push_back(plan_layer_json(plan_type_from_json(pt, case_src + " params")));
+  }
+
+  /// A type's block (types[t].type) is its case's params.type, name included, and its layers
+  /// the case's params.plan.
+  void check_type_block(std::size_t t) {
+    const PlanManifest::Type& ty = p_.types[t];
+    const Json& pt = case_types_[t];
+    const Json& pp = case_plans_[t];
+    const std::string key = "types[" + std::to_string(t) + "]";
     if (pp.value("model", Json()) != Json(p_.model) ||
         pp.value("n_layers", Json()) != Json(p_.n_layers) ||
         pp.value("layers", Json()) != Json(ty.layers)) {
@@ -319,7 +320,17 @@ class PlanReader {
                                shown(pp.value("layers", Json())) + " of " +
                                shown(pp.value("model", Json())));
     }
-    case_layers_.push_back(plan_layer_json(plan_type_from_json(pt, case_src + " params")));
+    if (pt == ty.type && pt.value("name", Json()) == Json(ty.name)) return;
+    const std::string layers = " (layers " + plan_layer_ranges(ty.layers) + ")";
+    for (const auto& [k, v] : pt.items()) {
+      if (!ty.type.contains(k) || ty.type.at(k) != v) {
+        bad(key + ".type." + k + layers, shown(ty.type.value(k, Json())) + " but case " +
+                                             ty.case_id + " has " + shown(v) +
+                                             " (params.type." + k + ")");
+      }
+    }
+    bad(key + ".type" + layers, "differs from case " + ty.case_id + "'s params.type (type " +
+                                    ty.name + " against " + shown(pt.value("name", Json())) + ")");
   }
 
   void check_layer(int l) {
@@ -364,7 +375,7 @@ class PlanReader {
   PlanManifest p_;
   std::vector<int> owner_;
   std::vector<std::pair<std::string, std::string>> hashes_;
-  std::vector<Json> case_layers_;
+  std::vector<Json> case_layers_, case_types_, case_plans_;
 };
 
 }  // namespace
