@@ -40,6 +40,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ struct PlanCaseDef {
   std::vector<double> q_norm_weight, k_norm_weight;  // [head_dim] for a weighted norm on
                                                      // projections (exact in float32)
   nlohmann::json preset;                // {name, hf_model, source, config}: the model's config
+  /// q, k, v as given (a case read back, plan_case_def_of) instead of drawn from the seed.
+  std::vector<double> q, k, v;
+  bool cross_check = true;              // false: the mp50 oracle alone (a diagnose hypothesis)
   DType dtype = DType::kF32;
   std::uint64_t seed = 0;
   std::string result = "valid", convention, reason, mistake;
@@ -95,6 +99,21 @@ PlanLayerType plan_type_from_json(const nlohmann::json& j, const std::string& so
 /// manifest. InvalidArgument for a type this case does not model (MLA).
 GoldenCase plan_case_generate(const PlanCaseDef& d);
 
+/// A plan case read back into its definition (inputs as the case holds them; GoldenFileError
+/// naming the key for a manifest that is not a plan case's).
+PlanCaseDef plan_case_def_of(const CaseSpec& spec, const TensorMap& golden);
+
+/// The case's stages and their budget companions (.exact, .cond, .extra.<profile>) as the mp50
+/// oracle gives them when the layer computes `t` on the case's inputs: a diagnose hypothesis
+/// whose mask or angles differ from the case's, judged with its own budgets (golden/cases/
+/// diagnose.cpp's judge_against takes the companions a run carries).
+struct PlanOracleRun {
+  CaseSpec spec;  // the run's own manifest: its checks and budgets
+  TensorMap run;  // its expected tensors and their companions
+};
+PlanOracleRun plan_case_oracle_run(const CaseSpec& spec, const TensorMap& golden,
+                                   const PlanLayerType& t);
+
 /// The built-in engine: posenc's kernels (optimized::rope_apply with the type's cache,
 /// optimized::query_temperature_apply, optimized::attention_forward / attention_probs with the
 /// positions' mask as `allowed`; a soft-capped type's softmax in double) on pipeline "exact", a
@@ -103,6 +122,12 @@ GoldenCase plan_case_generate(const PlanCaseDef& d);
 /// to the case's type).
 TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
                                const EngineOptions& o);
+/// The built-in engine on the case's inputs with `t` in place of the case's type (the fitted
+/// hypotheses of golden/cases/plan_fit.hpp); `tau`, when given, replaces the query temperature:
+/// q_rot row r times float(tau(positions[r])).
+TensorMap plan_case_run_type(const CaseSpec& spec, const TensorMap& golden, const PlanLayerType& t,
+                             const std::string& pipeline,
+                             const std::function<double(std::int64_t)>& tau = {});
 std::vector<std::string> plan_case_mistakes();
 /// The bug a mistake plants, in engine terms.
 std::string plan_case_mistake_words(const std::string& mistake);

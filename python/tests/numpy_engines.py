@@ -787,7 +787,7 @@ def _plan_bug(t, types, bug):
                 raise Skip("temperature_p_plus_1: Mistral's rule only")
             tt["rule"] = "llama4"
         elif bug == "temperature_offset":  # floor((p + 2) / F): two tokens early
-            tt["offset"] = 2 if tt["rule"] == "llama4" else 1
+            tt["offset"] = 2
         elif bug == "temperature_scale":  # the coefficient doubled
             tt["coefficient"] = 2 * tt["coefficient"]
         t["temperature"] = tt
