@@ -539,43 +539,4 @@ Json model_plan_to_json(const ModelPlan& plan) {
   return j;
 }
 
-Json plan_qk_norm_json(const reference::QkNorm& n) {
-  if (n.kind == reference::QkNormKind::kNone) return nullptr;
-  Json j = {{"kind", reference::qk_norm_kind_name(n.kind)},
-            {"position", reference::qk_norm_position_name(n.position)},
-            {"eps", n.eps}};
-  if (n.has_weights()) j["weight_offset"] = n.weight_offset;
-  return j;
-}
-
-Json plan_type_to_json(const PlanLayerType& t) {
-  Json j = {{"name", t.name}, {"rope", plan_rope_name(t.rope)}, {"head_dim", t.params.head_dim}};
-  if (t.rope != PlanRope::kNone) {
-    j["rotary_dim"] = t.params.rotary_dim;
-    j["base"] = t.params.base;
-    j["layout"] = reference::rope_layout_name(t.params.layout);
-  }
-  if (t.rope == PlanRope::kRope) j["scaling"] = rope_scaling_to_json(t.scaling);
-  if (t.rope == PlanRope::kProportional) {
-    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion},
-                         {"factor", t.proportional.factor}};
-  }
-  if (t.mla_rope_dim > 0) j["mla_rope_dim"] = t.mla_rope_dim;
-  j["mask"] = plan_mask_name(t.mask);
-  if (t.mask == PlanMask::kSliding) j["window"] = t.window;
-  if (t.mask == PlanMask::kChunked) j["chunk"] = t.chunk;
-  j["temperature"] = nullptr;
-  if (t.has_temperature) {
-    j["temperature"] = {{"rule", reference::query_temperature_rule_name(t.temperature.rule)},
-                        {"length", t.temperature.length},
-                        {"coefficient", t.temperature.coefficient}};
-  }
-  j["sinks"] = t.sinks;
-  j["qk_norm"] = plan_qk_norm_json(t.qk_norm);
-  if (t.v_norm) j["v_norm"] = true;
-  j["query_pre_attn_scalar"] = t.query_pre_attn_scalar;
-  j["logit_softcap"] = t.logit_softcap;
-  return j;
-}
-
 }  // namespace posenc::golden

@@ -190,15 +190,23 @@ class PlanReader {
     try {
       p_.path = path_;
       p_.model = j_.at("model").get<std::string>();
-      p_.n_layers = j_.at("n_layers").get<int>();
-      if (p_.n_layers <= 0 || p_.n_layers > 65536)
-        bad("n_layers", "expected an integer in [1, 65536] (got " + shown(j_.at("n_layers")) + ")");
+      p_.n_layers = int_in(j_.at("n_layers"), "n_layers", 1, 65536);
       read_types();
       read_layers();
       for (std::size_t t = 0; t < p_.types.size(); ++t) check_case(t);
     } catch (const nlohmann::json::exception& e) {
       throw GoldenFileError(src_ + ": malformed plan manifest (" + std::string(e.what()) + ")");
     }
+  }
+
+  /// An integer in [lo, hi], checked on the JSON value before any conversion.
+  int int_in(const Json& v, const std::string& key, int lo, int hi) const {
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > 65536) ||
+        v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi) {
+      bad(key, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                   "] (got " + shown(v) + ")");
+    }
+    return static_cast<int>(v.get<std::int64_t>());
   }
 
   fs::path file_of(const std::string& key, const std::string& rel, const std::string& ext) const {
@@ -228,7 +236,9 @@ class PlanReader {
       if (ty.manifest.stem() != ty.case_id || ty.tensors.stem() != ty.case_id)
         bad(key, "manifest and tensors must be plan/" + ty.case_id + ".json and .safetensors");
       ty.type = types[t].at("type");
-      ty.layers = types[t].at("layers").get<std::vector<int>>();
+      const Json& ls = types[t].at("layers");
+      if (!ls.is_array()) bad(key + ".layers", "expected a list of layer indices");
+      for (const Json& l : ls) ty.layers.push_back(int_in(l, key + ".layers", 0, p_.n_layers - 1));
       for (int l : ty.layers) {
         if (l < 0 || l >= p_.n_layers || owner_[static_cast<std::size_t>(l)] >= 0) {
           bad(key + ".layers", "layer " + std::to_string(l) +
