@@ -348,6 +348,7 @@ class PlanReader {
     using reference::QkNormKind;
     using reference::QkNormPosition;
     reference::QkNorm& n = pt.qk_norm;
+    if (POSENC_MUTANT("plan_config_qk_norm_ignored")) return;
     if (family_ == Family::kLlama4) {
       bool on = true;
       if (has("use_qk_norm")) {

@@ -306,7 +306,7 @@ struct PlanView {
 /// + eps (2 u), all halved by the square root, rsqrt (2 ulp, CUDA's rsqrtf), the product and the
 /// weight's product (2 u): (h / 4 + 3.5) eps_f32, written h / 4 + 4 with 1 % for second order.
 double norm_bound(const PlanView& g, const std::string& profile) {
-  if (!g.norm) return 0.0;
+  if (!g.norm || POSENC_MUTANT("gold_plan_norm_bound_dropped")) return 0.0;
   if (profile == "strict") return optimized::kQkNormMaxError;
   return (g.h / 4.0 + 4.0) * 1.01;
 }
@@ -1178,7 +1178,7 @@ void float_tables(const std::string& pipeline, const PlanLayerType& t,
 /// HF's float32 RMSNorm (fp32 pipelines): x.pow(2).mean(-1) + eps, rsqrt, x * it, * (o + w).
 void engine_norm(const std::string& pipeline, const reference::QkNorm& n, int h,
                  const std::vector<float>& w, std::vector<float>& x) {
-  if (n.kind == reference::QkNormKind::kNone) return;
+  if (n.kind == reference::QkNormKind::kNone || POSENC_MUTANT("engine_plan_qk_norm_skipped")) return;
   if (pipeline == "exact") {
     optimized::qk_norm_apply_rows(n, h, x, w, x);
     return;
