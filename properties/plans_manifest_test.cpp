@@ -420,7 +420,7 @@ TEST(PlanCase, EmbeddedConfigGivesTheCasesType) {
 
 // params.scale is 1/sqrt(radicand) correctly rounded (1/sqrt(128): 0x1.6a09e667f3bcdp-4, where
 // two double roundings give ...bcc).
-TEST(PlanCase, ScaleIsCorrectlyRounded) {
+TEST(PlanGolden, ScaleIsCorrectlyRounded) {
   int n128 = 0;
   for_each_golden_case("plan", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
     const double s = lc.spec.manifest.at("params").at("scale").get<double>();

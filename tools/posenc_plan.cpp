@@ -66,7 +66,7 @@ std::size_t name_width(const PlanManifest& plan) {
 
 int print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& reports) {
   const std::size_t width = name_width(plan);
-  int failed = 0, layers_failed = 0;
+  int failed = 0, layers_failed = 0, missing = 0;
   std::cout << "plan " << plan.model << ": " << plan.n_layers << " layers, " << plan.types.size()
             << " layer types\n";
   for (const auto& t : plan.types) {
@@ -77,6 +77,7 @@ int print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& 
     const std::string verdict = verdict_word(r);
     if (verdict != "PASS") {
       ++failed;
+      missing += r == nullptr;
       layers_failed += static_cast<int>(t.layers.size());
     }
     std::cout << "  " << t.name << std::string(width - t.name.size(), ' ') << "  " << verdict
@@ -87,8 +88,11 @@ int print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& 
             << (failed == 0 ? std::string("PASS, every layer")
                             : std::string(failed == 1 ? "1 layer type"
                                                       : std::to_string(failed) + " layer types") +
-                                  " not passing (a type without output fails its layers), " +
-                                  std::to_string(layers_failed) + " of " +
+                                  " not passing" +
+                                  (missing ? " (" + std::to_string(missing) +
+                                                 " without output, which fails its layers)"
+                                           : std::string()) +
+                                  ", " + std::to_string(layers_failed) + " of " +
                                   std::to_string(plan.n_layers) + " layers affected")
             << "\n";
   return layers_failed;

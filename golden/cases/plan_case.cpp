@@ -658,18 +658,9 @@ AttentionConds attention_conds(const PlanView& g, const PlanBudgetSet& b,
   return a;
 }
 
-}  // namespace
-
-GoldenCase plan_case_generate(const PlanCaseDef& d) {
-  check_modelled(d.type, "plan_case_generate");
-  check_modelled(d.expected, "plan_case_generate");
-  if (d.n_q_heads <= 0 || d.n_kv_heads <= 0 || d.n_q_heads % d.n_kv_heads != 0) {
-    throw_invalid("plan_case_generate", "n_kv_heads must divide n_q_heads", d.n_kv_heads);
-  }
-  if (d.type.sinks && d.sinks.size() != static_cast<std::size_t>(d.n_q_heads)) {
-    throw_invalid("plan_case_generate", "a type with sinks needs one sink logit per q head",
-                  d.sinks.size());
-  }
+/// The case's view before the oracle: positions, shapes, the scale, the inputs (drawn from the
+/// seed, or given), the norm's place.
+PlanView plan_view_of(const PlanCaseDef& d) {
   const PlanLayerType& te = d.expected;
   PlanView g{d, te};
   for (const auto& p : d.positions) g.pos.push_back(p.m);
@@ -707,6 +698,46 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   g.norm = norm_applies(d, te);
   g.after = norm_after(d, te);
 
+  return g;
+}
+
+/// Per profile the RoPE stage budgets and the angle extras; after RoPE the norm's rows (g.nq,
+/// g.nk).
+PlanBudgetSet plan_budget_set(PlanView& g) {
+  const PlanLayerType& te = g.t;
+  const PlanCaseDef& d = g.d;
+  PlanBudgetSet b;
+  for (const auto& prof : profiles()) {
+    double A = 0;
+    if (prof.name != "strict" && te.rope == PlanRope::kRope &&
+        activation_na(prof.name, d.dtype).empty()) {
+      A = rope_pipeline_angle_errors(prof.name, te.params, te.scaling, {g.pos.front()}).A;
+    }
+    b.rb[prof.name] = rope_stage_budgets(prof.name, d.dtype, A, g.h);
+  }
+  b.E = plan_angle_errors(g);
+  if (g.after) {
+    g.nq = norm_rows(g, b, g.qc, g.yq, g.hq);
+    g.nk = norm_rows(g, b, g.kc, g.yk, g.hk);
+  }
+
+  return b;
+}
+
+}  // namespace
+
+GoldenCase plan_case_generate(const PlanCaseDef& d) {
+  check_modelled(d.type, "plan_case_generate");
+  check_modelled(d.expected, "plan_case_generate");
+  if (d.n_q_heads <= 0 || d.n_kv_heads <= 0 || d.n_q_heads % d.n_kv_heads != 0) {
+    throw_invalid("plan_case_generate", "n_kv_heads must divide n_q_heads", d.n_kv_heads);
+  }
+  if (d.type.sinks && d.sinks.size() != static_cast<std::size_t>(d.n_q_heads)) {
+    throw_invalid("plan_case_generate", "a type with sinks needs one sink logit per q head",
+                  d.sinks.size());
+  }
+  const PlanLayerType& te = d.expected;
+  PlanView g = plan_view_of(d);
   const auto o50 = plan_oracle<mp50>(d, te, g.pos, g.q, g.k, g.v);
   g.qc = norm_applies(d, te) && !g.after ? to_f64(o50.q_in) : g.q;
   g.kc = norm_applies(d, te) && !g.after ? to_f64(o50.k_in) : g.k;
@@ -730,21 +761,7 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
       g.tau[r] = round_to_f64(reference::query_temperature<mp50>(te.temperature, g.pos[r]));
   }
 
-  PlanBudgetSet b;
-  for (const auto& prof : profiles()) {
-    double A = 0;
-    if (prof.name != "strict" && te.rope == PlanRope::kRope &&
-        activation_na(prof.name, d.dtype).empty()) {
-      A = rope_pipeline_angle_errors(prof.name, te.params, te.scaling, {g.pos.front()}).A;
-    }
-    b.rb[prof.name] = rope_stage_budgets(prof.name, d.dtype, A, g.h);
-  }
-  b.E = plan_angle_errors(g);
-  if (g.after) {
-    g.nq = norm_rows(g, b, g.qc, g.yq, g.hq);
-    g.nk = norm_rows(g, b, g.kc, g.yk, g.hk);
-  }
-
+  const PlanBudgetSet b = plan_budget_set(g);
   std::vector<Tensor> tensors;
   std::vector<TensorSpec> inputs, expected;
   tensors.push_back(tensor_from_i64("positions", {g.T}, g.pos));
@@ -1420,7 +1437,12 @@ ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DT
     const PlanLayerType& ty = plan.types[ti];
     out.model += std::string(ti == 0 ? ": " : "; ") + ty.name + " (" + plan_rope_name(ty.rope) +
                  ", " + plan_mask_name(ty.mask) + (ty.has_temperature ? ", temperature" : "") +
-                 (ty.sinks ? ", sinks" : "") + ")";
+                 (ty.sinks ? ", sinks" : "") +
+                 (ty.qk_norm.kind == reference::QkNormKind::kNone
+                      ? ""
+                      : std::string(", q/k norm ") + reference::qk_norm_kind_name(ty.qk_norm.kind) +
+                            " " + reference::qk_norm_position_name(ty.qk_norm.position)) +
+                 ")";
   }
   out.notes = plan.notes;
   std::vector<std::string> ids;
