@@ -1,17 +1,17 @@
 // libFuzzer target: the plan manifest's reader (plan_manifest_read) and an engine's layer table
 // against a plan (plan_layer_table_check), on arbitrary text. The first byte picks the file: even
 // a plan.json (bit 1 set: its types' case hashes are refreshed to the real files', so the checks
-// past the hashes are reached), odd a layer table against the Gemma 3 plan of fuzz/plan_gemma3.json.
-// The plan's case files are the committed catalog's Gemma 3 cases, copied into a scratch folder.
+// past the hashes are reached), odd a layer table against the Gemma 3 plan of
+// fuzz/plan_gemma3.json. The plan's case files are the committed catalog's Gemma 3 cases, copied
+// into a scratch folder.
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "fuzz/fuzz_common.hpp"
 #include "golden/cases/plan_manifest.hpp"
@@ -43,7 +43,8 @@ void refresh_hashes(Json& j, const fs::path& dir) {
       const std::string rel = t[f].get<std::string>();
       if (rel.rfind("plan/", 0) != 0 || rel.find("..") != std::string::npos) continue;
       std::error_code ec;
-      if (fs::is_regular_file(dir / rel, ec)) t[std::string(f) + "_sha256"] = sha256_file(dir / rel);
+      if (fs::is_regular_file(dir / rel, ec))
+        t[std::string(f) + "_sha256"] = sha256_file(dir / rel);
     }
   }
 }

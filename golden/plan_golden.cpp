@@ -87,8 +87,10 @@ ModelPlan make_plan(const std::string& id, std::int64_t max_position,
     p.model = rope_config_from_json(config, id + " (stand-in config, golden/plan_golden.cpp)");
   }
   if (p.model.id != id || p.model.max_position != max_position) {
-    throw_invalid("plan_golden make_plan", "the config's id and max_position_embeddings must be "
-                  "the plan's", p.model.id);
+    throw_invalid("plan_golden make_plan",
+                  "the config's id and max_position_embeddings must be "
+                  "the plan's",
+                  p.model.id);
   }
   p.types = std::move(types);
   p.layer_type = std::move(layers);

@@ -14,11 +14,13 @@ void qk_norm_apply_rows(const QkNorm& n, int head_dim, span<const float> x, span
                         span<float> y) {
   constexpr const char* fn = "qk_norm_apply_rows";
   reference::qk_norm_check(n, head_dim, fn);
-  if (head_dim <= 0 || head_dim > 16384) throw_invalid(fn, "head_dim must be in [1, 16384]", head_dim);
+  if (head_dim <= 0 || head_dim > 16384)
+    throw_invalid(fn, "head_dim must be in [1, 16384]", head_dim);
   const std::size_t h = static_cast<std::size_t>(head_dim);
   if (x.size() % h != 0 || y.size() != x.size()) {
-    throw_invalid(fn, "x and y must have the same multiple of head_dim = " + std::to_string(h) +
-                          " entries", x.size());
+    throw_invalid(
+        fn, "x and y must have the same multiple of head_dim = " + std::to_string(h) + " entries",
+        x.size());
   }
   if (n.has_weights() && w.size() != h) {
     throw_invalid(fn, "weights must have head_dim = " + std::to_string(h) + " entries", w.size());

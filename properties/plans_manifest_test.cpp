@@ -15,11 +15,10 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/catalog.hpp"
 #include "golden/cases/diagnose.hpp"
@@ -50,7 +49,8 @@ void write_text(const fs::path& p, const std::string& s) {
 /// case hashes, catalog.json listing both), once per process; each test copies it.
 const fs::path& gemma3_folder() {
   static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("posenc_plans_manifest." + std::to_string(::getpid()));
+    const fs::path d =
+        fs::temp_directory_path() / ("posenc_plans_manifest." + std::to_string(::getpid()));
     fs::remove_all(d);
     const auto cc = golden::cases_for_config(golden::default_presets_dir() / "gemma-3-4b-it.json",
                                              {}, DType::kF32);
@@ -122,13 +122,15 @@ TEST(PlanManifest, LayerThatDisagreesWithItsCaseIsRefusedNamingLayerAndKey) {
       if (l["type"] == "full_attention") l["case"] = j["types"][0]["case"];
     }
   };
-  expect_refused(edited("point", point), "layers[5].base: 1000000.0 (type full_attention) but its "
-                                         "case plan_gemma_3_4b_it_sliding_attention_f32 says 10000.0");
+  expect_refused(edited("point", point),
+                 "layers[5].base: 1000000.0 (type full_attention) but its "
+                 "case plan_gemma_3_4b_it_sliding_attention_f32 says 10000.0");
   auto swap = [](Json& j) {  // the two types' cases swapped
     for (const char* k : {"case", "manifest", "manifest_sha256", "tensors", "tensors_sha256"})
       std::swap(j["types"][0][k], j["types"][1][k]);
     for (auto& l : j["layers"])
-      l["case"] = l["type"] == j["types"][0]["name"] ? j["types"][0]["case"] : j["types"][1]["case"];
+      l["case"] =
+          l["type"] == j["types"][0]["name"] ? j["types"][0]["case"] : j["types"][1]["case"];
   };
   expect_refused(edited("swap", swap), "layers[0].base: 10000.0 (type sliding_attention)");
   auto window = [](Json& j) {
@@ -136,8 +138,9 @@ TEST(PlanManifest, LayerThatDisagreesWithItsCaseIsRefusedNamingLayerAndKey) {
       if (!l["window"].is_null()) l["window"] = 2048;
     }
   };
-  expect_refused(edited("window", window), "layers[0].window: 2048 (type sliding_attention) but its "
-                                           "case plan_gemma_3_4b_it_sliding_attention_f32 says 1024");
+  expect_refused(edited("window", window),
+                 "layers[0].window: 2048 (type sliding_attention) but its "
+                 "case plan_gemma_3_4b_it_sliding_attention_f32 says 1024");
   auto block = [](Json& j) { j["types"][0]["type"]["window"] = 2048; };
   expect_refused(edited("block", block), "types[0].type.window (layers 0-4, 6-10");
   auto layers = [](Json& j) {  // a layer moved from one type to the other, consistently
@@ -147,12 +150,16 @@ TEST(PlanManifest, LayerThatDisagreesWithItsCaseIsRefusedNamingLayerAndKey) {
     j["layers"][5] = j["layers"][4];
     j["layers"][5]["index"] = 5;
   };
-  expect_refused(edited("layers", layers), "types[0].layers: layers 0-4, 6-10, 12-16, 18-22, 24-28, 30-33, 5 of gemma_3_4b_it but case");
+  expect_refused(
+      edited("layers", layers),
+      "types[0].layers: layers 0-4, 6-10, 12-16, 18-22, 24-28, 30-33, 5 of gemma_3_4b_it but case");
 }
 
 TEST(PlanManifest, ChangedFilesAreRefused) {
   // a case tensor file changed after the plan was written
-  const fs::path d = edited("tensor", [](Json&) {}, true).parent_path();
+  const fs::path d = edited(
+                         "tensor", [](Json&) {}, true)
+                         .parent_path();
   const fs::path t = d / "plan" / (std::string(kPl) + "_full_attention_f32.safetensors");
   std::fstream f(t, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(-1, std::ios::end);
@@ -263,7 +270,8 @@ const golden::LoadedCase& catalog_case(const std::string& id) {
 }
 
 /// diagnose's top answer for the fp32 engine with the case's type changed by `edit` (and tau).
-golden::Hypothesis top_of(const std::string& id, const std::function<void(golden::PlanLayerType&)>& edit,
+golden::Hypothesis top_of(const std::string& id,
+                          const std::function<void(golden::PlanLayerType&)>& edit,
                           const std::function<double(std::int64_t)>& tau = {},
                           const std::vector<std::string>& keep = {}) {
   const auto& lc = catalog_case(id);
@@ -282,7 +290,8 @@ golden::Hypothesis top_of(const std::string& id, const std::function<void(golden
 }
 
 // Issue 33's newcomer bugs on Gemma 3 and the temperature variants of Llama 4, each named by its
-// fitted parameter and value (the independent numpy engine's are python/tests/test_plan_diagnose.py).
+// fitted parameter and value (the independent numpy engine's are
+// python/tests/test_plan_diagnose.py).
 TEST(PlanFit, EachFittedParameterIsNamedWithItsValue) {
   const std::string g3 = std::string(kPl) + "_full_attention_f32";
   auto h = top_of(g3, [](auto& t) { t.params.base = 10000; });
@@ -299,17 +308,17 @@ TEST(PlanFit, EachFittedParameterIsNamedWithItsValue) {
              {"probs"});
   EXPECT_EQ(h.mistake, "window");
   const std::string l4 = "plan_llama_4_scout_17b_16e_instruct_full_attention_f32";
-  h = top_of(l4, [](auto&) {}, [](std::int64_t m) {
-    return 1 + 0.1 * std::log1p(static_cast<double>((m + 3) / 8192));
-  });
+  h = top_of(
+      l4, [](auto&) {},
+      [](std::int64_t m) { return 1 + 0.1 * std::log1p(static_cast<double>((m + 3) / 8192)); });
   EXPECT_EQ(h.mistake, "temperature-offset");
   h = top_of(l4, [](auto& t) { t.temperature.coefficient = 0.2; });
   EXPECT_EQ(h.mistake, "temperature-scale");
   ASSERT_TRUE(h.fit);
   EXPECT_EQ(h.fit->value, "0.2");
-  h = top_of(l4, [](auto&) {}, [](std::int64_t m) {
-    return 1 + 0.1 * std::log1p(static_cast<double>(m + 1) / 8192);
-  });
+  h = top_of(
+      l4, [](auto&) {},
+      [](std::int64_t m) { return 1 + 0.1 * std::log1p(static_cast<double>(m + 1) / 8192); });
   EXPECT_EQ(h.mistake, "temperature-floor");
   // the other layer type's output: Gemma 3's full layer computed as a sliding one
   const auto& lc = catalog_case(g3);
@@ -333,8 +342,8 @@ golden::ModelPlan plan_of(const Json& cfg) {
 // q/k norms from the configs: Llama 4's L2 norm after RoPE on its RoPE layers only (use_qk_norm,
 // default on; rms_norm_eps, default 1e-5), Gemma 3's (1 + w) and Qwen3's w before RoPE.
 TEST(PlansConfig, QkNormsAreReadFromTheConfig) {
-  Json l4 = {{"model_type", "llama4_text"}, {"num_attention_heads", 8}, {"head_dim", 64},
-             {"num_hidden_layers", 8}, {"attention_chunk_size", 8192}, {"rope_theta", 5e5}};
+  Json l4 = {{"model_type", "llama4_text"}, {"num_attention_heads", 8},     {"head_dim", 64},
+             {"num_hidden_layers", 8},      {"attention_chunk_size", 8192}, {"rope_theta", 5e5}};
   auto p = plan_of(l4);
   ASSERT_EQ(p.types.size(), 2u);
   EXPECT_EQ(p.types[0].qk_norm.kind, reference::QkNormKind::kL2);
@@ -352,22 +361,25 @@ TEST(PlansConfig, QkNormsAreReadFromTheConfig) {
     ADD_FAILURE() << "use_qk_norm = 1 accepted";
   } catch (const GoldenFileError& e) {
     EXPECT_NE(std::string(e.what()).find("c.json: use_qk_norm = 1: must be true or false"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   l4["use_qk_norm"] = true;
   l4["rms_norm_eps"] = 2.0;
   EXPECT_THROW(plan_of(l4), GoldenFileError);
-  const Json q3 = {{"model_type", "qwen3"}, {"num_attention_heads", 8}, {"head_dim", 128},
-                   {"num_hidden_layers", 4}, {"rms_norm_eps", 1e-6}};
+  const Json q3 = {{"model_type", "qwen3"},
+                   {"num_attention_heads", 8},
+                   {"head_dim", 128},
+                   {"num_hidden_layers", 4},
+                   {"rms_norm_eps", 1e-6}};
   p = plan_of(q3);
   ASSERT_EQ(p.types.size(), 1u);
   EXPECT_EQ(p.types[0].qk_norm.kind, reference::QkNormKind::kRms);
   EXPECT_EQ(p.types[0].qk_norm.weight_offset, 0.0);
   EXPECT_EQ(p.types[0].qk_norm.position, reference::QkNormPosition::kBeforeRope);
   const auto g3 = golden::model_plan_from_config(
-      golden::rope_config_parse(golden::read_json_text(golden::default_presets_dir() /
-                                                       "gemma-3-4b-it.json"),
-                                "g.json"),
+      golden::rope_config_parse(
+          golden::read_json_text(golden::default_presets_dir() / "gemma-3-4b-it.json"), "g.json"),
       "g.json");
   for (const auto& t : g3.types) {
     EXPECT_EQ(t.qk_norm.kind, reference::QkNormKind::kRms) << t.name;
@@ -424,9 +436,10 @@ TEST(PlanGolden, ScaleIsCorrectlyRounded) {
   int n128 = 0;
   for_each_golden_case("plan", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
     const double s = lc.spec.manifest.at("params").at("scale").get<double>();
-    const double r = lc.spec.manifest.at("params").at("type").at("query_pre_attn_scalar") > 0
-                         ? lc.spec.manifest.at("params").at("type").at("query_pre_attn_scalar").get<double>()
-                         : lc.spec.manifest.at("params").at("head_dim").get<double>();
+    const double r =
+        lc.spec.manifest.at("params").at("type").at("query_pre_attn_scalar") > 0
+            ? lc.spec.manifest.at("params").at("type").at("query_pre_attn_scalar").get<double>()
+            : lc.spec.manifest.at("params").at("head_dim").get<double>();
     const mp50 exact = mp50(1) / sqrt(mp50(r));
     EXPECT_EQ(s, static_cast<double>(exact)) << lc.spec.id;
     if (r == 128) {

@@ -128,8 +128,8 @@ POSENC_TYPED_PROP(QkNormReference, UnweightedNormCommutesWithRopeWeightedDoesNot
   reference::RopeParams p;
   p.head_dim = p.rotary_dim = 2 * *rc::gen::inRange(2, 33);
   p.base = *rc::gen::element(10000.0, 500000.0);
-  p.layout = *rc::gen::element(reference::RopeLayout::kHalfSplit,
-                               reference::RopeLayout::kInterleaved);
+  p.layout =
+      *rc::gen::element(reference::RopeLayout::kHalfSplit, reference::RopeLayout::kInterleaved);
   const std::int64_t m = *rc::gen::inRange<std::int64_t>(1, 65);  // |sin(m)| > 0.017
   const auto x = to_real<Real>(*gen_head(p.head_dim));
   QkNorm n;
@@ -165,19 +165,31 @@ TEST(QkNormReferenceSpot, HandValuesAndBadArguments) {
   const auto z = reference::qk_norm_apply<double>(n, {3.0, 4.0}, {0.5, -0.5});
   EXPECT_DOUBLE_EQ(z[0], 1.5 * 3.0 / std::sqrt(12.5));
   EXPECT_DOUBLE_EQ(z[1], 0.5 * 4.0 / std::sqrt(12.5));
-  expect_invalid([&] { reference::qk_norm_apply<double>(n, {3.0, 4.0}, {1.0}); },
-                 "qk_norm_apply: weights must have head_dim = 2 entries (got 1)");
+  expect_invalid(
+      [&] {
+        reference::qk_norm_apply<double>(n, {3.0, 4.0}, {1.0});
+      },
+      "qk_norm_apply: weights must have head_dim = 2 entries (got 1)");
   n.eps = -1e-6;
-  expect_invalid([&] { reference::qk_norm_apply<double>(n, {3.0, 4.0}, {0, 0}); },
-                 "eps (rms_norm_eps) must be finite and >= 0");
+  expect_invalid(
+      [&] {
+        reference::qk_norm_apply<double>(n, {3.0, 4.0}, {0, 0});
+      },
+      "eps (rms_norm_eps) must be finite and >= 0");
   n.eps = 1e-6;
   n.weight_offset = 2.0;
-  expect_invalid([&] { reference::qk_norm_apply<double>(n, {3.0, 4.0}, {0, 0}); },
-                 "weight_offset must be 0 (w) or 1 (Gemma's 1 + w)");
+  expect_invalid(
+      [&] {
+        reference::qk_norm_apply<double>(n, {3.0, 4.0}, {0, 0});
+      },
+      "weight_offset must be 0 (w) or 1 (Gemma's 1 + w)");
   n.kind = QkNormKind::kL2;
   n.eps = 0.0;
-  expect_invalid([&] { reference::qk_norm_apply<double>(n, {0.0, 0.0}, {}); },
-                 "qk_norm_scale: mean(x^2) + eps must be > 0");
+  expect_invalid(
+      [&] {
+        reference::qk_norm_apply<double>(n, {0.0, 0.0}, {});
+      },
+      "qk_norm_scale: mean(x^2) + eps must be > 0");
   std::vector<float> x(6), out(6);
   n.eps = 1e-5;
   expect_invalid([&] { optimized::qk_norm_apply_rows(n, 4, x, {}, out); },
@@ -238,13 +250,16 @@ TEST(QkNormOptimized, MatchesOracleWithinBound) {
           worst = std::max(worst, err / bound);
           worst_hf = std::max(worst_hf, err_hf / (bound / optimized::kQkNormMaxError));
         }
-        if (!(err <= bound)) RC_FAIL(describe_close("row " + std::to_string(r), y[r * h + c], wv, bound));
+        if (!(err <= bound))
+          RC_FAIL(describe_close("row " + std::to_string(r), y[r * h + c], wv, bound));
         RC_ASSERT(err_hf <= (h / 4.0 + 4.0) * 0x1p-23 * std::fabs(wv));
       }
     }
   });
-  std::printf("QkNormOptimized measured max error: %.4f of kQkNormMaxError; HF float32 %.2f "
-              "eps_f32\n", worst, worst_hf);
+  std::printf(
+      "QkNormOptimized measured max error: %.4f of kQkNormMaxError; HF float32 %.2f "
+      "eps_f32\n",
+      worst, worst_hf);
   EXPECT_GT(worst, 0.25);
   EXPECT_GT(worst_hf, optimized::kQkNormMaxError);
 }
@@ -255,7 +270,8 @@ TEST(QkNormOptimized, InPlaceEqualsOutOfPlaceForAnyThreadCount) {
   n.weight_offset = 1.0;
   n.eps = 1e-6;
   std::vector<float> x(64 * 37), w(64);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(static_cast<float>(i % 97) - 48.f, -5);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = std::ldexp(static_cast<float>(i % 97) - 48.f, -5);
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::ldexp(static_cast<float>(i % 7) - 3.f, -3);
   std::vector<float> y(x.size()), z = x;
   optimized::qk_norm_apply_rows(n, 64, x, w, y);

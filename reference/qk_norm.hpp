@@ -99,8 +99,9 @@ std::vector<Real> qk_norm_apply(const QkNorm& n, const std::vector<Real>& x,
   qk_norm_check(n, static_cast<int>(x.size()), "qk_norm_apply");
   if (n.kind == QkNormKind::kNone) return x;
   if (n.has_weights() && w.size() != x.size()) {
-    throw_invalid("qk_norm_apply", "weights must have head_dim = " + std::to_string(x.size()) +
-                                       " entries", w.size());
+    throw_invalid("qk_norm_apply",
+                  "weights must have head_dim = " + std::to_string(x.size()) + " entries",
+                  w.size());
   }
   const Real r = qk_norm_scale(n, x);
   std::vector<Real> y(x.size());
@@ -118,10 +119,10 @@ void qk_norm_apply_rows(const QkNorm& n, int head_dim, span<const Real> x, span<
   qk_norm_check(n, head_dim, "qk_norm_apply_rows");
   const std::size_t h = static_cast<std::size_t>(head_dim);
   if (x.size() % h != 0 || y.size() != x.size()) {
-    throw_invalid("qk_norm_apply_rows",
-                  "x and y must have the same multiple of head_dim = " + std::to_string(h) +
-                      " entries",
-                  x.size());
+    throw_invalid(
+        "qk_norm_apply_rows",
+        "x and y must have the same multiple of head_dim = " + std::to_string(h) + " entries",
+        x.size());
   }
   const std::vector<Real> weights(w.begin(), w.end());
   for (std::size_t r = 0; r < x.size() / h; ++r) {

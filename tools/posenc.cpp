@@ -2,13 +2,20 @@
 // engine, bench. Exit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.
 // No scheme-specific code here: schemes are reached through golden/cases/registry.hpp.
 // Each subcommand's options are declared in tools/posenc_cli.cpp; main parses and dispatches.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <set>
@@ -16,35 +23,26 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include "golden/cases/catalog.hpp"
 #include "golden/cases/diagnose.hpp"
 #include "golden/cases/hf_config.hpp"
+#include "golden/cases/mrope_case.hpp"
 #include "golden/cases/pipelines.hpp"
-#include "golden/format/profiles.hpp"
+#include "golden/cases/plan_case.hpp"
+#include "golden/cases/registry.hpp"
 #include "golden/format/dir_lock.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/format/output_path.hpp"
-#include "golden/cases/registry.hpp"
-#include "golden/cases/mrope_case.hpp"
-#include "golden/cases/plan_case.hpp"
-#include "tools/posenc_plan.hpp"
+#include "golden/format/profiles.hpp"
 #include "golden/verify/verify.hpp"
-#include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
+#include "tools/bench.hpp"
 #include "tools/posenc_cli.hpp"
 #include "tools/posenc_constants.hpp"
 #include "tools/posenc_oracle.hpp"
-#include "tools/bench.hpp"
+#include "tools/posenc_plan.hpp"
+#include "tools/posenc_report.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -523,7 +521,8 @@ void write_catalog_from_files(const fs::path& out, const OutputRule& rule) {
   }
   std::sort(others.begin(), others.end());
   for (const auto& [scheme, id] : others) add(scheme, id);
-  rule.write_text(out / "catalog.json", OutputKind::kCatalog, catalog_text_with_plans(catalog_text(entries), out));
+  rule.write_text(out / "catalog.json", OutputKind::kCatalog,
+                  catalog_text_with_plans(catalog_text(entries), out));
   std::fprintf(stderr, "catalog: %zu cases in %s\n", entries.size(), (out / "catalog.json").c_str());
 }
 
@@ -686,7 +685,8 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
                  c.id.c_str(), c.description.c_str(), seconds_since(t1));
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cc.cases.size(), bytes, seconds_since(t0));
-  if (!cc.plan.is_null()) {  // after the cases (it holds their hashes), before the catalog (it holds its hash)
+  if (!cc.plan.is_null()) {  // after the cases (it holds their hashes), before the catalog (it
+                             // holds its hash)
     nlohmann::json plan = cc.plan;
     plan_manifest_add_hashes(plan, out);
     rule.write_text(out / "plan.json", OutputKind::kPlanManifest, plan.dump(1) + "\n");
@@ -953,12 +953,14 @@ std::optional<int> verify_plan_modes(const PlanManifest& plan, const fs::path& a
                                      bool verbose, const std::string& layer_table, int* table_rc) {
   json j = {{"plan", plan.model}, {"profile", opt.profile}};
   if (!layer_table.empty()) {
-    *table_rc = tools::plan_layer_table_report(plan, layer_table, format, &j) > 0 ? kExitMismatch : kExitPass;
+    *table_rc = tools::plan_layer_table_report(plan, layer_table, format, &j) > 0 ? kExitMismatch
+                                                                                  : kExitPass;
   }
   const bool layers = !actual.empty() && fs::is_directory(actual / "layers");
   if (layers) {
     const auto results = tools::plan_verify_layers(
-        plan, actual, opt, [](const fs::path& d, const std::string& id) { return actual_for(d, id, 1); });
+        plan, actual, opt,
+        [](const fs::path& d, const std::string& id) { return actual_for(d, id, 1); });
     const int failing = tools::print_plan_layers(plan, results, format, verbose, &j);
     if (format == "json") std::cout << j.dump(1) << "\n";
     for (const auto& r : results) {
@@ -985,11 +987,14 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     throw UsageError("--layer-table needs one plan manifest (plan.json) as GOLDEN");
   }
   if (actual.empty() && layer_table.empty()) {
-    throw UsageError("verify: --actual is required (a plan.json with --layer-table alone checks the table)");
+    throw UsageError(
+        "verify: --actual is required (a plan.json with --layer-table alone checks the table)");
   }
   int table_rc = kExitPass;
   if (plan && (html == nullptr || actual.empty())) {
-    if (const auto rc = verify_plan_modes(*plan, actual, opt, format, verbose, layer_table, &table_rc)) return *rc;
+    if (const auto rc =
+            verify_plan_modes(*plan, actual, opt, format, verbose, layer_table, &table_rc))
+      return *rc;
   }
   // --report is checked before anything is verified (golden/format/output_path.hpp).
   const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
@@ -1077,7 +1082,8 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
                 actual.string().c_str(), opt.profile.c_str());
   }
   const int rc = exit_code_of(reports);
-  if (plan && rc == kExitPass && (plan_layers_failed > 0 || table_rc != kExitPass)) return kExitMismatch;
+  if (plan && rc == kExitPass && (plan_layers_failed > 0 || table_rc != kExitPass))
+    return kExitMismatch;
   return rc;
 }
 

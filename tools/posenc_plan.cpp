@@ -108,12 +108,14 @@ int plan_layer_table_report(const PlanManifest& plan, const fs::path& table,
   if (format == "json") {
     Json arr = Json::array();
     for (const auto& d : diffs) {
-      arr.push_back({{"layer", d.layer}, {"type", d.type}, {"key", d.key},
-                     {"plan", Json::parse(d.plan_value)}, {"engine", Json::parse(d.engine_value)}});
+      arr.push_back({{"layer", d.layer},
+                     {"type", d.type},
+                     {"key", d.key},
+                     {"plan", Json::parse(d.plan_value)},
+                     {"engine", Json::parse(d.engine_value)}});
     }
-    (*json)["layer_table"] = {{"file", table.string()},
-                              {"layers_differing", layers},
-                              {"differences", arr}};
+    (*json)["layer_table"] = {
+        {"file", table.string()}, {"layers_differing", layers}, {"differences", arr}};
     return static_cast<int>(layers.size());
   }
   std::cout << "layer table " << table.string() << ": ";
@@ -122,8 +124,8 @@ int plan_layer_table_report(const PlanManifest& plan, const fs::path& table,
               << " layers, " << golden::plan_layer_keys().size() << " keys each)\n";
     return 0;
   }
-  std::cout << layers.size() << " of " << plan.n_layers << " layers differ from plan "
-            << plan.model << ": " << golden::plan_layer_ranges(layers) << "\n";
+  std::cout << layers.size() << " of " << plan.n_layers << " layers differ from plan " << plan.model
+            << ": " << golden::plan_layer_ranges(layers) << "\n";
   for (const auto& d : diffs) {
     std::cout << "  layer " << d.layer << " (" << d.type << "): " << d.key << ": engine "
               << d.engine_value << ", plan " << d.plan_value << "\n";
@@ -185,12 +187,12 @@ int print_plan_layers(const PlanManifest& plan, const std::vector<PlanLayerResul
   }
   const std::size_t width = name_width(plan);
   for (const auto& r : results) {
-    const std::string v = r.report.status == Verdict::kNoOutput ? "NO OUTPUT"
-                                                                : golden::to_string(r.report.status);
+    const std::string v =
+        r.report.status == Verdict::kNoOutput ? "NO OUTPUT" : golden::to_string(r.report.status);
     std::cout << "layer " << golden::plan_layer_dir_name(r.layer, plan.n_layers) << "  " << r.type
               << std::string(width - r.type.size(), ' ') << "  " << v;
-    const std::string w = r.report.status == Verdict::kNoOutput ? r.report.message
-                                                                : worst_words(r.report);
+    const std::string w =
+        r.report.status == Verdict::kNoOutput ? r.report.message : worst_words(r.report);
     if (!w.empty()) std::cout << "  " << w;
     std::cout << "  (case " << r.case_id << ")\n";
     if (verbose && r.report.status == Verdict::kFail)
@@ -209,10 +211,10 @@ int print_plan_layers(const PlanManifest& plan, const std::vector<PlanLayerResul
               << " (case " << t.case_id << ")\n";
   }
   std::cout << "plan " << plan.model << ": "
-            << (failing.empty() ? std::string("PASS, every layer")
-                                : std::to_string(failing.size()) + " of " +
-                                      std::to_string(plan.n_layers) +
-                                      " layers fail: " + golden::plan_layer_ranges(failing))
+            << (failing.empty()
+                    ? std::string("PASS, every layer")
+                    : std::to_string(failing.size()) + " of " + std::to_string(plan.n_layers) +
+                          " layers fail: " + golden::plan_layer_ranges(failing))
             << "\n";
   return static_cast<int>(failing.size());
 }
@@ -313,8 +315,8 @@ int plan_diagnose_layers(const PlanManifest& plan, const fs::path& actual,
       j["computes"] = plan.types[static_cast<std::size_t>(computes[l])].name;
     }
     text << "layer " << golden::plan_layer_dir_name(l, plan.n_layers) << " ("
-         << plan.types[static_cast<std::size_t>(ti)].name << "): " << d.verdict << ": "
-         << d.summary << "\n";
+         << plan.types[static_cast<std::size_t>(ti)].name << "): " << d.verdict << ": " << d.summary
+         << "\n";
     layers.push_back(j);
   }
   // The engine's assignment of the plan's last type, fitted as a pattern against the plan's.

@@ -5,11 +5,10 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/plan_manifest.hpp"
 #include "golden/verify/verify.hpp"

@@ -11,8 +11,8 @@
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_fit.hpp"
 #include "golden/format/profiles.hpp"
-#include "reference/common/errors.hpp"
 #include "optimized/common/mutant.hpp"
+#include "reference/common/errors.hpp"
 
 namespace posenc::golden {
 namespace {
@@ -132,8 +132,8 @@ std::vector<Hypothesis> fitted_hypotheses(const LoadedCase& lc, const TensorMap&
   const auto fit_words = lc.spec.scheme == "plan" ? &plan_fit_words : &rope_fit_words;
   for (const auto& c : candidates) {
     for (const auto& prof : judge_by) {
-      const CaseReport r = judge_against(lc, c.run, actual, prof, c.max_position,
-                                         c.budgets ? &*c.budgets : nullptr);
+      const CaseReport r =
+          judge_against(lc, c.run, actual, prof, c.max_position, c.budgets ? &*c.budgets : nullptr);
       if (!judged(r.status)) continue;
       Hypothesis h = make_hypothesis("exact", prof, c.parameter);
       h.status = r.status;

@@ -369,8 +369,8 @@ class PlanReader {
       n.position = QkNormPosition::kBeforeRope;
       n.weight_offset = family_ == Family::kGemma3 ? 1.0 : 0.0;  // Gemma3RMSNorm: (1 + w)
       pt.v_norm = family_ == Family::kGemma4;  // HF Gemma4TextAttention: v_norm without scale
-      n.eps = read_norm_eps(1e-6, family_ == Family::kGemma3 ? "Gemma3TextConfig"
-                                                             : "Gemma4TextConfig");
+      n.eps =
+          read_norm_eps(1e-6, family_ == Family::kGemma3 ? "Gemma3TextConfig" : "Gemma4TextConfig");
     } else if (text_type_ == "qwen3" || text_type_ == "qwen3_moe") {
       n.kind = QkNormKind::kRms;
       n.position = QkNormPosition::kBeforeRope;

@@ -15,10 +15,9 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/hf_config.hpp"
 #include "reference/qk_norm.hpp"

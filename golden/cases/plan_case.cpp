@@ -115,8 +115,8 @@ void check_norm_inputs(const PlanCaseDef& d, const PlanLayerType& t, int h) {
                     w->size());
     }
   }
-  if (t.qk_norm.kind != reference::QkNormKind::kNone && t.qk_norm.position ==
-      reference::QkNormPosition::kAfterRope && d.qk_inputs_normalized) {
+  if (t.qk_norm.kind != reference::QkNormKind::kNone &&
+      t.qk_norm.position == reference::QkNormPosition::kAfterRope && d.qk_inputs_normalized) {
     throw_invalid("plan_case_generate",
                   "a norm after RoPE cannot be skipped: qk_inputs must be projections", t.name);
   }
@@ -748,7 +748,8 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   if (d.cross_check) {
     const auto o100 = plan_oracle<mp100>(d, te, g.pos, g.q, g.k, g.v);
     for (const auto& [name, a, b] :
-         {std::tuple{"q_rot", &o50.q_rot, &o100.q_rot}, std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
+         {std::tuple{"q_rot", &o50.q_rot, &o100.q_rot},
+          std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
           std::tuple{"scores", &o50.scores, &o100.scores},
           std::tuple{"probs", &o50.probs, &o100.probs}, std::tuple{"out", &o50.out, &o100.out}}) {
       cross_check(d.id, name, d.dtype, *a, *b);
@@ -875,7 +876,8 @@ PlanCaseDef plan_case_def_of(const CaseSpec& spec, const TensorMap& golden) {
   d.model_words = d.model;
   d.type = plan_type_from_json(p.at("type"), src);
   d.expected = d.type;
-  for (const Json& t : p.at("plan").at("types")) d.plan_types.push_back(plan_type_from_json(t, src));
+  for (const Json& t : p.at("plan").at("types"))
+    d.plan_types.push_back(plan_type_from_json(t, src));
   d.layers = p.at("plan").at("layers").get<std::vector<int>>();
   d.n_layers = p.at("plan").at("n_layers").get<int>();
   d.n_q_heads = p.at("n_q_heads").get<int>();
@@ -1005,9 +1007,8 @@ PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::stri
 // ---- mistakes and the built-in engine ----------------------------------------------------------
 
 std::vector<std::string> plan_case_mistakes() {
-  return {"global-rope-on-sliding", "rope-on-nope",  "temperature-p",
-          "temperature-p-plus-1",   "yarn-truncate", "sinks-dropped",
-          "qk-norm-missing"};
+  return {"global-rope-on-sliding", "rope-on-nope",  "temperature-p",  "temperature-p-plus-1",
+          "yarn-truncate",          "sinks-dropped", "qk-norm-missing"};
 }
 
 std::string plan_case_mistake_words(const std::string& mistake) {
@@ -1195,7 +1196,8 @@ void float_tables(const std::string& pipeline, const PlanLayerType& t,
 /// HF's float32 RMSNorm (fp32 pipelines): x.pow(2).mean(-1) + eps, rsqrt, x * it, * (o + w).
 void engine_norm(const std::string& pipeline, const reference::QkNorm& n, int h,
                  const std::vector<float>& w, std::vector<float>& x) {
-  if (n.kind == reference::QkNormKind::kNone || POSENC_MUTANT("engine_plan_qk_norm_skipped")) return;
+  if (n.kind == reference::QkNormKind::kNone || POSENC_MUTANT("engine_plan_qk_norm_skipped"))
+    return;
   if (pipeline == "exact") {
     optimized::qk_norm_apply_rows(n, h, x, w, x);
     return;

@@ -24,8 +24,8 @@
 // params.qk_inputs says whether q and k are the projections (the expected values apply the
 // type's norm, before or after the rotation as the type says) or already normalized (a type
 // whose norm sits before RoPE and whose other normalizations are not modelled, Gemma 4's: an
-// engine feeds them past its norm). The manifest's params.type is the layer type (plan_type_to_json), and
-// params.plan the model's other types and the layers of this one.
+// engine feeds them past its norm). The manifest's params.type is the layer type
+// (plan_type_to_json), and params.plan the model's other types and the layers of this one.
 //
 // Budgets (docs/profiles.md, "Model plans"): the RoPE stages' (rope_stage_budgets) with the
 // angle extras of the profile's pipeline (rope_pipeline_angle_errors; a proportional type's
@@ -36,15 +36,15 @@
 // at most 1, so it never amplifies an error). A q/k norm adds its own error delta_n (0.51 for
 // posenc's kernel, h / 4 + 4 for a float32 mean of squares and rsqrt) to q_rot, k_rot and twice
 // to the scores; after RoPE it also scales the conditions by r = 1 / rms and carries the
-// rotation's error into r (first order: dr / r <= sum |y| |e| / sum y^2). MLA types are refused (not modelled here yet).
+// rotation's error into r (first order: dr / r <= sum |y| |e| / sum y^2). MLA types are refused
+// (not modelled here yet).
 #pragma once
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/hard_positions.hpp"
 #include "golden/cases/model_plan.hpp"
@@ -72,10 +72,10 @@ struct PlanCaseDef {
   bool qk_inputs_normalized = false;
   std::vector<double> q_norm_weight, k_norm_weight;  // [head_dim] for a weighted norm on
                                                      // projections (exact in float32)
-  nlohmann::json preset;                // {name, hf_model, source, config}: the model's config
+  nlohmann::json preset;  // {name, hf_model, source, config}: the model's config
   /// q, k, v as given (a case read back, plan_case_def_of) instead of drawn from the seed.
   std::vector<double> q, k, v;
-  bool cross_check = true;              // false: the mp50 oracle alone (a diagnose hypothesis)
+  bool cross_check = true;  // false: the mp50 oracle alone (a diagnose hypothesis)
   DType dtype = DType::kF32;
   std::uint64_t seed = 0;
   std::string result = "valid", convention, reason, mistake;

@@ -80,8 +80,8 @@ RopeFitCandidate candidate(const LoadedCase& lc, const PlanLayerType& t, std::st
 /// The same with the mp50 oracle's run of `t` and its own budgets: for a type whose mask or
 /// angles differ from the case's, whose budgets would be the wrong ones (0 where the case masks).
 RopeFitCandidate oracle_candidate(const LoadedCase& lc, const PlanLayerType& t,
-                                  std::string parameter, std::string value,
-                                  std::string case_value, std::string evidence) {
+                                  std::string parameter, std::string value, std::string case_value,
+                                  std::string evidence) {
   RopeFitCandidate c;
   c.parameter = std::move(parameter);
   c.value = std::move(value);
@@ -126,7 +126,8 @@ std::optional<double> measured_base(const PlanSetup& s, const Tensor& q_rot, std
   int n = 0;
   // the fastest quarter of the pairs: no scaling rule (YaRN, Llama 3) touches them
   for (int i = 0; i < std::max(3, np / 4); ++i) {
-    const int ca = reference::rope_pair_a(s.t.params, i), cb = reference::rope_pair_b(s.t.params, i);
+    const int ca = reference::rope_pair_a(s.t.params, i),
+              cb = reference::rope_pair_b(s.t.params, i);
     double phi = 0;
     int heads = 0;
     for (int hh = 0; hh < s.hq; ++hh) {
@@ -222,8 +223,8 @@ void add_window(const LoadedCase& lc, const PlanSetup& s, const TensorMap& actua
 /// error where the case does not rotate, and another base's angle errors are not the case's.
 void add_other_type(const LoadedCase& lc, const PlanSetup& s, std::vector<RopeFitCandidate>& out) {
   const std::vector<PlanLayerType> types = plan_types_of(lc);
-  for (const char* m : {"other-layer-type", "rope-on-nope", "global-rope-on-sliding",
-                        "yarn-truncate"}) {
+  for (const char* m :
+       {"other-layer-type", "rope-on-nope", "global-rope-on-sliding", "yarn-truncate"}) {
     PlanLayerType other;
     try {
       other = plan_type_with_mistake(s.t, types, m);
@@ -250,17 +251,17 @@ void add_temperature(const LoadedCase& lc, const PlanSetup& s, const TensorMap& 
       const std::int64_t n = std::max<std::int64_t>(0, (m + b + o) / L);
       return 1.0 + c * std::log1p(static_cast<double>(n));
     };
-    out.push_back(candidate(lc, s.t, "temperature-offset", (o > 0 ? "+" : "") + std::to_string(o),
-                            "0", std::string("floor((p") + (l4 ? " + 1" : "") + " + o) / " +
-                                     std::to_string(L) + ")", tau));
+    out.push_back(candidate(
+        lc, s.t, "temperature-offset", (o > 0 ? "+" : "") + std::to_string(o), "0",
+        std::string("floor((p") + (l4 ? " + 1" : "") + " + o) / " + std::to_string(L) + ")", tau));
   }
   auto unfloored = [=](std::int64_t m) {
     return 1.0 + c * std::log1p(static_cast<double>(m + b) / static_cast<double>(L));
   };
-  out.push_back(candidate(lc, s.t, "temperature-floor", "no floor", "floor",
-                          "1 + c ln(1 + (p" + std::string(l4 ? " + 1" : "") + ") / " +
-                              std::to_string(L) + ")",
-                          unfloored));
+  out.push_back(candidate(
+      lc, s.t, "temperature-floor", "no floor", "floor",
+      "1 + c ln(1 + (p" + std::string(l4 ? " + 1" : "") + ") / " + std::to_string(L) + ")",
+      unfloored));
   // the coefficient: from |q_rot| / |q| past a step (NoPE or a rotation that keeps pair norms)
   std::vector<double> cs;
   std::string ev = "c / 2 and 2 c tried";

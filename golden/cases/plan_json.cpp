@@ -7,11 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/model_plan.hpp"
 #include "golden/cases/plan_case.hpp"
@@ -74,7 +73,8 @@ RopeScaling rope_scaling_from_json(const Json& j) {
     throw GoldenFileError("manifest params.scaling: " + what);
   };
   RopeScaling s;
-  if (!j.is_object() || !j.contains("type") || !j.at("type").is_string()) bad("needs a string \"type\"");
+  if (!j.is_object() || !j.contains("type") || !j.at("type").is_string())
+    bad("needs a string \"type\"");
   const std::string type = j.at("type").get<std::string>();
   bool found = false;
   for (auto t : {RopeScalingType::kNone, RopeScalingType::kLinear, RopeScalingType::kNtk,
@@ -110,7 +110,8 @@ RopeScaling rope_scaling_from_json(const Json& j) {
       s.max_position = integer("max_position_embeddings");
       const std::string form = j.value("form", std::string());
       found = false;
-      for (auto f : {YarnForm::kPaper, YarnForm::kHfEarly, YarnForm::kHfCurrent, YarnForm::kDeepSeekOfficial}) {
+      for (auto f : {YarnForm::kPaper, YarnForm::kHfEarly, YarnForm::kHfCurrent,
+                     YarnForm::kDeepSeekOfficial}) {
         if (form == reference::yarn_form_name(f)) {
           s.yarn_form = f;
           found = true;
@@ -122,7 +123,8 @@ RopeScaling rope_scaling_from_json(const Json& j) {
       s.attention_factor = num("attention_factor");
       s.mscale = num("mscale");
       s.mscale_all_dim = num("mscale_all_dim");
-      if (!j.contains("truncate") || !j.at("truncate").is_boolean()) bad("needs a boolean \"truncate\"");
+      if (!j.contains("truncate") || !j.at("truncate").is_boolean())
+        bad("needs a boolean \"truncate\"");
       s.truncate = j.at("truncate").get<bool>();
       s.mla = j.value("mla", false);
       break;
@@ -140,7 +142,8 @@ RopeScaling rope_scaling_from_json(const Json& j) {
       s.long_factor = list("long_factor");
       const std::string sw = j.value("switch", std::string());
       found = false;
-      for (auto p : {LongRopePolicy::kHfSeqLen, LongRopePolicy::kVllmAnyAbove, LongRopePolicy::kVllmMaxModelLen}) {
+      for (auto p : {LongRopePolicy::kHfSeqLen, LongRopePolicy::kVllmAnyAbove,
+                     LongRopePolicy::kVllmMaxModelLen}) {
         if (sw == reference::longrope_policy_name(p)) {
           s.longrope_policy = p;
           found = true;
@@ -211,12 +214,14 @@ T type_value(const Json& j, const char* key, const std::string& source) {
   const Json& v = type_key(j, key, source);
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     // an integer in T's range (nlohmann's get<T> would cast a huge or fractional number)
-    const bool ok = (v.is_number_integer() && !v.is_number_unsigned() &&
-                     v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
-                     v.get<std::int64_t>() <= std::numeric_limits<T>::max()) ||
-                    (v.is_number_unsigned() &&
-                     v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max()));
-    if (!ok) bad_type(source, std::string("type.") + key, "expected an integer (got " + v.dump() + ")");
+    const bool ok =
+        (v.is_number_integer() && !v.is_number_unsigned() &&
+         v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+         v.get<std::int64_t>() <= std::numeric_limits<T>::max()) ||
+        (v.is_number_unsigned() &&
+         v.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max()));
+    if (!ok)
+      bad_type(source, std::string("type.") + key, "expected an integer (got " + v.dump() + ")");
     return static_cast<T>(v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
                                                  : v.get<std::int64_t>());
   } else {
@@ -288,7 +293,7 @@ PlanLayerType plan_type_from_json(const Json& j, const std::string& source) {
     const std::string kind = type_value<std::string>(qn, "kind", source);
     if (kind != "rms" && kind != "rms_unit" && kind != "l2")
       bad_type(source, "type.qk_norm.kind", "expected rms, rms_unit or l2 (got " + kind + ")");
-    t.qk_norm.kind = kind == "rms" ? QkNormKind::kRms
+    t.qk_norm.kind = kind == "rms"  ? QkNormKind::kRms
                      : kind == "l2" ? QkNormKind::kL2
                                     : QkNormKind::kRmsUnit;
     const std::string where = type_value<std::string>(qn, "position", source);
@@ -299,7 +304,8 @@ PlanLayerType plan_type_from_json(const Json& j, const std::string& source) {
     t.qk_norm.position = where == "before_rope" ? reference::QkNormPosition::kBeforeRope
                                                 : reference::QkNormPosition::kAfterRope;
     t.qk_norm.eps = type_value<double>(qn, "eps", source);
-    if (t.qk_norm.has_weights()) t.qk_norm.weight_offset = type_value<double>(qn, "weight_offset", source);
+    if (t.qk_norm.has_weights())
+      t.qk_norm.weight_offset = type_value<double>(qn, "weight_offset", source);
   }
   if (j.contains("v_norm")) t.v_norm = type_value<bool>(j, "v_norm", source);
   t.query_pre_attn_scalar = type_value<double>(j, "query_pre_attn_scalar", source);

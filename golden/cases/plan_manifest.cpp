@@ -61,8 +61,8 @@ Json plan_layer_json(const PlanLayerType& t) {
 }
 
 const std::vector<std::string>& plan_layer_keys() {
-  static const std::vector<std::string> keys = {"rope",   "base",  "scaling",     "mask", "window",
-                                                "chunk",  "temperature", "sinks", "qk_norm"};
+  static const std::vector<std::string> keys = {
+      "rope", "base", "scaling", "mask", "window", "chunk", "temperature", "sinks", "qk_norm"};
   return keys;
 }
 
@@ -111,7 +111,8 @@ void plan_manifest_add_hashes(Json& plan, const fs::path& dir) {
   for (Json& t : plan.at("types")) {
     for (const char* f : {"manifest", "tensors"}) {
       const fs::path p = dir / t.at(f).get<std::string>();
-      if (!fs::is_regular_file(p)) throw GoldenFileError(p.string() + ": missing (plan.json lists it)");
+      if (!fs::is_regular_file(p))
+        throw GoldenFileError(p.string() + ": missing (plan.json lists it)");
       t[std::string(f) + "_sha256"] = sha256_file(p);
     }
   }
@@ -211,8 +212,7 @@ class PlanReader {
 
   fs::path file_of(const std::string& key, const std::string& rel, const std::string& ext) const {
     const std::string want = rel.substr(0, std::min<std::size_t>(rel.size(), 5));
-    if (want != "plan/" || !is_plain_file_name(rel.substr(5)) ||
-        fs::path(rel).extension() != ext) {
+    if (want != "plan/" || !is_plain_file_name(rel.substr(5)) || fs::path(rel).extension() != ext) {
       bad(key, "expected plan/<case id>" + ext + " inside the plan's folder (got " + rel + ")");
     }
     return path_.parent_path() / rel;
@@ -228,7 +228,8 @@ class PlanReader {
       const std::string key = "types[" + std::to_string(t) + "]";
       PlanManifest::Type ty;
       ty.name = types[t].at("name").get<std::string>();
-      if (!names.insert(ty.name).second) bad(key + ".name", "type \"" + ty.name + "\" is listed twice");
+      if (!names.insert(ty.name).second)
+        bad(key + ".name", "type \"" + ty.name + "\" is listed twice");
       ty.case_id = types[t].at("case").get<std::string>();
       ty.manifest = file_of(key + ".manifest", types[t].at("manifest").get<std::string>(), ".json");
       ty.tensors =
@@ -267,9 +268,9 @@ class PlanReader {
       const PlanManifest::Type& ty = p_.types[static_cast<std::size_t>(owner_[l])];
       if (!e.is_object() || e.value("index", Json()) != Json(l) ||
           e.value("type", Json()) != Json(ty.name) || e.value("case", Json()) != Json(ty.case_id)) {
-        bad("layers[" + std::to_string(l) + "]", "expected index " + std::to_string(l) +
-                                                     ", type " + ty.name + " and case " +
-                                                     ty.case_id + " (the type that lists it)");
+        bad("layers[" + std::to_string(l) + "]", "expected index " + std::to_string(l) + ", type " +
+                                                     ty.name + " and case " + ty.case_id +
+                                                     " (the type that lists it)");
       }
       p_.layers.push_back(e);
     }
@@ -287,9 +288,10 @@ class PlanReader {
                                             std::tuple{ty.tensors, hashes_[t].second, "tensors"}}) {
         if (sha256_file(file) != sha && !POSENC_MUTANT("plan_case_hash_unchecked")) {
           bad(key + "." + what + "_sha256",
-              file.string() + " has another SHA-256 than the plan records (a modified case, or a "
-              "plan pointing at another case's files); regenerate with `posenc generate "
-              "--config`");
+              file.string() +
+                  " has another SHA-256 than the plan records (a modified case, or a "
+                  "plan pointing at another case's files); regenerate with `posenc generate "
+                  "--config`");
         }
       }
     }
@@ -335,8 +337,8 @@ class PlanReader {
     for (const auto& [k, v] : pt.items()) {
       if (!ty.type.contains(k) || ty.type.at(k) != v) {
         bad(key + ".type." + k + layers, shown(ty.type.value(k, Json())) + " but case " +
-                                             ty.case_id + " has " + shown(v) +
-                                             " (params.type." + k + ")");
+                                             ty.case_id + " has " + shown(v) + " (params.type." +
+                                             k + ")");
       }
     }
     bad(key + ".type" + layers, "differs from case " + ty.case_id + "'s params.type (type " +
@@ -376,7 +378,8 @@ class PlanReader {
     throw GoldenFileError(src_ + ": lies in the catalog folder " + path_.parent_path().string() +
                           " but " + cat.string() +
                           " does not list it (\"plans\"); refused (rebuild with `posenc catalog "
-                          "--data " + path_.parent_path().string() + "`)");
+                          "--data " +
+                          path_.parent_path().string() + "`)");
   }
 
   fs::path path_;
@@ -411,7 +414,8 @@ std::string plan_layer_dir_name(int layer, int n_layers) {
   return std::string(s.size() < width ? width - s.size() : 0, '0') + s;
 }
 
-std::vector<LayerTableDiff> plan_layer_table_check(const PlanManifest& plan, const fs::path& table) {
+std::vector<LayerTableDiff> plan_layer_table_check(const PlanManifest& plan,
+                                                   const fs::path& table) {
   const std::string src = table.string();
   auto bad = [&](const std::string& key, const std::string& what) {
     throw GoldenFileError(src + ": " + key + ": " + what);

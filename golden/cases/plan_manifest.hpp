@@ -16,10 +16,9 @@
 // small JSON the engine dumps) is compared with it exactly, key by key.
 #pragma once
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/model_plan.hpp"
 
