@@ -110,4 +110,8 @@ nlohmann::json plan_qk_norm_json(const reference::QkNorm& n);
 /// plan_type_from_json, golden/cases/plan_case.hpp).
 nlohmann::json plan_type_to_json(const PlanLayerType& t);
 
+/// The layer type from JSON (plan_type_to_json's form, golden/cases/plan_json.cpp;
+/// GoldenFileError naming `source` and the key).
+PlanLayerType plan_type_from_json(const nlohmann::json& j, const std::string& source);
+
 }  // namespace posenc::golden

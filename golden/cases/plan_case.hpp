@@ -91,9 +91,6 @@ std::vector<HardPosition> plan_type_positions(const PlanLayerType& t, std::int64
 PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::string& model_name,
                           DType t);
 
-/// The layer type from JSON (plan_type_to_json's form, golden/cases/model_plan.hpp;
-/// GoldenFileError naming `source` and the key).
-PlanLayerType plan_type_from_json(const nlohmann::json& j, const std::string& source);
 
 /// Pure: inputs from the PRNG, expected values from mp50 (cross-checked in mp100), budgets,
 /// manifest. InvalidArgument for a type this case does not model (MLA).

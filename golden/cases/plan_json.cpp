@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "golden/cases/model_plan.hpp"
-#include "golden/cases/plan_case.hpp"
-#include "golden/cases/rope_case.hpp"
+#include "golden/cases/scaling_json.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {

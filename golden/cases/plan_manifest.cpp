@@ -5,8 +5,6 @@
 #include <set>
 #include <tuple>
 
-#include "golden/cases/plan_case.hpp"
-#include "golden/cases/rope_case.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/format/manifest.hpp"
 #include "optimized/common/mutant.hpp"
