@@ -91,7 +91,6 @@ std::vector<HardPosition> plan_type_positions(const PlanLayerType& t, std::int64
 PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::string& model_name,
                           DType t);
 
-
 /// Pure: inputs from the PRNG, expected values from mp50 (cross-checked in mp100), budgets,
 /// manifest. InvalidArgument for a type this case does not model (MLA).
 GoldenCase plan_case_generate(const PlanCaseDef& d);

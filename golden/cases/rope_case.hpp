@@ -205,5 +205,4 @@ struct RopeStageBudgets {
 };
 RopeStageBudgets rope_stage_budgets(const std::string& profile, DType t, double A, int h);
 
-
 }  // namespace posenc::golden
