@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -254,9 +255,11 @@ std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& 
       for (const auto& prof : by) {
         Hypothesis h = make_hypothesis(p.pipeline, prof, m);
         if (!judge_into(h, judge_against(lc, run, actual, prof))) continue;
-        // own is capped: a mistaken computation the case's budgets do not describe at all
-        // (RoPE on a NoPE case: no angle extras) must not make any residual confirm it
-        h.limit = p.pipeline == "exact" && prof == "strict" ? 1 : 2 * std::clamp(own, 1.0, 8.0);
+        // On a plan case own is capped: a mistaken computation the case's budgets do not
+        // describe at all (RoPE on a NoPE layer: no angle extras) must not confirm any residual;
+        // plan_fit.hpp judges those with their own budgets instead.
+        const double cap = lc.spec.scheme == "plan" ? 8.0 : std::numeric_limits<double>::infinity();
+        h.limit = p.pipeline == "exact" && prof == "strict" ? 1 : 2 * std::clamp(own, 1.0, cap);
         h.deviation = deviation_from(lc.spec, run, actual);
         out.push_back(std::move(h));
       }
