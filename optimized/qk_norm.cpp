@@ -41,9 +41,10 @@ void qk_norm_apply_rows(const QkNorm& n, int head_dim, span<const float> x, span
     float* yr = y.data() + static_cast<std::size_t>(r) * h;
     double sum = 0;
     float fsum = 0;
+    const float* sr = POSENC_MUTANT("opt_plans_qk_norm_reads_output") ? yr : xr;
     for (std::size_t c = 0; c < h; ++c) {
-      sum += static_cast<double>(xr[c]) * xr[c];
-      fsum += xr[c] * xr[c];
+      sum += static_cast<double>(sr[c]) * sr[c];
+      fsum += sr[c] * sr[c];
     }
     if (float_sum) sum = fsum;
     const double ms = sum / static_cast<double>(h) + eps;

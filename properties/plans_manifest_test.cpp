@@ -329,12 +329,6 @@ TEST(PlanFit, EachFittedParameterIsNamedWithItsValue) {
   EXPECT_EQ(h.mistake, "other-layer-type");
 }
 
-TEST(PlanFit, NoFitForAnotherScheme) {
-  const auto lc = golden::load_case(golden::default_data_dir() / "rope" /
-                                    "rope_half_d128_b5e5_llama3_8b_f32.json");
-  EXPECT_TRUE(golden::plan_fit_candidates(lc, lc.golden).empty());
-}
-
 golden::ModelPlan plan_of(const Json& cfg) {
   return golden::model_plan_from_config(golden::rope_config_from_json(cfg, "c.json"), "c.json");
 }
