@@ -31,17 +31,23 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/hf_config.hpp"
 #include "golden/cases/model_plan.hpp"
 #include "golden/cases/plan_case.hpp"
 #include "golden/cases/registry.hpp"
+#include "golden/format/limits.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
 namespace {
 
+using reference::QkNorm;
+using reference::QkNormKind;
+using reference::QkNormPosition;
 using reference::QueryTemperatureRule;
 using reference::RopeLayout;
 using reference::RopeScalingType;
+using Json = nlohmann::json;
 
 PlanLayerType rope_type(const std::string& name, int head_dim, double base, RopeLayout layout) {
   PlanLayerType t;
@@ -68,14 +74,36 @@ std::vector<int> pattern(int n_layers, int period) {
   return v;
 }
 
+/// A plan written by hand; its model (ids, L and the config the cases embed) is the committed
+/// preset's `<id>.json` when there is one, else `config` (a stand-in written here).
 ModelPlan make_plan(const std::string& id, std::int64_t max_position,
-                    std::vector<PlanLayerType> types, std::vector<int> layers) {
+                    std::vector<PlanLayerType> types, std::vector<int> layers,
+                    const Json& config = Json()) {
   ModelPlan p;
-  p.model.id = id;
-  p.model.max_position = max_position;
+  if (config.is_null()) {
+    const auto path = default_presets_dir() / (id + ".json");
+    p.model = rope_config_parse(read_json_text(path), path.string());
+  } else {
+    p.model = rope_config_from_json(config, id + " (stand-in config, golden/plan_golden.cpp)");
+  }
+  if (p.model.id != id || p.model.max_position != max_position) {
+    throw_invalid("plan_golden make_plan",
+                  "the config's id and max_position_embeddings must be "
+                  "the plan's",
+                  p.model.id);
+  }
   p.types = std::move(types);
   p.layer_type = std::move(layers);
   return p;
+}
+
+QkNorm gemma_qk_norm(double weight_offset) {
+  QkNorm n;
+  n.kind = QkNormKind::kRms;
+  n.position = QkNormPosition::kBeforeRope;
+  n.eps = 1e-6;
+  n.weight_offset = weight_offset;
+  return n;
 }
 
 ModelPlan gemma2_9b() {
@@ -96,10 +124,12 @@ ModelPlan gemma3_4b() {
   s.mask = PlanMask::kSliding;
   s.window = 1024;
   s.query_pre_attn_scalar = 256;
+  s.qk_norm = gemma_qk_norm(1.0);  // Gemma3RMSNorm (1 + w) before RoPE
   PlanLayerType g = rope_type("full_attention", 256, 1000000.0, RopeLayout::kHalfSplit);
   g.scaling.type = RopeScalingType::kLinear;
   g.scaling.factor = 8.0;
   g.query_pre_attn_scalar = 256;
+  g.qk_norm = s.qk_norm;
   return make_plan("gemma-3-4b-it", 131072, {s, g}, pattern(34, 6));
 }
 
@@ -112,6 +142,9 @@ ModelPlan llama4_scout() {
   c.scaling.original_max_position = 8192;
   c.mask = PlanMask::kChunked;
   c.chunk = 8192;
+  c.qk_norm.kind = QkNormKind::kL2;  // Llama4TextL2Norm after RoPE (use_qk_norm)
+  c.qk_norm.position = QkNormPosition::kAfterRope;
+  c.qk_norm.eps = 1e-5;
   PlanLayerType n = nope_type("full_attention", 128);
   n.has_temperature = true;
   n.temperature = {QueryTemperatureRule::kLlama4, 8192, 0.1};
@@ -139,8 +172,25 @@ ModelPlan command_r7b() {
   PlanLayerType s = rope_type("sliding_attention", 128, 50000.0, RopeLayout::kInterleaved);
   s.mask = PlanMask::kSliding;
   s.window = 4096;
-  return make_plan("command-r7b (mirrors CohereForAI/c4ai-command-r7b-12-2024)", 132096,
-                   {s, nope_type("full_attention", 128)}, pattern(32, 4));
+  const std::string id = "command-r7b (mirrors CohereForAI/c4ai-command-r7b-12-2024)";
+  const Json config = {
+      {"_posenc",
+       {{"id", id},
+        {"source",
+         "a stand-in, not a published config.json (that file sits behind a licence "
+         "click-through): the keys the plan reader needs for the values public ports of the "
+         "model state (32 layers, 3 sliding : 1 global, window 4096, interleaved RoPE base "
+         "50000, context 132096, 32 heads of 128 over 8 kv heads)"}}},
+      {"model_type", "cohere2"},
+      {"hidden_size", 4096},
+      {"num_attention_heads", 32},
+      {"num_key_value_heads", 8},
+      {"num_hidden_layers", 32},
+      {"max_position_embeddings", 132096},
+      {"rope_theta", 50000.0},
+      {"sliding_window", 4096},
+      {"sliding_window_pattern", 4}};
+  return make_plan(id, 132096, {s, nope_type("full_attention", 128)}, pattern(32, 4), config);
 }
 
 ModelPlan gemma4_31b() {
@@ -152,6 +202,9 @@ ModelPlan gemma4_31b() {
   g.rope = PlanRope::kProportional;
   g.proportional = {0.25, 1.0};
   g.query_pre_attn_scalar = 1.0;
+  // q_norm / k_norm (w) before RoPE and a v_norm: the cases' q, k, v are past the norms
+  s.qk_norm = g.qk_norm = gemma_qk_norm(0.0);
+  s.v_norm = g.v_norm = true;
   return make_plan("gemma-4-31b-it", 262144, {s, g}, pattern(60, 6));
 }
 
@@ -165,9 +218,31 @@ ModelPlan mistral_beta() {
   t.scaling.beta_slow = 1.0;
   t.has_temperature = true;
   t.temperature = {QueryTemperatureRule::kMistral, 16384, 0.1};
-  return make_plan(
-      "mistral-beta (a Mistral config with llama_4_scaling_beta 0.1, YaRN x16 over 16384)", 262144,
-      {t}, std::vector<int>(40, 0));
+  const std::string id =
+      "mistral-beta (a Mistral config with llama_4_scaling_beta 0.1, YaRN x16 over 16384)";
+  const Json config = {
+      {"_posenc",
+       {{"id", id},
+        {"source",
+         "a stand-in, not a published config.json: Ministral 3's llama_4_scaling_beta 0.1 over "
+         "original_max_position_embeddings 16384 as public ports of it state them; the YaRN "
+         "factor 16 and base 1e6 are illustrative"}}},
+      {"model_type", "ministral3"},
+      {"hidden_size", 4096},
+      {"head_dim", 128},
+      {"num_attention_heads", 32},
+      {"num_key_value_heads", 8},
+      {"num_hidden_layers", 40},
+      {"max_position_embeddings", 262144},
+      {"rope_parameters",
+       {{"rope_type", "yarn"},
+        {"rope_theta", 1000000.0},
+        {"factor", 16.0},
+        {"original_max_position_embeddings", 16384},
+        {"beta_fast", 32.0},
+        {"beta_slow", 1.0},
+        {"llama_4_scaling_beta", 0.1}}}};
+  return make_plan(id, 262144, {t}, std::vector<int>(40, 0), config);
 }
 
 /// A negative control of a valid case: the same inputs (seed), expected values of the mistake.
@@ -228,6 +303,17 @@ const std::vector<PlanCaseDef>& case_table() {
     c.push_back(control(find("plan_gpt_oss_20b_sliding_attention_f32"), "sinks_dropped",
                         "sinks-dropped",
                         "GPT-OSS's learned sink logits left out of the softmax denominator"));
+    c.push_back(control(
+        find("plan_gemma_3_4b_it_full_attention_f32"), "other_layer_type", "other-layer-type",
+        "Gemma 3's global layers computed as its sliding layers (base 1e4 unscaled, window "
+        "1024): what an engine whose layer pattern is off by one computes on layers 5, 11, 17, "
+        "23 and 29"));
+    c.push_back(control(
+        find("plan_llama_4_scout_17b_16e_instruct_chunked_attention_f32"), "qk_norm_missing",
+        "qk-norm-missing",
+        "Llama 4's L2 norm of q and k after RoPE (Llama4TextL2Norm, eps rms_norm_eps 1e-5) left "
+        "out on its chunked RoPE layers, where HF's Llama4TextAttention applies it when "
+        "use_qk_norm (Scout ships true)"));
     v.insert(v.end(), c.begin(), c.end());
     return v;
   }();

@@ -424,6 +424,59 @@ bounded 2097152 30 0 "level-2 cases \(shard 9999/10000" "list --level 2 --shard 
 bounded 2097152 30 0 "cases \(shard 0/10000" "list --shard 0/10000 (the most shards)" list --shard 0/10000
 layout_tokens 376 vl512.json
 bounded 2097152 120 0 "generated 1 cases" "--layout of 512 tokens, the most of a VL case" generate --config "$SRC/golden/presets/qwen2-vl-7b-instruct.json" --layout vl512.json --out vl512_out
+# ---- plan manifests (plan.json) and per-layer outputs -------------------------------------------
+# A Gemma 3 plan as generate --config writes it, each row on a copy with plan.json edited (python3).
+"$POSENC" generate --config "$SRC/golden/presets/gemma-3-4b-it.json" --out g3 >/dev/null 2>&1 || exit 2
+PL=plan_gemma_3_4b_it
+for t in sliding_attention full_attention; do
+  "$POSENC" engine ${PL}_${t}_f32 --data g3 --pipeline fp32 --out g3out/${PL}_${t}_f32.safetensors 2>/dev/null || exit 2
+done
+# planedit NAME PYTHON: g3_NAME/, a copy of g3/ whose plan.json j is edited by PYTHON
+planedit() {
+  rm -rf "g3_$1" && cp -r g3 "g3_$1"
+  python3 - "g3_$1/plan.json" "$2" <<'PY'
+import json, sys
+p = sys.argv[1]
+j = json.load(open(p))
+exec(sys.argv[2])
+json.dump(j, open(p, "w"), indent=1)
+PY
+}
+planedit point 'f, s = j["types"][1], j["types"][0]
+for k in ("case", "manifest", "manifest_sha256", "tensors", "tensors_sha256"): f[k] = s[k]
+for l in j["layers"]:
+    if l["type"] == "full_attention": l["case"] = s["case"]'
+expect 2 "g3_point/plan.json: layers\[5\]\.base: 1000000\.0 \(type full_attention\) but its case ${PL}_sliding_attention_f32 says 10000\.0" "plan.json pointing full_attention at the sliding case" verify g3_point/plan.json --actual g3out --profile fp32
+planedit swap 'a, b = j["types"]
+for k in ("case", "manifest", "manifest_sha256", "tensors", "tensors_sha256"): a[k], b[k] = b[k], a[k]
+for l in j["layers"]: l["case"] = a["case"] if l["type"] == a["name"] else b["case"]'
+expect 2 "g3_swap/plan.json: layers\[0\]\.base: 10000\.0 \(type sliding_attention\) but its case ${PL}_full_attention_f32 says 1000000\.0" "plan.json with the two types' cases swapped" verify g3_swap/plan.json --actual g3out --profile fp32
+planedit window 'for l in j["layers"]:
+    if l["window"]: l["window"] = 2048'
+expect 2 "g3_window/plan.json: layers\[0\]\.window: 2048 \(type sliding_attention\) but its case ${PL}_sliding_attention_f32 says 1024" "plan.json with a changed window" verify g3_window/plan.json --actual g3out --profile fp32
+planedit notes 'j["notes"].append("edited")'
+expect 2 "g3_notes/plan.json: SHA-256 differs from g3_notes/catalog.json" "plan.json edited within the rules (its catalog hash)" verify g3_notes/plan.json --actual g3out --profile fp32
+planedit tensors 'pass'
+printf 'x' >>"g3_tensors/plan/${PL}_full_attention_f32.safetensors"
+expect 2 "g3_tensors/plan.json: types\[1\]\.tensors_sha256: .*has another SHA-256 than the plan records" "a plan's case file changed after the plan" verify g3_tensors/plan.json --actual g3out --profile fp32
+planedit v1 'j["version"] = 1'
+expect 2 "g3_v1/plan.json: version: expected 2 \(got 1\); regenerate the plan" "plan.json of version 1" verify g3_v1/plan.json --actual g3out --profile fp32
+mkdir -p g3miss && cp g3out/${PL}_sliding_attention_f32.safetensors g3miss/
+expect 1 "1 layer type not passing \(1 without output, which fails its layers\), 5 of 34 layers affected" "plan with one type's output missing" verify g3/plan.json --actual g3miss --profile fp32
+python3 - g3/plan.json <<'PY' >table.json
+import json, sys
+p = json.load(open(sys.argv[1]))
+keys = ["rope", "base", "scaling", "mask", "window", "chunk", "temperature", "sinks", "qk_norm"]
+by = {l["type"]: {k: l[k] for k in keys} for l in p["layers"]}
+rows = [dict(index=i, **by["full_attention" if (i + 1) % 6 == 0 else "sliding_attention"]) for i in range(34)]
+del rows[3]["qk_norm"]
+print(json.dumps({"schema": "posenc-layer-table", "layers": rows}))
+PY
+expect 2 "table.json: layers\[3\]\.qk_norm: missing \(null where the layer has none\)" "layer table with a key missing" verify g3/plan.json --layer-table table.json
+expect 2 "--layer-table needs one plan manifest \(plan.json\) as GOLDEN" "--layer-table without a plan" verify "$MAN" --layer-table table.json
+expect 2 "verify: --actual is required" "verify without --actual or --layer-table" verify "$MAN"
+mkdir -p g3layers/layers/00 && cp g3out/${PL}_sliding_attention_f32.safetensors g3layers/layers/00/
+expect 1 "plan gemma_3_4b_it: 33 of 34 layers fail: 1-33" "per-layer outputs with layers missing" verify g3/plan.json --actual g3layers --profile fp32
 
 echo "bad input: $rows rows, $failures failed"
 [ "$failures" -eq 0 ]

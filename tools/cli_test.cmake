@@ -335,8 +335,9 @@ expect(1 "sliding_attention  FAIL: layers 0-4, 6-10, 12-16, 18-22, 24-28, 30-33 
        verify "${WORK}/plan/out/plan.json" --actual "${WORK}/plan/bad" --profile fp32)
 expect(1 "explained.*`global-rope-on-sliding`.*layer type sliding_attention of gemma_3_4b_it: layers 0-4"
        diagnose "${WORK}/plan/out/plan.json" --actual "${WORK}/plan/bad" --profile fp32)
-file(WRITE "${WORK}/plan/broken.json" [=[{"schema": "posenc-plan", "model": "m", "n_layers": 2,
-  "types": [{"name": "a", "case": "plan_x", "manifest": "plan/plan_x.json", "layers": [0]}], "layers": []}]=])
+file(WRITE "${WORK}/plan/broken.json" [=[{"schema": "posenc-plan", "version": 2, "model": "m", "n_layers": 2,
+  "types": [{"name": "a", "case": "plan_x", "manifest": "plan/plan_x.json", "manifest_sha256": "",
+  "tensors": "plan/plan_x.safetensors", "tensors_sha256": "", "layers": [0], "type": {}}], "layers": []}]=])
 expect(2 "broken.json: types: layer 1 has no type" verify "${WORK}/plan/broken.json" --actual "${WORK}/plan/good")
 # Bad configs and options: exit 2, naming the file and the key.
 file(WRITE "${WORK}/bad/unknown_key.json" [=[{"num_attention_heads": 4, "hidden_size": 256,

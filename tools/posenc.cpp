@@ -2,46 +2,46 @@
 // engine, bench. Exit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.
 // No scheme-specific code here: schemes are reached through golden/cases/registry.hpp.
 // Each subcommand's options are declared in tools/posenc_cli.cpp; main parses and dispatches.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/catalog.hpp"
 #include "golden/cases/diagnose.hpp"
 #include "golden/cases/hf_config.hpp"
+#include "golden/cases/mrope_case.hpp"
 #include "golden/cases/pipelines.hpp"
-#include "golden/format/profiles.hpp"
+#include "golden/cases/plan_case.hpp"
+#include "golden/cases/registry.hpp"
 #include "golden/format/dir_lock.hpp"
 #include "golden/format/format.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/format/output_path.hpp"
-#include "golden/cases/registry.hpp"
-#include "golden/cases/mrope_case.hpp"
-#include "golden/cases/plan_case.hpp"
+#include "golden/format/profiles.hpp"
 #include "golden/verify/verify.hpp"
-#include "tools/posenc_report.hpp"
 #include "reference/common/errors.hpp"
+#include "tools/bench.hpp"
 #include "tools/posenc_cli.hpp"
 #include "tools/posenc_constants.hpp"
 #include "tools/posenc_oracle.hpp"
-#include "tools/bench.hpp"
+#include "tools/posenc_plan.hpp"
+#include "tools/posenc_report.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -667,11 +667,16 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
                  c.id.c_str(), c.description.c_str(), seconds_since(t1));
   }
   std::fprintf(stderr, "generated %zu cases, %zu bytes, in %.2f s\n", cc.cases.size(), bytes, seconds_since(t0));
+  if (!cc.plan.is_null()) {  // after the cases (it holds their hashes), before the catalog (it
+                             // holds its hash)
+    nlohmann::json plan = cc.plan;
+    plan_manifest_add_hashes(plan, out);
+    rule.write_text(out / "plan.json", OutputKind::kPlanManifest, plan.dump(1) + "\n");
+  }
   std::set<std::string> run;
   for (const ConfigCase& c : cc.cases) run.insert(c.id);
   write_catalog(out, rule, "generate --config", run);
-  if (!cc.plan.is_null()) {  // after the cases: a plan.json always names cases that exist
-    rule.write_text(out / "plan.json", OutputKind::kPlanManifest, cc.plan.dump(1) + "\n");
+  if (!cc.plan.is_null()) {
     std::fprintf(stderr, "plan: %s (%zu layers, one case per layer type)\n", (out / "plan.json").c_str(),
                  cc.plan.at("layers").size());
     std::fprintf(stderr, "next: run your engine on each layer type's case, then\n  posenc verify %s --actual OUT_DIR --profile P\n",
@@ -924,47 +929,57 @@ std::vector<std::string> plan_case_args(const std::vector<std::string>& golden_a
   return args;
 }
 
-/// After a plan's cases are verified (text format): one line per layer type with its verdict
-/// and the layers it covers ("sliding_attention FAIL: layers 0-4, 6-10, ..."), then the model's.
-void print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& reports) {
-  std::size_t width = 0;
-  for (const auto& t : plan.types) width = std::max(width, t.name.size());
-  int failed = 0, layers_failed = 0;
-  std::cout << "plan " << plan.model << ": " << plan.n_layers << " layers, " << plan.types.size()
-            << " layer types\n";
-  for (const auto& t : plan.types) {
-    std::string verdict = "NO OUTPUT";
-    for (const auto& r : reports) {
-      if (r.id != t.case_id) continue;
-      verdict = r.status == Verdict::kPass   ? "PASS"
-                : r.status == Verdict::kFail ? "FAIL"
-                : r.status == Verdict::kError ? "ERROR"
-                : r.status == Verdict::kNotApplicable ? "NOT APPLICABLE"
-                                                      : "NO OUTPUT";
-    }
-    if (verdict != "PASS") {
-      ++failed;
-      layers_failed += static_cast<int>(t.layers.size());
-    }
-    std::cout << "  " << t.name << std::string(width - t.name.size(), ' ') << "  " << verdict << ": layers "
-              << plan_layer_ranges(t.layers) << " (" << t.layers.size() << " layers; case " << t.case_id << ")\n";
+/// verify on a plan manifest with --layer-table or per-layer outputs (ACT/layers/NN):
+/// tools/posenc_plan.hpp. nullopt: the per-type path of cmd_verify does the rest (*table_rc set
+/// by a layer table checked here).
+std::optional<int> verify_plan_modes(const PlanManifest& plan, const fs::path& actual,
+                                     const VerifyOptions& opt, const std::string& format,
+                                     bool verbose, const std::string& layer_table, int* table_rc) {
+  json j = {{"plan", plan.model}, {"profile", opt.profile}};
+  if (!layer_table.empty()) {
+    *table_rc = tools::plan_layer_table_report(plan, layer_table, format, &j) > 0 ? kExitMismatch
+                                                                                  : kExitPass;
   }
-  std::cout << "plan " << plan.model << ": "
-            << (failed == 0 ? std::string("PASS, every layer")
-                            : std::string(failed == 1 ? "1 layer type" : std::to_string(failed) + " layer types") +
-                                  " not passing, " + std::to_string(layers_failed) + " of " +
-                                  std::to_string(plan.n_layers) + " layers affected")
-            << "\n";
+  const bool layers = !actual.empty() && fs::is_directory(actual / "layers");
+  if (layers) {
+    const auto results = tools::plan_verify_layers(
+        plan, actual, opt,
+        [](const fs::path& d, const std::string& id) { return actual_for(d, id, 1); });
+    const int failing = tools::print_plan_layers(plan, results, format, verbose, &j);
+    if (format == "json") std::cout << j.dump(1) << "\n";
+    for (const auto& r : results) {
+      if (r.report.status == Verdict::kError) return kExitUsage;
+    }
+    return failing > 0 || *table_rc != kExitPass ? kExitMismatch : kExitPass;
+  }
+  if (actual.empty()) {
+    if (format == "json") std::cout << j.dump(1) << "\n";
+    return *table_rc;
+  }
+  return std::nullopt;
 }
 
 int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actual,
                const VerifyOptions& opt, const std::string& format, bool verbose, bool by_position,
-               bool force, ReportFile* html = nullptr) {
+               bool force, ReportFile* html = nullptr, const std::string& layer_table = "") {
   check_format(format);
   int diagnoses_left = kReportDiagnoses;
   // A plan manifest (plan.json of `generate --config`): the case of each of its layer types.
   std::optional<PlanManifest> plan;
   const auto cases = expand_golden(plan_case_args(golden_args, &plan));
+  if (!layer_table.empty() && !plan) {
+    throw UsageError("--layer-table needs one plan manifest (plan.json) as GOLDEN");
+  }
+  if (actual.empty() && layer_table.empty()) {
+    throw UsageError(
+        "verify: --actual is required (a plan.json with --layer-table alone checks the table)");
+  }
+  int table_rc = kExitPass;
+  if (plan && (html == nullptr || actual.empty())) {
+    if (const auto rc =
+            verify_plan_modes(*plan, actual, opt, format, verbose, layer_table, &table_rc))
+      return *rc;
+  }
   // --report is checked before anything is verified (golden/format/output_path.hpp).
   const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
   if (html) rule.check_file(html->path, OutputKind::kReport);
@@ -1033,7 +1048,14 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
     }
   }
   print_reports(reports, format, verbose, by_position, opt.profile);
-  if (plan && format == "text") print_plan_summary(*plan, reports);
+  // A plan: a type without output fails its layers (exit 1), as a differing layer table does.
+  int plan_layers_failed = 0;
+  if (plan) {
+    std::ostringstream quiet;
+    std::streambuf* const old = format == "text" ? nullptr : std::cout.rdbuf(quiet.rdbuf());
+    plan_layers_failed = tools::print_plan_summary(*plan, reports);
+    if (old) std::cout.rdbuf(old);
+  }
   if (html) html->write(rule);
   const bool failed = std::any_of(reports.begin(), reports.end(), [](const CaseReport& r) {
     return r.status == Verdict::kFail && r.result != "invalid";
@@ -1043,7 +1065,10 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
                 golden_args.size() == 1 ? golden_args.front().c_str() : "GOLDEN...",
                 actual.string().c_str(), opt.profile.c_str());
   }
-  return exit_code_of(reports);
+  const int rc = exit_code_of(reports);
+  if (plan && rc == kExitPass && (plan_layers_failed > 0 || table_rc != kExitPass))
+    return kExitMismatch;
+  return rc;
 }
 
 int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& actual,
@@ -1052,6 +1077,14 @@ int cmd_diagnose(const std::vector<std::string>& golden_args, const fs::path& ac
   check_format(format);
   std::optional<PlanManifest> plan;  // a plan manifest: each layer type's case
   const auto cases = expand_golden(plan_case_args(golden_args, &plan));
+  if (plan && html == nullptr && fs::is_directory(actual / "layers")) {  // per-layer outputs
+    json j = {{"plan", plan->model}, {"profile", profile}};
+    const int wrong = tools::plan_diagnose_layers(
+        *plan, actual, profile, format,
+        [](const fs::path& d, const std::string& id) { return actual_for(d, id, 1); }, &j);
+    if (format == "json") std::cout << j.dump(1) << "\n";
+    return wrong ? kExitMismatch : kExitPass;
+  }
   const OutputRule rule = html ? golden_reads(cases, actual, force) : OutputRule(force);
   if (html) rule.check_file(html->path, OutputKind::kReport);
   nlohmann::json all = nlohmann::json::array();
@@ -1358,7 +1391,7 @@ int run_verify(const tools::VerifyArgs& a, int argc, char** argv) {
   opt.require_all = a.require_all;
   if (a.max_position >= 0) opt.max_position = a.max_position;
   return cmd_verify(a.golden, a.actual, opt, a.format, a.verbose, a.by_position, a.force,
-                    report ? &*report : nullptr);
+                    report ? &*report : nullptr, a.layer_table);
 }
 
 int run_diagnose(const tools::DiagnoseArgs& a, int argc, char** argv) {

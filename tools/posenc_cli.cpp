@@ -120,8 +120,13 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs* a) {
       ->required();
   ver->add_option("--actual", a->actual,
                   "Engine output: a .safetensors or .npy file (one case), or a directory with "
-                  "<case_id>.safetensors or <case_id>/<tensor>.npy")->check(kNonEmpty)
-      ->required();
+                  "<case_id>.safetensors or <case_id>/<tensor>.npy (for a plan.json also "
+                  "layers/NN/, each layer's own output); required unless --layer-table is given")->check(kNonEmpty);
+  ver->add_option("--layer-table", a->layer_table,
+                  "With a plan.json: the engine's layer table (schema posenc-layer-table: per "
+                  "layer rope, base, scaling, mask, window, chunk, temperature, sinks, qk_norm) "
+                  "checked exactly against the plan, naming each layer and key that differs "
+                  "(docs/verifying-plans.md)")->check(kNonEmpty);
   ver->add_option("--profile", a->profile,
                   "The pipeline the engine claims: " + golden::profile_list_text() +
                       " (docs/profiles.md has each one's derivation and resolution)");

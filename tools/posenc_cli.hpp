@@ -40,7 +40,7 @@ struct CatalogArgs {
 
 struct VerifyArgs {
   std::vector<std::string> golden, maps;
-  std::string actual, profile = "strict", format = "text", report;
+  std::string actual, profile = "strict", format = "text", report, layer_table;
   bool verbose = false, require_all = false, by_position = false, force = false;
   std::int64_t max_position = -1;  // < 0: every position
 };

@@ -16,6 +16,7 @@
 
 #include <re2/re2.h>
 
+#include "golden/cases/plan_manifest.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/format/profiles.hpp"
 #include "reference/common/errors.hpp"
@@ -215,7 +216,9 @@ std::size_t catalog_write_from_files(const fs::path& out, const OutputRule& rule
     }
     entries.push_back(std::move(*e));
   }
-  rule.write_text(out / "catalog.json", OutputKind::kCatalog, catalog_text(entries));
+  // plan.json files of the folder are listed with their SHA-256 (golden/cases/plan_manifest.hpp).
+  rule.write_text(out / "catalog.json", OutputKind::kCatalog,
+                  catalog_text_with_plans(catalog_text(entries), out));
   return entries.size();
 }
 

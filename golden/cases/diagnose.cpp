@@ -4,14 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <sstream>
 
+#include "golden/cases/plan_fit.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_fit.hpp"
 #include "golden/format/profiles.hpp"
-#include "reference/common/errors.hpp"
 #include "optimized/common/mutant.hpp"
+#include "reference/common/errors.hpp"
 
 namespace posenc::golden {
 namespace {
@@ -31,7 +33,8 @@ const ProfileInfo* profile_of_pipeline(const std::string& pipeline) {
 /// explain (a wrong softmax scale under a fitted angle precision) still counts against it.
 CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const TensorMap& actual,
                          const std::string& profile,
-                         std::optional<std::int64_t> max_position = std::nullopt) {
+                         std::optional<std::int64_t> max_position = std::nullopt,
+                         const CaseSpec* own = nullptr) {
   VerifyOptions o;
   o.profile = profile;
   o.max_position = max_position;
@@ -52,6 +55,17 @@ CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const Tenso
       g[t.name] = v;
     } else {
       g[t.exact] = tensor_from_f64(t.exact, t.shape, tensor_to_f64(it->second));
+    }
+    // A run with its own budgets (`own`: a hypothesis that changes the mask or the angles, a
+    // plan oracle run of golden/cases/plan_case.hpp) brings its checks and companions.
+    if (own) {
+      for (const auto& o : own->expected) {
+        if (o.name != t.name) continue;
+        t.check = o.check;
+        for (const auto& c : o.companions) {
+          if (const auto ci = run.find(c.name); ci != run.end()) g[c.name] = ci->second;
+        }
+      }
     }
     judged.push_back(std::move(t));
   }
@@ -112,9 +126,15 @@ std::vector<Hypothesis> fitted_hypotheses(const LoadedCase& lc, const TensorMap&
                                           const std::vector<std::string>& judge_by,
                                           bool offset_plus_one_only) {
   std::vector<Hypothesis> best;
-  for (const auto& c : rope_fit_candidates(lc, actual, offset_plus_one_only)) {
+  std::vector<RopeFitCandidate> candidates = rope_fit_candidates(lc, actual, offset_plus_one_only);
+  if (!offset_plus_one_only) {  // a plan type's parameters (golden/cases/plan_fit.hpp)
+    for (auto& c : plan_fit_candidates(lc, actual)) candidates.push_back(std::move(c));
+  }
+  const auto fit_words = lc.spec.scheme == "plan" ? &plan_fit_words : &rope_fit_words;
+  for (const auto& c : candidates) {
     for (const auto& prof : judge_by) {
-      const CaseReport r = judge_against(lc, c.run, actual, prof, c.max_position);
+      const CaseReport r =
+          judge_against(lc, c.run, actual, prof, c.max_position, c.budgets ? &*c.budgets : nullptr);
       if (!judged(r.status)) continue;
       Hypothesis h = make_hypothesis("exact", prof, c.parameter);
       h.status = r.status;
@@ -122,10 +142,8 @@ std::vector<Hypothesis> fitted_hypotheses(const LoadedCase& lc, const TensorMap&
       h.limit = prof == "strict" ? 1 : 2;
       h.worst_tensor = worst_of(r).first;
       h.fit = Hypothesis::Fit{c.parameter, c.value, c.case_value,
-                              rope_fit_words(c, fmt_ratio(h.residual) + " of the " + prof +
-                                                    " budget")};
-      h.words = "has the " + lc.spec.scheme + " mistake `" + c.parameter + "`: " +
-                rope_fit_words(c, "");
+                              fit_words(c, fmt_ratio(h.residual) + " of the " + prof + " budget")};
+      h.words = "has the " + lc.spec.scheme + " mistake `" + c.parameter + "`: " + fit_words(c, "");
       auto it = std::find_if(best.begin(), best.end(),
                              [&](const Hypothesis& b) { return b.mistake == c.parameter; });
       if (it == best.end()) {
@@ -237,7 +255,11 @@ std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& 
       for (const auto& prof : by) {
         Hypothesis h = make_hypothesis(p.pipeline, prof, m);
         if (!judge_into(h, judge_against(lc, run, actual, prof))) continue;
-        h.limit = p.pipeline == "exact" && prof == "strict" ? 1 : 2 * std::max(1.0, own);
+        // On a plan case own is capped: a mistaken computation the case's budgets do not
+        // describe at all (RoPE on a NoPE layer: no angle extras) must not confirm any residual;
+        // plan_fit.hpp judges those with their own budgets instead.
+        const double cap = lc.spec.scheme == "plan" ? 8.0 : std::numeric_limits<double>::infinity();
+        h.limit = p.pipeline == "exact" && prof == "strict" ? 1 : 2 * std::clamp(own, 1.0, cap);
         h.deviation = deviation_from(lc.spec, run, actual);
         out.push_back(std::move(h));
       }

@@ -23,6 +23,7 @@ constexpr IntRange kWindow{1, optimized::kRopeMaxPosition, "an integer in [1, 26
 constexpr Range kScalar{0.0, 1e6, true, "a number in (0, 1e6]"};
 constexpr Range kSoftcap{0.0, 1e6, true, "a number in (0, 1e6]"};
 constexpr Range kAttnScale{0.0, 100.0, false, "a number in [0, 100]"};
+constexpr Range kNormEps{0.0, 1.0, false, "a number in [0, 1]"};
 
 /// The model families whose per-layer rule posenc knows (docs/own-model.md, "Model plans").
 enum class Family { kGeneric, kGemma2, kGemma3, kGemma4, kCohere2, kLlama4, kGptOss, kDeepSeek };
@@ -340,6 +341,59 @@ class PlanReader {
     }
   }
 
+  /// rms_norm_eps, else the family's class default (noted once).
+  double read_norm_eps(double fallback, const char* cls) {
+    if (has("rms_norm_eps")) {
+      return x_.number(t_.at("rms_norm_eps"), "rms_norm_eps", kNormEps);
+    }
+    if (!eps_noted_) {
+      eps_noted_ = true;
+      note("rms_norm_eps absent: " + Json(fallback).dump() + " (HF's " + cls + " default)");
+    }
+    return fallback;
+  }
+
+  /// q/k normalization (reference/qk_norm.hpp), by family: Llama 4's L2 norm after RoPE on its
+  /// RoPE layers when use_qk_norm (HF Llama4TextAttention: qk_norm iff use_qk_norm and
+  /// use_rope), Gemma 3's q_norm / k_norm (1 + w) before RoPE, Gemma 4's and Qwen3's (w) before
+  /// RoPE; every other family has none.
+  void read_qk_norm(const LayerKind& k, PlanLayerType& pt) {
+    using reference::QkNormKind;
+    using reference::QkNormPosition;
+    reference::QkNorm& n = pt.qk_norm;
+    if (POSENC_MUTANT("plan_config_qk_norm_ignored")) return;
+    if (family_ == Family::kLlama4) {
+      bool on = true;
+      if (has("use_qk_norm")) {
+        const Json& v = t_.at("use_qk_norm");
+        if (!v.is_boolean()) x_.range(v, "use_qk_norm", "true or false");
+        on = v.get<bool>();
+        pt.config_keys.push_back("use_qk_norm");
+      } else if (!qk_noted_) {
+        qk_noted_ = true;
+        note("use_qk_norm absent: true (HF's Llama4TextConfig default)");
+      }
+      if (!on || !k.rope) return;  // HF: no qk_norm on NoPE layers
+      n.kind = QkNormKind::kL2;
+      n.position = QkNormPosition::kAfterRope;
+      n.eps = read_norm_eps(1e-5, "Llama4TextConfig");
+    } else if (family_ == Family::kGemma3 || family_ == Family::kGemma4) {
+      n.kind = QkNormKind::kRms;
+      n.position = QkNormPosition::kBeforeRope;
+      n.weight_offset = family_ == Family::kGemma3 ? 1.0 : 0.0;  // Gemma3RMSNorm: (1 + w)
+      pt.v_norm = family_ == Family::kGemma4;  // HF Gemma4TextAttention: v_norm without scale
+      n.eps =
+          read_norm_eps(1e-6, family_ == Family::kGemma3 ? "Gemma3TextConfig" : "Gemma4TextConfig");
+    } else if (text_type_ == "qwen3" || text_type_ == "qwen3_moe") {
+      n.kind = QkNormKind::kRms;
+      n.position = QkNormPosition::kBeforeRope;
+      n.eps = read_norm_eps(1e-6, "Qwen3Config");
+    } else {
+      return;
+    }
+    if (has("rms_norm_eps")) pt.config_keys.push_back("rms_norm_eps");
+  }
+
   void read_mask(const LayerKind& k, PlanLayerType& pt) {
     if (k.name == "sliding_attention") {
       if (!has("sliding_window")) x_.fail("layer type sliding_attention needs \"sliding_window\"");
@@ -386,6 +440,7 @@ class PlanReader {
       pt.config_keys.push_back(family_ == Family::kLlama4 ? "no_rope_layers" : "layer_types");
     }
     read_mask(k, pt);
+    read_qk_norm(k, pt);
     if (family_ == Family::kLlama4 && !k.rope) read_llama4_temperature(pt);
     if (family_ == Family::kGptOss) pt.sinks = true;  // HF GptOssAttention: a learned sink per head
     if (is_gemma(family_)) read_gemma_scores(pt);
@@ -414,6 +469,7 @@ class PlanReader {
   std::string uniform_name_ = "full_attention";  // the one type of a uniform plan
   int layers_ = 0;
   bool gemma4_noted_ = false;
+  bool eps_noted_ = false, qk_noted_ = false;
   std::vector<std::string> keys_;  // the keys every type's layer assignment came from
   ModelPlan plan_;
 };
@@ -487,40 +543,13 @@ Json model_plan_to_json(const ModelPlan& plan) {
                            ? Json(reference::query_temperature_rule_name(t.temperature.rule))
                            : Json();
     l["sinks"] = t.sinks;
+    l["qk_norm"] = plan_qk_norm_json(t.qk_norm);
     layers.push_back(std::move(l));
   }
   j["layers"] = std::move(layers);
   j["types"] = std::move(types);
   j["uniform"] = plan.uniform();
   j["notes"] = plan.notes;
-  return j;
-}
-
-Json plan_type_to_json(const PlanLayerType& t) {
-  Json j = {{"name", t.name}, {"rope", plan_rope_name(t.rope)}, {"head_dim", t.params.head_dim}};
-  if (t.rope != PlanRope::kNone) {
-    j["rotary_dim"] = t.params.rotary_dim;
-    j["base"] = t.params.base;
-    j["layout"] = reference::rope_layout_name(t.params.layout);
-  }
-  if (t.rope == PlanRope::kRope) j["scaling"] = rope_scaling_to_json(t.scaling);
-  if (t.rope == PlanRope::kProportional) {
-    j["proportional"] = {{"partial_rotary_factor", t.proportional.proportion},
-                         {"factor", t.proportional.factor}};
-  }
-  if (t.mla_rope_dim > 0) j["mla_rope_dim"] = t.mla_rope_dim;
-  j["mask"] = plan_mask_name(t.mask);
-  if (t.mask == PlanMask::kSliding) j["window"] = t.window;
-  if (t.mask == PlanMask::kChunked) j["chunk"] = t.chunk;
-  j["temperature"] = nullptr;
-  if (t.has_temperature) {
-    j["temperature"] = {{"rule", reference::query_temperature_rule_name(t.temperature.rule)},
-                        {"length", t.temperature.length},
-                        {"coefficient", t.temperature.coefficient}};
-  }
-  j["sinks"] = t.sinks;
-  j["query_pre_attn_scalar"] = t.query_pre_attn_scalar;
-  j["logit_softcap"] = t.logit_softcap;
   return j;
 }
 

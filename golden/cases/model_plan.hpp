@@ -15,12 +15,12 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "golden/cases/hf_config.hpp"
+#include "reference/qk_norm.hpp"
 #include "reference/query_temperature.hpp"
 #include "reference/rope.hpp"
 #include "reference/rope_proportional.hpp"
@@ -66,6 +66,9 @@ struct PlanLayerType {
   bool has_temperature = false;         // query temperature (query_temperature.hpp)
   reference::QueryTemperature temperature;
   bool sinks = false;                   // learned per-head sink logits (GPT-OSS)
+  reference::QkNorm qk_norm;            // q/k normalization (kind kNone: none) and where it sits
+  bool v_norm = false;                  // values RMS-normalized too (Gemma 4; not modelled: its
+                                        // cases' q, k, v are past the norms)
   double query_pre_attn_scalar = 0;     // > 0: softmax scale 1/sqrt(this) instead of 1/sqrt(d)
   double logit_softcap = 0;             // > 0: scores -> cap * tanh(scores / cap) (Gemma 2)
   std::vector<std::string> config_keys; // the config keys this type was read from, for notes
@@ -99,8 +102,16 @@ RopeModelConfig plan_type_model(const ModelPlan& plan, std::size_t type);
 /// (the plan manifest's body; the case ids are added by the writer).
 nlohmann::json model_plan_to_json(const ModelPlan& plan);
 
+/// A type's q/k normalization as JSON: null for none, else {"kind", "position", "eps"} and
+/// "weight_offset" for a weighted norm (plan_type_to_json's "qk_norm", plan.json's layers).
+nlohmann::json plan_qk_norm_json(const reference::QkNorm& n);
+
 /// A layer type as JSON: a plan case's params.type and plan.json's "types" (read back by
 /// plan_type_from_json, golden/cases/plan_case.hpp).
 nlohmann::json plan_type_to_json(const PlanLayerType& t);
+
+/// The layer type from JSON (plan_type_to_json's form, golden/cases/plan_json.cpp;
+/// GoldenFileError naming `source` and the key).
+PlanLayerType plan_type_from_json(const nlohmann::json& j, const std::string& source);
 
 }  // namespace posenc::golden

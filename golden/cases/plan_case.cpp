@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -16,6 +17,8 @@
 #include "golden/format/limits.hpp"
 #include "golden/format/prng.hpp"
 #include "optimized/attention.hpp"
+#include "optimized/common/mutant.hpp"
+#include "optimized/qk_norm.hpp"
 #include "optimized/query_temperature.hpp"
 #include "optimized/rope.hpp"
 #include "optimized/rope_proportional.hpp"
@@ -66,6 +69,7 @@ void check_modelled(const PlanLayerType& t, const char* function) {
     throw_invalid(function, "head_dim must be positive and even", t.params.head_dim);
   }
   if (t.has_temperature) reference::query_temperature_check(t.temperature, function);
+  reference::qk_norm_check(t.qk_norm, t.params.head_dim, function);
 }
 
 /// The number of pairs the rotation runs over (0 for NoPE) and the live ones (proportional: k).
@@ -80,6 +84,8 @@ struct PlanOracle {
   std::vector<Real> q_rot, k_rot, scores, probs, out;
   std::vector<std::uint8_t> visible;  // [Hq, T, T]
   Real a = Real(1);                   // the attention factor the tables carry
+  std::vector<Real> q_in, k_in;       // what the rotation ran on (normalized before RoPE)
+  std::vector<Real> q_pre, k_pre;     // rotated, before a norm after RoPE
 };
 
 template <class Real>
@@ -87,6 +93,70 @@ reference::RopeTables<Real> type_tables(const PlanLayerType& t) {
   if (t.rope == PlanRope::kProportional)
     return reference::rope_proportional_tables<Real>(t.params, t.proportional);
   return reference::rope_scaling_tables<Real>(t.params, t.scaling).tables;
+}
+
+/// The type's q/k norm applies to the case's inputs (the case holds the projections).
+bool norm_applies(const PlanCaseDef& d, const PlanLayerType& t) {
+  return t.qk_norm.kind != reference::QkNormKind::kNone && !d.qk_inputs_normalized;
+}
+
+bool norm_after(const PlanCaseDef& d, const PlanLayerType& t) {
+  return norm_applies(d, t) && t.qk_norm.position == reference::QkNormPosition::kAfterRope;
+}
+
+/// A weighted norm on projections needs head_dim weights for q and for k (none otherwise).
+void check_norm_inputs(const PlanCaseDef& d, const PlanLayerType& t, int h) {
+  const bool want = norm_applies(d, d.type) && d.type.qk_norm.has_weights();
+  for (const auto* w : {&d.q_norm_weight, &d.k_norm_weight}) {
+    if (want ? w->size() != static_cast<std::size_t>(h) : !w->empty()) {
+      throw_invalid("plan_case_generate",
+                    want ? "a weighted q/k norm on projections needs head_dim weights"
+                         : "norm weights given for a type without a weighted norm on projections",
+                    w->size());
+    }
+  }
+  if (t.qk_norm.kind != reference::QkNormKind::kNone &&
+      t.qk_norm.position == reference::QkNormPosition::kAfterRope && d.qk_inputs_normalized) {
+    throw_invalid("plan_case_generate",
+                  "a norm after RoPE cannot be skipped: qk_inputs must be projections", t.name);
+  }
+}
+
+/// Every head vector of x [rows, h] normalized (the oracle's q/k norm).
+template <class Real>
+std::vector<Real> norm_heads(const reference::QkNorm& n, int h, const std::vector<Real>& x,
+                             const std::vector<double>& w) {
+  const std::vector<Real> wr(w.begin(), w.end());
+  std::vector<Real> out;
+  out.reserve(x.size());
+  for (std::size_t off = 0; off < x.size(); off += static_cast<std::size_t>(h)) {
+    const std::vector<Real> row(x.begin() + off, x.begin() + off + h);
+    const std::vector<Real> y = reference::qk_norm_apply(n, row, wr);
+    out.insert(out.end(), y.begin(), y.end());
+  }
+  return out;
+}
+
+/// x [tokens, heads, h] rotated with the tables cs, sn [tokens, np].
+template <class Real>
+std::vector<Real> rotate_heads(const RopeParams& p, const std::vector<Real>& cs,
+                               const std::vector<Real>& sn, std::size_t tokens,
+                               const std::vector<Real>& x, int heads) {
+  const int h = p.head_dim, np = p.rotary_dim / 2;
+  std::vector<Real> y = x;
+  for (std::size_t t = 0; t < tokens; ++t) {
+    for (int hh = 0; hh < heads; ++hh) {
+      const std::size_t off = (t * heads + hh) * h;
+      for (int i = 0; i < np; ++i) {
+        const int ca = reference::rope_pair_a(p, i), cb = reference::rope_pair_b(p, i);
+        const Real& c = cs[t * np + i];
+        const Real& s = sn[t * np + i];
+        y[off + ca] = x[off + ca] * c - x[off + cb] * s;
+        y[off + cb] = x[off + ca] * s + x[off + cb] * c;
+      }
+    }
+  }
+  return y;
 }
 
 template <class Real>
@@ -98,10 +168,17 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t,
   using std::sqrt;
   const std::int64_t T = static_cast<std::int64_t>(pos.size());
   const int h = t.params.head_dim, hq = d.n_q_heads, hk = d.n_kv_heads, group = hq / hk;
+  const bool norm = norm_applies(d, t), after = norm_after(d, t);
   PlanOracle<Real> o;
+  o.q_in.assign(q.begin(), q.end());
+  o.k_in.assign(k.begin(), k.end());
+  if (norm && !after) {
+    o.q_in = norm_heads(t.qk_norm, h, o.q_in, d.q_norm_weight);
+    o.k_in = norm_heads(t.qk_norm, h, o.k_in, d.k_norm_weight);
+  }
   if (t.rope == PlanRope::kNone) {
-    o.q_rot.assign(q.begin(), q.end());
-    o.k_rot.assign(k.begin(), k.end());
+    o.q_rot = o.q_in;
+    o.k_rot = o.k_in;
   } else {
     const auto tables = type_tables<Real>(t);
     o.a = tables.attention_factor;
@@ -114,8 +191,14 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t,
         sn.push_back(tables.attention_factor * sin(phi));
       }
     }
-    rope_rotate_heads(t.params, cs, sn, pos.size(), q, hq, &o.q_rot);
-    rope_rotate_heads(t.params, cs, sn, pos.size(), k, hk, &o.k_rot);
+    o.q_rot = rotate_heads(t.params, cs, sn, pos.size(), o.q_in, hq);
+    o.k_rot = rotate_heads(t.params, cs, sn, pos.size(), o.k_in, hk);
+  }
+  if (after) {
+    o.q_pre = o.q_rot;
+    o.k_pre = o.k_rot;
+    o.q_rot = norm_heads(t.qk_norm, h, o.q_pre, d.q_norm_weight);
+    o.k_rot = norm_heads(t.qk_norm, h, o.k_pre, d.k_norm_weight);
   }
   std::vector<Real> tau(pos.size(), Real(1));
   if (t.has_temperature) {
@@ -133,7 +216,7 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t,
         Real sum = 0;
         const std::size_t qo = static_cast<std::size_t>((i * hq + hh) * h),
                           ko = static_cast<std::size_t>((j * hk + hh / group) * h);
-        if (pos[i] == pos[j] && o.a == Real(1)) {
+        if (pos[i] == pos[j] && o.a == Real(1) && !norm) {
           // the same rotation on both sides: q . k exactly (dyadic inputs), so a value on a
           // rounding tie rounds the same in mp50 and mp100
           for (int c = 0; c < h; ++c) sum += Real(q[qo + c]) * Real(k[ko + c]);
@@ -192,16 +275,41 @@ PlanOracle<Real> plan_oracle(const PlanCaseDef& d, const PlanLayerType& t,
 //   out     cond sum_j p_ij |v_jc| + sum_j p_ij |v_jc - o_ic| S_ij, bound K r s; extra
 //           sum_j p_ij e_ij |v_jc - o_ic|
 
+/// Per row (token, head) of a tensor normalized after RoPE: r = 1 / rms of the exact rotated
+/// row y, rho_b = sum |y| cond0 / sum y^2 (cond0 the rotation's condition, without tau; at most
+/// 2) and per profile rho_e = sum |y| cond0 E / sum y^2: the first-order relative error of r
+/// that the rotation's bound and its angle extras bring (dr / r <= sum |y| |e| / sum y^2).
+struct NormRows {
+  std::vector<double> r, rho_b;
+  std::map<std::string, std::vector<double>> rho_e;
+  double rho_b_max = 0;
+};
+
 struct PlanView {
   const PlanCaseDef& d;
   const PlanLayerType& t;
   std::vector<std::int64_t> pos;
   std::vector<double> q, k, v;
+  std::vector<double> qc, kc;  // the rotation's inputs: q, k, normalized when the norm is before
+  std::vector<double> yq, yk;  // the exact rotated q, k before a norm after RoPE
+  NormRows nq, nk;             // a norm after RoPE (empty otherwise)
+  bool norm = false, after = false;
   std::int64_t T = 0;
   int h = 0, hq = 0, hk = 0, group = 1, np = 0, live = 0;
   double a = 1, sigma = 1;
   std::vector<double> tau;  // [T]
 };
+
+/// delta_n: the q/k norm's own relative error in eps_f32, per profile: posenc's kernel
+/// (kQkNormMaxError) under strict; a float32 norm's under the float profiles: the squares and
+/// the h - 1 additions of nonnegative terms (h u in any order, u = eps_f32 / 2), the mean and
+/// + eps (2 u), all halved by the square root, rsqrt (2 ulp, CUDA's rsqrtf), the product and the
+/// weight's product (2 u): (h / 4 + 3.5) eps_f32, written h / 4 + 4 with 1 % for second order.
+double norm_bound(const PlanView& g, const std::string& profile) {
+  if (!g.norm || POSENC_MUTANT("gold_plan_norm_bound_dropped")) return 0.0;
+  if (profile == "strict") return optimized::kQkNormMaxError;
+  return (g.h / 4.0 + 4.0) * 1.01;
+}
 
 double temperature_bound(const PlanLayerType& t, const std::string& profile) {
   if (!t.has_temperature) return 0.0;
@@ -288,8 +396,8 @@ ExpectedTensor rotated_expected(const PlanView& g, const PlanBudgetSet& b, const
 void score_scales(const PlanView& g, const PlanBudgetSet& b, std::vector<double>* S,
                   std::map<std::string, std::vector<double>>* extra) {
   std::vector<double> qc, qs, kc, ks;
-  rotated_cond(g, g.q, g.hq, false, &qc, &qs);
-  rotated_cond(g, g.k, g.hk, false, &kc, &ks);
+  rotated_cond(g, g.qc, g.hq, false, &qc, &qs);
+  rotated_cond(g, g.kc, g.hk, false, &kc, &ks);
   std::vector<bool> rotated(static_cast<std::size_t>(g.h), false);
   for (int i = 0; i < g.np; ++i) {
     rotated[reference::rope_pair_a(g.t.params, i)] =
@@ -311,9 +419,84 @@ void score_scales(const PlanView& g, const PlanBudgetSet& b, std::vector<double>
             (*extra)[prof][flat] += f * w * (ang[i * g.np + pi] + ang[j * g.np + pi]);
         }
         for (int ch = 0; ch < g.h; ++ch) {
-          if (!rotated[ch]) c += std::fabs(g.q[qr * g.h + ch] * g.k[kr * g.h + ch]);
+          if (!rotated[ch]) c += std::fabs(g.qc[qr * g.h + ch] * g.kc[kr * g.h + ch]);
         }
         (*S)[flat] = f * c;
+      }
+    }
+  }
+}
+
+/// NormRows of a rotated tensor [T, heads, h] normalized after RoPE (x: the rotation's input,
+/// y: the exact rotated values).
+NormRows norm_rows(const PlanView& g, const PlanBudgetSet& b, const std::vector<double>& x,
+                   const std::vector<double>& y, int heads) {
+  NormRows n;
+  std::vector<double> cond0, pair_sum;
+  rotated_cond(g, x, heads, false, &cond0, &pair_sum);
+  const std::int64_t rows = g.T * heads;
+  n.r.assign(static_cast<std::size_t>(rows), 0.0);
+  n.rho_b.assign(n.r.size(), 0.0);
+  for (const auto& [prof, ang] : b.E) n.rho_e[prof].assign(n.r.size(), 0.0);
+  for (std::int64_t row = 0; row < rows; ++row) {
+    double sq = 0, yb = 0;
+    std::map<std::string, double> ye;
+    for (int c = 0; c < g.h; ++c) {
+      const std::size_t i = static_cast<std::size_t>(row * g.h + c);
+      sq += y[i] * y[i];
+      yb += std::fabs(y[i]) * cond0[i];
+      const int pi = g.np > 0 ? reference::rope_pair_of_channel(g.t.params, c) : -1;
+      if (pi < 0) continue;
+      for (const auto& [prof, ang] : b.E)
+        ye[prof] += std::fabs(y[i]) * cond0[i] * ang[(row / heads) * g.np + pi];
+    }
+    n.r[row] = 1.0 / std::sqrt(sq / g.h + g.t.qk_norm.eps);
+    n.rho_b[row] = sq > 0 ? yb / sq : 0.0;
+    n.rho_b_max = std::max(n.rho_b_max, n.rho_b[row]);
+    for (auto& [prof, v] : n.rho_e) v[row] = sq > 0 ? ye[prof] / sq : 0.0;
+  }
+  return n;
+}
+
+/// A rotated tensor's budget under the type's q/k norm: delta_n more under every profile; after
+/// RoPE also the rotation's bound carried into r (B rho_b), the condition scaled by r and the
+/// extras by r with the angle error carried into r (f |y| rho_e, f = tau or 1).
+void norm_rotated(const PlanView& g, const PlanBudgetSet& b, const NormRows& nr,
+                  const std::vector<double>& y, int heads, bool with_tau, ExpectedTensor& e) {
+  for (auto& [prof, pb] : e.spec.check.profiles) {
+    if (!pb.applies) continue;
+    pb.bound += norm_bound(g, prof) * budgets::f32_in(g.d.dtype);
+    if (g.after) pb.bound += b.rb.at(prof).rotated.bound * nr.rho_b_max * 1.01;
+  }
+  if (!g.after) return;
+  for (std::int64_t row = 0; row < g.T * heads; ++row) {
+    const double f = with_tau ? g.tau[static_cast<std::size_t>(row / heads)] : 1.0;
+    for (int c = 0; c < g.h; ++c) {
+      const std::size_t i = static_cast<std::size_t>(row * g.h + c);
+      e.cond[i] *= nr.r[row];
+      for (auto& [prof, ex] : e.extra)
+        ex[i] = nr.r[row] * (ex[i] + f * std::fabs(y[i]) * nr.rho_e.at(prof)[row]) * 1.01;
+    }
+  }
+}
+
+/// The scores' sensitivity and extras under a q/k norm after RoPE: S' = r_q r_k S, extras
+/// r_q r_k extra + S' (rho_e_q + rho_e_k).
+void norm_scores(const PlanView& g, std::vector<double>& S,
+                 std::map<std::string, std::vector<double>>& extra) {
+  if (!g.after) return;
+  for (int hh = 0; hh < g.hq; ++hh) {
+    for (std::int64_t i = 0; i < g.T; ++i) {
+      for (std::int64_t j = 0; j < g.T; ++j) {
+        const std::size_t flat = static_cast<std::size_t>((hh * g.T + i) * g.T + j);
+        const std::size_t qr = static_cast<std::size_t>(i * g.hq + hh),
+                          kr = static_cast<std::size_t>(j * g.hk + hh / g.group);
+        S[flat] *= g.nq.r[qr] * g.nk.r[kr];
+        for (auto& [prof, ex] : extra) {
+          ex[flat] = (ex[flat] * g.nq.r[qr] * g.nk.r[kr] +
+                      S[flat] * (g.nq.rho_e.at(prof)[qr] + g.nk.rho_e.at(prof)[kr])) *
+                     1.01;
+        }
       }
     }
   }
@@ -338,6 +521,7 @@ Json plan_params(const PlanCaseDef& d, const PlanView& g) {
           {"value_dim", g.h},
           {"n_tokens", g.T},
           {"scale", g.sigma},
+          {"qk_inputs", d.qk_inputs_normalized ? "normalized" : "projections"},
           {"dtype", std::string(dtype_short(d.dtype))},
           {"plan",
            {{"model", d.model}, {"n_layers", d.n_layers}, {"layers", d.layers}, {"types", types}}}};
@@ -353,6 +537,10 @@ void describe(Json& m, const PlanCaseDef& d, const PlanView& g) {
     desc += std::string(", ") + reference::query_temperature_rule_name(t.temperature.rule) +
             " temperature";
   if (t.sinks) desc += ", sinks";
+  if (t.qk_norm.kind != reference::QkNormKind::kNone) {
+    desc += std::string(", q/k norm ") + reference::qk_norm_kind_name(t.qk_norm.kind) + " " +
+            reference::qk_norm_position_name(t.qk_norm.position);
+  }
   desc += "), " + std::to_string(d.layers.size()) + " of " + std::to_string(d.n_layers) +
           " layers, " + std::to_string(g.T) + " tokens, target " +
           std::string(dtype_short(d.dtype));
@@ -361,6 +549,22 @@ void describe(Json& m, const PlanCaseDef& d, const PlanView& g) {
   m["conventions"] = {
       {"positions",
        "token r is at absolute position positions[r]; every token is a query and a key"},
+      {"cache",
+       "positions are absolute and sparse: the tokens are a prefill over a cache that holds "
+       "exactly these T tokens at their positions (slot r holds position positions[r]); token r "
+       "attends to the cached tokens with positions[j] <= positions[r] that the mask lets it "
+       "see, so an engine whose cache is indexed by position needs positions[r] + 1 entries "
+       "for token r (max(positions) + 1 in all), of which only the listed ones are filled; "
+       "never renumber the positions 0 .. T - 1"},
+      {"qk_norm",
+       d.qk_inputs_normalized
+           ? "params.qk_inputs = normalized: q and k are already past the type's q/k "
+             "normalization (params.type.qk_norm); an engine feeds them to the rotation and "
+             "skips its norm"
+           : "params.qk_inputs = projections: q and k are the projections; the type's q/k "
+             "normalization (params.type.qk_norm, reference/qk_norm.hpp; weights "
+             "q_norm_weight, k_norm_weight where it has them) applies per head, before or "
+             "after the rotation as its position says, and q_rot, k_rot hold the result"},
       {"mask",
        "key j visible to query i iff positions[j] <= positions[i], and for a sliding type "
        "positions[i] - positions[j] < window, for a chunked type floor(positions[j] / chunk) "
@@ -454,18 +658,9 @@ AttentionConds attention_conds(const PlanView& g, const PlanBudgetSet& b,
   return a;
 }
 
-}  // namespace
-
-GoldenCase plan_case_generate(const PlanCaseDef& d) {
-  check_modelled(d.type, "plan_case_generate");
-  check_modelled(d.expected, "plan_case_generate");
-  if (d.n_q_heads <= 0 || d.n_kv_heads <= 0 || d.n_q_heads % d.n_kv_heads != 0) {
-    throw_invalid("plan_case_generate", "n_kv_heads must divide n_q_heads", d.n_kv_heads);
-  }
-  if (d.type.sinks && d.sinks.size() != static_cast<std::size_t>(d.n_q_heads)) {
-    throw_invalid("plan_case_generate", "a type with sinks needs one sink logit per q head",
-                  d.sinks.size());
-  }
+/// The case's view before the oracle: positions, shapes, the scale, the inputs (drawn from the
+/// seed, or given), the norm's place.
+PlanView plan_view_of(const PlanCaseDef& d) {
   const PlanLayerType& te = d.expected;
   PlanView g{d, te};
   for (const auto& p : d.positions) g.pos.push_back(p.m);
@@ -482,29 +677,35 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   g.live = te.rope == PlanRope::kProportional
                ? reference::rope_proportional_live_pairs(te.params, te.proportional)
                : g.np;
-  g.sigma = 1.0 / std::sqrt(scale_radicand(te));
+  // the correctly rounded 1/sqrt(radicand) (two double roundings can be one ulp off)
+  g.sigma = POSENC_MUTANT("gold_plan_scale_double_rounded")
+                ? 1.0 / std::sqrt(scale_radicand(te))
+                : round_to_f64(mp50(1) / sqrt(mp50(scale_radicand(te))));
   g.q.resize(static_cast<std::size_t>(g.T * g.hq * g.h));
   g.k.resize(static_cast<std::size_t>(g.T * g.hk * g.h));
   g.v.resize(g.k.size());
   for (std::size_t i = 0; i < g.q.size(); ++i) g.q[i] = input_value(d.dtype, 2.0, d.seed, 1, i);
   for (std::size_t i = 0; i < g.k.size(); ++i) g.k[i] = input_value(d.dtype, 2.0, d.seed, 2, i);
   for (std::size_t i = 0; i < g.v.size(); ++i) g.v[i] = input_value(d.dtype, 1.0, d.seed, 3, i);
-
-  const auto o50 = plan_oracle<mp50>(d, te, g.pos, g.q, g.k, g.v);
-  const auto o100 = plan_oracle<mp100>(d, te, g.pos, g.q, g.k, g.v);
-  for (const auto& [name, a, b] :
-       {std::tuple{"q_rot", &o50.q_rot, &o100.q_rot}, std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
-        std::tuple{"scores", &o50.scores, &o100.scores},
-        std::tuple{"probs", &o50.probs, &o100.probs}, std::tuple{"out", &o50.out, &o100.out}}) {
-    cross_check(d.id, name, d.dtype, *a, *b);
+  if (!d.q.empty() || !d.k.empty() || !d.v.empty()) {
+    if (d.q.size() != g.q.size() || d.k.size() != g.k.size() || d.v.size() != g.v.size())
+      throw_invalid("plan_case_generate", "given q, k, v must have the case's shapes", d.q.size());
+    g.q = d.q;
+    g.k = d.k;
+    g.v = d.v;
   }
-  g.a = round_to_f64(o50.a);
-  g.tau.assign(g.pos.size(), 1.0);
-  if (te.has_temperature) {
-    for (std::size_t r = 0; r < g.pos.size(); ++r)
-      g.tau[r] = round_to_f64(reference::query_temperature<mp50>(te.temperature, g.pos[r]));
-  }
+  check_norm_inputs(d, te, g.h);
+  g.norm = norm_applies(d, te);
+  g.after = norm_after(d, te);
 
+  return g;
+}
+
+/// Per profile the RoPE stage budgets and the angle extras; after RoPE the norm's rows (g.nq,
+/// g.nk).
+PlanBudgetSet plan_budget_set(PlanView& g) {
+  const PlanLayerType& te = g.t;
+  const PlanCaseDef& d = g.d;
   PlanBudgetSet b;
   for (const auto& prof : profiles()) {
     double A = 0;
@@ -515,7 +716,53 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
     b.rb[prof.name] = rope_stage_budgets(prof.name, d.dtype, A, g.h);
   }
   b.E = plan_angle_errors(g);
+  if (g.after) {
+    g.nq = norm_rows(g, b, g.qc, g.yq, g.hq);
+    g.nk = norm_rows(g, b, g.kc, g.yk, g.hk);
+  }
 
+  return b;
+}
+
+}  // namespace
+
+GoldenCase plan_case_generate(const PlanCaseDef& d) {
+  check_modelled(d.type, "plan_case_generate");
+  check_modelled(d.expected, "plan_case_generate");
+  if (d.n_q_heads <= 0 || d.n_kv_heads <= 0 || d.n_q_heads % d.n_kv_heads != 0) {
+    throw_invalid("plan_case_generate", "n_kv_heads must divide n_q_heads", d.n_kv_heads);
+  }
+  if (d.type.sinks && d.sinks.size() != static_cast<std::size_t>(d.n_q_heads)) {
+    throw_invalid("plan_case_generate", "a type with sinks needs one sink logit per q head",
+                  d.sinks.size());
+  }
+  const PlanLayerType& te = d.expected;
+  PlanView g = plan_view_of(d);
+  const auto o50 = plan_oracle<mp50>(d, te, g.pos, g.q, g.k, g.v);
+  g.qc = norm_applies(d, te) && !g.after ? to_f64(o50.q_in) : g.q;
+  g.kc = norm_applies(d, te) && !g.after ? to_f64(o50.k_in) : g.k;
+  if (g.after) {
+    g.yq = to_f64(o50.q_pre);
+    g.yk = to_f64(o50.k_pre);
+  }
+  if (d.cross_check) {
+    const auto o100 = plan_oracle<mp100>(d, te, g.pos, g.q, g.k, g.v);
+    for (const auto& [name, a, b] :
+         {std::tuple{"q_rot", &o50.q_rot, &o100.q_rot},
+          std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
+          std::tuple{"scores", &o50.scores, &o100.scores},
+          std::tuple{"probs", &o50.probs, &o100.probs}, std::tuple{"out", &o50.out, &o100.out}}) {
+      cross_check(d.id, name, d.dtype, *a, *b);
+    }
+  }
+  g.a = round_to_f64(o50.a);
+  g.tau.assign(g.pos.size(), 1.0);
+  if (te.has_temperature) {
+    for (std::size_t r = 0; r < g.pos.size(); ++r)
+      g.tau[r] = round_to_f64(reference::query_temperature<mp50>(te.temperature, g.pos[r]));
+  }
+
+  const PlanBudgetSet b = plan_budget_set(g);
   std::vector<Tensor> tensors;
   std::vector<TensorSpec> inputs, expected;
   tensors.push_back(tensor_from_i64("positions", {g.T}, g.pos));
@@ -523,17 +770,24 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
   tensors.push_back(input_tensor("k", d.dtype, {g.T, g.hk, g.h}, g.k));
   tensors.push_back(input_tensor("v", d.dtype, {g.T, g.hk, g.h}, g.v));
   if (d.type.sinks) tensors.push_back(input_tensor("sinks", DType::kF32, {g.hq}, d.sinks));
+  if (!d.q_norm_weight.empty()) {
+    tensors.push_back(input_tensor("q_norm_weight", DType::kF32, {g.h}, d.q_norm_weight));
+    tensors.push_back(input_tensor("k_norm_weight", DType::kF32, {g.h}, d.k_norm_weight));
+  }
   for (const auto& x : tensors) inputs.push_back(input_spec(x));
 
-  expected.push_back(
-      add_expected(&tensors, rotated_expected(g, b, "q_rot", o50.q_rot, g.q, g.hq, true)));
-  expected.push_back(
-      add_expected(&tensors, rotated_expected(g, b, "k_rot", o50.k_rot, g.k, g.hk, false)));
+  ExpectedTensor eq = rotated_expected(g, b, "q_rot", o50.q_rot, g.qc, g.hq, true);
+  ExpectedTensor ek = rotated_expected(g, b, "k_rot", o50.k_rot, g.kc, g.hk, false);
+  norm_rotated(g, b, g.nq, g.yq, g.hq, true, eq);
+  norm_rotated(g, b, g.nk, g.yk, g.hk, false, ek);
+  expected.push_back(add_expected(&tensors, std::move(eq)));
+  expected.push_back(add_expected(&tensors, std::move(ek)));
 
   // scores
   std::vector<double> S;
   std::map<std::string, std::vector<double>> s_extra;
   score_scales(g, b, &S, &s_extra);
+  norm_scores(g, S, s_extra);
   const double r = budgets::f32_in(d.dtype), eps = dtype_eps(d.dtype);
   const std::vector<AxisSpec> qk_axes = {
       {"head", "", {}, {}}, {"query", "positions", {}, {}}, {"key", "positions", {}, {}}};
@@ -546,9 +800,14 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
     ProfileBudget pb = rb.scores;
     // the scale's rounding and product; a soft cap (slope <= 1) adds its division, tanh (2 ulp)
     // and product, each within eps of |cap tanh(s / cap)| <= |s| <= S
-    if (pb.applies)
+    if (pb.applies) {
       pb.bound +=
           (temperature_bound(te, prof) + 1.0 + (te.logit_softcap > 0 ? 3.0 : 0.0)) * r * 1.01;
+      // the norm's error on both sides (and after RoPE the rotation's, carried into r)
+      pb.bound += 2 * norm_bound(g, prof) * r;
+      if (g.after)
+        pb.bound += b.rb.at(prof).rotated.bound * (g.nq.rho_b_max + g.nk.rho_b_max) * 1.01;
+    }
     score_bound[prof] = pb.bound;
     es.spec.check.profiles[prof] = pb;
   }
@@ -592,17 +851,68 @@ GoldenCase plan_case_generate(const PlanCaseDef& d) {
       "Llama4TextAttention); OpenAI gpt-oss model card, arXiv:2508.10925v1, Sec. 2; HF "
       "transformers "
       "layer_types and per-type rope_parameters";
+  if (!d.preset.is_null()) m["preset"] = d.preset;
   m["oracle"] = mp_oracle_json();
   m["seed"] = d.seed;
   m["prng"] =
       "splitmix64 counter: value(seed, stream, i); stream 1 = q, 2 = k (in [-2, 2]), 3 = v (in "
       "[-1, 1]), "
-      "4 = sinks (k * 2^-8 - 1)";
+      "4 = sinks (k * 2^-8 - 1), 5 = q_norm_weight, 6 = k_norm_weight (w = k * 2^-8 + 1 - o, "
+      "o = weight_offset, k in [-128, 128]: o + w in [1/2, 3/2])";
   manifest_add_tensors(m, d.id, inputs, expected);
   GoldenCase out;
   out.manifest = std::move(m);
   out.tensors = std::move(tensors);
   return out;
+}
+
+PlanCaseDef plan_case_def_of(const CaseSpec& spec, const TensorMap& golden) {
+  const Json& m = spec.manifest;
+  const Json& p = m.at("params");
+  const std::string src = spec.id + " params";
+  PlanCaseDef d;
+  d.id = spec.id;
+  d.model = p.at("plan").at("model").get<std::string>();
+  d.model_words = d.model;
+  d.type = plan_type_from_json(p.at("type"), src);
+  d.expected = d.type;
+  for (const Json& t : p.at("plan").at("types"))
+    d.plan_types.push_back(plan_type_from_json(t, src));
+  d.layers = p.at("plan").at("layers").get<std::vector<int>>();
+  d.n_layers = p.at("plan").at("n_layers").get<int>();
+  d.n_q_heads = p.at("n_q_heads").get<int>();
+  d.n_kv_heads = p.at("n_kv_heads").get<int>();
+  const Tensor& pt = golden.at("positions");
+  for (std::int64_t r = 0; r < pt.numel(); ++r) d.positions.push_back({pt.get_i64(r), ""});
+  if (auto it = golden.find("sinks"); it != golden.end()) d.sinks = tensor_to_f64(it->second);
+  d.dtype = golden.at("q").dtype;
+  d.seed = m.value("seed", std::uint64_t{0});
+  d.qk_inputs_normalized = p.value("qk_inputs", std::string("projections")) == "normalized";
+  if (auto it = golden.find("q_norm_weight"); it != golden.end())
+    d.q_norm_weight = tensor_to_f64(it->second);
+  if (auto it = golden.find("k_norm_weight"); it != golden.end())
+    d.k_norm_weight = tensor_to_f64(it->second);
+  d.q = tensor_to_f64(golden.at("q"));
+  d.k = tensor_to_f64(golden.at("k"));
+  d.v = tensor_to_f64(golden.at("v"));
+  return d;
+}
+
+PlanOracleRun plan_case_oracle_run(const CaseSpec& spec, const TensorMap& golden,
+                                   const PlanLayerType& t) {
+  PlanCaseDef d = plan_case_def_of(spec, golden);
+  d.expected = t;
+  d.cross_check = false;
+  GoldenCase g = plan_case_generate(d);
+  load_spilled(g);
+  std::set<std::string> inputs;
+  for (const auto& i : spec.inputs) inputs.insert(i.name);
+  PlanOracleRun r;
+  r.spec = case_spec_from_json(g.manifest, spec.id + " (a diagnose hypothesis)");
+  for (auto& x : g.tensors) {
+    if (!inputs.count(x.name)) r.run.emplace(x.name, std::move(x));
+  }
+  return r;
 }
 
 // ---- positions, JSON, the case of a plan's type ------------------------------------------------
@@ -667,6 +977,24 @@ PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::stri
   d.positions = plan_type_positions(d.type, plan.model.max_position);
   d.id = "plan_" + model_name + "_" + d.type.name + "_" + std::string(dtype_short(t));
   d.seed = rope_seed_of(d.id);
+  // q/k: the projections, unless the type also normalizes its values (Gemma 4's v_norm, not
+  // modelled): then q, k and v are past the norms and an engine skips them
+  d.qk_inputs_normalized = d.type.qk_norm.kind != reference::QkNormKind::kNone && d.type.v_norm;
+  if (d.type.qk_norm.has_weights() && !d.qk_inputs_normalized) {
+    const double o = d.type.qk_norm.weight_offset;
+    for (int c = 0; c < d.type.params.head_dim; ++c) {
+      d.q_norm_weight.push_back(std::ldexp(static_cast<double>(prng_int(d.seed, 5, c, 128)), -8) +
+                                1.0 - o);
+      d.k_norm_weight.push_back(std::ldexp(static_cast<double>(prng_int(d.seed, 6, c, 128)), -8) +
+                                1.0 - o);
+    }
+  }
+  if (!plan.model.config.is_null()) {
+    d.preset = {{"name", plan.model.id},
+                {"hf_model", plan.model.hf_model},
+                {"source", plan.model.source},
+                {"config", plan.model.config}};
+  }
   if (d.type.sinks) {
     for (int h = 0; h < d.n_q_heads; ++h) {
       d.sinks.push_back(
@@ -676,91 +1004,11 @@ PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::stri
   return d;
 }
 
-namespace {
-
-[[noreturn]] void bad_type(const std::string& source, const std::string& key,
-                           const std::string& what) {
-  throw GoldenFileError(source + ": " + key + ": " + what);
-}
-
-const Json& type_key(const Json& j, const char* key, const std::string& source) {
-  if (!j.contains(key)) bad_type(source, std::string("type.") + key, "missing");
-  return j.at(key);
-}
-
-template <class T>
-T type_value(const Json& j, const char* key, const std::string& source) {
-  try {
-    return type_key(j, key, source).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    bad_type(source, std::string("type.") + key, "wrong type (got " + j.at(key).dump() + ")");
-  }
-}
-
-}  // namespace
-
-PlanLayerType plan_type_from_json(const Json& j, const std::string& source) {
-  if (!j.is_object()) bad_type(source, "type", "expected an object");
-  PlanLayerType t;
-  t.name = type_value<std::string>(j, "name", source);
-  const std::string rope = type_value<std::string>(j, "rope", source);
-  t.rope = rope == "rope"           ? PlanRope::kRope
-           : rope == "proportional" ? PlanRope::kProportional
-                                    : PlanRope::kNone;
-  if (rope != "rope" && rope != "proportional" && rope != "none")
-    bad_type(source, "type.rope", "expected rope, proportional or none (got " + rope + ")");
-  t.params.head_dim = type_value<int>(j, "head_dim", source);
-  t.params.rotary_dim = t.params.head_dim;
-  if (t.rope != PlanRope::kNone) {
-    t.params.rotary_dim = type_value<int>(j, "rotary_dim", source);
-    t.params.base = type_value<double>(j, "base", source);
-    t.params.layout = type_value<std::string>(j, "layout", source) == "interleaved"
-                          ? reference::RopeLayout::kInterleaved
-                          : reference::RopeLayout::kHalfSplit;
-  }
-  if (t.rope == PlanRope::kRope) {
-    try {
-      t.scaling = rope_scaling_from_json(type_key(j, "scaling", source));
-    } catch (const GoldenFileError& e) {
-      bad_type(source, "type.scaling", e.what());
-    }
-  }
-  if (t.rope == PlanRope::kProportional) {
-    const Json& p = type_key(j, "proportional", source);
-    t.proportional.proportion = type_value<double>(p, "partial_rotary_factor", source);
-    t.proportional.factor = type_value<double>(p, "factor", source);
-  }
-  if (j.contains("mla_rope_dim")) t.mla_rope_dim = type_value<int>(j, "mla_rope_dim", source);
-  const std::string mask = type_value<std::string>(j, "mask", source);
-  t.mask = mask == "sliding"   ? PlanMask::kSliding
-           : mask == "chunked" ? PlanMask::kChunked
-                               : PlanMask::kCausal;
-  if (mask != "sliding" && mask != "chunked" && mask != "causal")
-    bad_type(source, "type.mask", "expected causal, sliding or chunked (got " + mask + ")");
-  if (t.mask == PlanMask::kSliding) t.window = type_value<std::int64_t>(j, "window", source);
-  if (t.mask == PlanMask::kChunked) t.chunk = type_value<std::int64_t>(j, "chunk", source);
-  const Json& temp = type_key(j, "temperature", source);
-  if (!temp.is_null()) {
-    t.has_temperature = true;
-    const std::string rule = type_value<std::string>(temp, "rule", source);
-    if (rule != "llama4" && rule != "mistral")
-      bad_type(source, "type.temperature.rule", "expected llama4 or mistral (got " + rule + ")");
-    t.temperature.rule =
-        rule == "llama4" ? QueryTemperatureRule::kLlama4 : QueryTemperatureRule::kMistral;
-    t.temperature.length = type_value<std::int64_t>(temp, "length", source);
-    t.temperature.coefficient = type_value<double>(temp, "coefficient", source);
-  }
-  t.sinks = type_value<bool>(j, "sinks", source);
-  t.query_pre_attn_scalar = type_value<double>(j, "query_pre_attn_scalar", source);
-  t.logit_softcap = type_value<double>(j, "logit_softcap", source);
-  return t;
-}
-
 // ---- mistakes and the built-in engine ----------------------------------------------------------
 
 std::vector<std::string> plan_case_mistakes() {
-  return {"global-rope-on-sliding", "rope-on-nope",  "temperature-p",
-          "temperature-p-plus-1",   "yarn-truncate", "sinks-dropped"};
+  return {"global-rope-on-sliding", "rope-on-nope",  "temperature-p",  "temperature-p-plus-1",
+          "yarn-truncate",          "sinks-dropped", "qk-norm-missing"};
 }
 
 std::string plan_case_mistake_words(const std::string& mistake) {
@@ -772,8 +1020,16 @@ std::string plan_case_mistake_words(const std::string& mistake) {
   if (mistake == "temperature-p-plus-1")
     return "query temperature with floor((p + 1) / L0) instead of floor(p / L0) (Mistral)";
   if (mistake == "yarn-truncate")
-    return "YaRN correction range truncated (floor / ceil) where the model has truncate = false";
+    return "YaRN's truncate flipped: the correction range floored and ceiled where the model has "
+           "truncate = false, or left fractional where it has true";
+  if (mistake == "other-layer-type")
+    return "the layer computed as the plan's other layer type (rotation, mask, temperature, "
+           "sinks, q/k norm and scale of the other type: a layer pattern off by one, or the "
+           "wrong type's layer picked)";
   if (mistake == "sinks-dropped") return "the learned sink logits left out of the softmax";
+  if (mistake == "qk-norm-missing")
+    return "the q/k normalization left out (Llama 4's L2 norm after RoPE, Gemma 3's q_norm / "
+           "k_norm before it)";
   return "";
 }
 
@@ -837,18 +1093,39 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
     x.temperature.rule = from == QueryTemperatureRule::kLlama4 ? QueryTemperatureRule::kMistral
                                                                : QueryTemperatureRule::kLlama4;
   } else if (mistake == "yarn-truncate") {
-    if (t.rope != PlanRope::kRope || t.scaling.type != RopeScalingType::kYarn ||
-        t.scaling.truncate) {
-      throw_invalid(fn, "yarn-truncate needs a YaRN type with truncate = false", t.name);
+    if (t.rope != PlanRope::kRope || t.scaling.type != RopeScalingType::kYarn)
+      throw_invalid(fn, "yarn-truncate needs a YaRN type", t.name);
+    x.scaling.truncate = !t.scaling.truncate;
+  } else if (mistake == "other-layer-type") {
+    const PlanLayerType* o = nullptr;
+    for (const auto& y : plan) {
+      if (y.name == t.name || y.params.head_dim != t.params.head_dim) continue;
+      Json a = plan_type_to_json(y), b = plan_type_to_json(t);
+      a.erase("name");
+      b.erase("name");
+      if (a == b) continue;
+      o = &y;
+      break;
     }
-    x.scaling.truncate = true;
+    if (o == nullptr || plan.size() != 2) {
+      throw_invalid(fn,
+                    "other-layer-type needs a plan of two layer types of the same head_dim that "
+                    "compute differently",
+                    t.name);
+    }
+    x = *o;
   } else if (mistake == "sinks-dropped") {
     if (!t.sinks) throw_invalid(fn, "sinks-dropped needs a type with sinks", t.name);
     x.sinks = false;
+  } else if (mistake == "qk-norm-missing") {
+    if (t.qk_norm.kind == reference::QkNormKind::kNone)
+      throw_invalid(fn, "qk-norm-missing needs a type with a q/k norm", t.name);
+    x.qk_norm = reference::QkNorm{};
   } else if (!mistake.empty()) {
     throw_invalid(fn,
                   "unknown mistake (known: global-rope-on-sliding, rope-on-nope, temperature-p, "
-                  "temperature-p-plus-1, yarn-truncate, sinks-dropped)",
+                  "temperature-p-plus-1, yarn-truncate, sinks-dropped, qk-norm-missing, "
+                  "other-layer-type)",
                   mistake);
   }
   return x;
@@ -858,7 +1135,9 @@ struct EngineInputs {
   PlanLayerType type;
   std::vector<PlanLayerType> plan;
   std::vector<std::int64_t> pos;
-  std::vector<float> q, k, v, sinks;
+  std::vector<float> q, k, v, sinks, q_norm_weight, k_norm_weight;
+  bool qk_inputs_normalized = false;
+  std::function<double(std::int64_t)> tau;  // replaces the type's temperature when set
   std::int64_t T = 0;
   int hq = 0, hk = 0, h = 0;
   double sigma = 1;
@@ -877,6 +1156,11 @@ EngineInputs engine_inputs(const CaseSpec& spec, const TensorMap& golden) {
   e.k = tensor_to_f32(golden.at("k"));
   e.v = tensor_to_f32(golden.at("v"));
   if (auto it = golden.find("sinks"); it != golden.end()) e.sinks = tensor_to_f32(it->second);
+  if (auto it = golden.find("q_norm_weight"); it != golden.end())
+    e.q_norm_weight = tensor_to_f32(it->second);
+  if (auto it = golden.find("k_norm_weight"); it != golden.end())
+    e.k_norm_weight = tensor_to_f32(it->second);
+  e.qk_inputs_normalized = pj.value("qk_inputs", std::string("projections")) == "normalized";
   e.hq = pj.at("n_q_heads").get<int>();
   e.hk = pj.at("n_kv_heads").get<int>();
   e.h = pj.at("head_dim").get<int>();
@@ -908,9 +1192,38 @@ void float_tables(const std::string& pipeline, const PlanLayerType& t,
   }
 }
 
-/// q and k rotated (and q scaled by the temperature) the pipeline's way.
+/// Every head_dim row of x normalized in place the pipeline's way: posenc's kernel (exact), or
+/// HF's float32 RMSNorm (fp32 pipelines): x.pow(2).mean(-1) + eps, rsqrt, x * it, * (o + w).
+void engine_norm(const std::string& pipeline, const reference::QkNorm& n, int h,
+                 const std::vector<float>& w, std::vector<float>& x) {
+  if (n.kind == reference::QkNormKind::kNone || POSENC_MUTANT("engine_plan_qk_norm_skipped"))
+    return;
+  if (pipeline == "exact") {
+    optimized::qk_norm_apply_rows(n, h, x, w, x);
+    return;
+  }
+  const float eps = static_cast<float>(n.eps);
+  for (std::size_t off = 0; off < x.size(); off += static_cast<std::size_t>(h)) {
+    float sum = 0;
+    for (int c = 0; c < h; ++c) sum += x[off + c] * x[off + c];
+    const float r = 1.0f / std::sqrt(sum / static_cast<float>(h) + eps);
+    for (int c = 0; c < h; ++c) {
+      x[off + c] *= r;
+      if (n.has_weights()) x[off + c] *= static_cast<float>(n.weight_offset) + w[c];
+    }
+  }
+}
+
+/// q and k normalized (before or after RoPE as the type says), rotated and q scaled by the
+/// temperature, the pipeline's way.
 void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineInputs& e,
                    std::vector<float>* qr, std::vector<float>* kr) {
+  const bool norm = t.qk_norm.kind != reference::QkNormKind::kNone && !e.qk_inputs_normalized;
+  const bool after = norm && t.qk_norm.position == reference::QkNormPosition::kAfterRope;
+  if (norm && !after) {
+    engine_norm(pipeline, t.qk_norm, e.h, e.q_norm_weight, e.q);
+    engine_norm(pipeline, t.qk_norm, e.h, e.k_norm_weight, e.k);
+  }
   *qr = e.q;
   *kr = e.k;
   if (t.rope != PlanRope::kNone) {
@@ -944,6 +1257,18 @@ void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineIn
       rotate(e.k, e.hk, *kr);
     }
   }
+  if (after) {
+    engine_norm(pipeline, t.qk_norm, e.h, e.q_norm_weight, *qr);
+    engine_norm(pipeline, t.qk_norm, e.h, e.k_norm_weight, *kr);
+  }
+  if (e.tau) {  // a fitted temperature (plan_fit.cpp): tau(m) in double, rounded, one product
+    const std::size_t row = static_cast<std::size_t>(e.hq) * e.h;
+    for (std::int64_t r = 0; r < e.T; ++r) {
+      const float tau = static_cast<float>(e.tau(e.pos[r]));
+      for (std::size_t c = 0; c < row; ++c) (*qr)[r * row + c] *= tau;
+    }
+    return;
+  }
   if (!t.has_temperature) return;
   if (pipeline == "exact") {
     optimized::query_temperature_apply(t.temperature, e.pos, *qr);
@@ -958,6 +1283,8 @@ void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineIn
   }
 }
 
+TensorMap run_plan_engine(const std::string& pipeline, EngineInputs& e, DType dt);
+
 }  // namespace
 
 TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
@@ -968,10 +1295,31 @@ TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
                   o.pipeline);
   }
   EngineInputs e = engine_inputs(spec, golden);
+  if (o.mistake == "qk-norm-missing" && e.qk_inputs_normalized) {
+    throw_invalid("plan_case_run_engine",
+                  "qk-norm-missing needs a case whose q and k are projections (qk_inputs)",
+                  spec.id);
+  }
   e.type = type_with_mistake(e.type, e.plan, o.mistake);
+  return run_plan_engine(o.pipeline, e, golden.at("q").dtype);
+}
+
+TensorMap plan_case_run_type(const CaseSpec& spec, const TensorMap& golden, const PlanLayerType& t,
+                             const std::string& pipeline,
+                             const std::function<double(std::int64_t)>& tau) {
+  EngineInputs e = engine_inputs(spec, golden);
+  e.type = t;
+  e.tau = tau;
+  return run_plan_engine(pipeline, e, golden.at("q").dtype);
+}
+
+namespace {
+
+/// The engine on e (its type as given): rotation, scores, softmax, output the pipeline's way.
+TensorMap run_plan_engine(const std::string& pipeline, EngineInputs& e, DType dt) {
+  const EngineOptions o{"", pipeline};
   const PlanLayerType& t = e.type;
   check_modelled(t, "plan_case_run_engine");
-  const DType dt = golden.at("q").dtype;
   std::vector<float> qr, kr;
   engine_rotate(o.pipeline, t, e, &qr, &kr);
   const std::int64_t T = e.T;
@@ -1074,163 +1422,12 @@ TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
   return res;
 }
 
+}  // namespace
+
 /// The type of a negative control: `t` computed with `mistake` (plan: the model's types).
 PlanLayerType plan_type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan,
                                      const std::string& mistake) {
   return type_with_mistake(t, plan, mistake);
-}
-
-// ---- the plan manifest -------------------------------------------------------------------------
-
-namespace {
-
-std::string scaling_words(const PlanLayerType& t) {
-  if (t.rope != PlanRope::kRope || t.scaling.type == RopeScalingType::kNone) return "none";
-  Json j = rope_scaling_to_json(t.scaling);
-  j.erase("type");
-  return std::string(reference::rope_scaling_type_name(t.scaling.type)) + " " + j.dump();
-}
-
-}  // namespace
-
-Json plan_manifest_json(const ModelPlan& plan, const std::string& model_name,
-                        const std::vector<std::string>& case_ids) {
-  if (case_ids.size() != plan.types.size()) {
-    throw_invalid("plan_manifest_json", "one case id per layer type is needed", case_ids.size());
-  }
-  Json m;
-  m["schema"] = kPlanSchemaName;
-  m["version"] = 1;
-  m["generator"] = {{"name", kGeneratorName}, {"version", kGeneratorVersion}};
-  m["model"] = model_name;
-  m["model_id"] = plan.model.id;
-  m["n_layers"] = plan.layer_type.size();
-  m["notes"] = plan.notes;
-  Json types = Json::array();
-  for (std::size_t t = 0; t < plan.types.size(); ++t) {
-    std::vector<int> layers;
-    for (std::size_t l = 0; l < plan.layer_type.size(); ++l) {
-      if (plan.layer_type[l] == static_cast<int>(t)) layers.push_back(static_cast<int>(l));
-    }
-    types.push_back({{"name", plan.types[t].name},
-                     {"case", case_ids[t]},
-                     {"manifest", "plan/" + case_ids[t] + ".json"},
-                     {"layers", layers},
-                     {"type", plan_type_to_json(plan.types[t])}});
-  }
-  m["types"] = types;
-  Json layers = Json::array();
-  for (std::size_t l = 0; l < plan.layer_type.size(); ++l) {
-    const PlanLayerType& t = plan.types.at(static_cast<std::size_t>(plan.layer_type[l]));
-    Json j = {{"index", l}, {"type", t.name}, {"rope", plan_rope_name(t.rope)}};
-    j["base"] = t.rope == PlanRope::kNone ? Json(nullptr) : Json(t.params.base);
-    j["scaling"] = scaling_words(t);
-    if (t.rope == PlanRope::kProportional)
-      j["scaling"] = "proportional p = " + Json(t.proportional.proportion).dump();
-    j["mask"] = plan_mask_name(t.mask);
-    j["window"] = t.mask == PlanMask::kSliding ? Json(t.window) : Json(nullptr);
-    j["chunk"] = t.mask == PlanMask::kChunked ? Json(t.chunk) : Json(nullptr);
-    j["temperature"] =
-        t.has_temperature
-            ? Json(std::string(reference::query_temperature_rule_name(t.temperature.rule)) +
-                   " length " + std::to_string(t.temperature.length) + " coefficient " +
-                   Json(t.temperature.coefficient).dump())
-            : Json(nullptr);
-    j["sinks"] = t.sinks;
-    j["case"] = case_ids.at(static_cast<std::size_t>(plan.layer_type[l]));
-    layers.push_back(j);
-  }
-  m["layers"] = layers;
-  return m;
-}
-
-bool is_plan_manifest(const std::filesystem::path& path) {
-  try {
-    if (!std::filesystem::is_regular_file(path) || path.extension() != ".json") return false;
-    const Json j = Json::parse(read_json_text(path));
-    return j.is_object() && j.value("schema", std::string()) == kPlanSchemaName;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-PlanManifest plan_manifest_read(const std::filesystem::path& path) {
-  const std::string src = path.string();
-  auto bad = [&](const std::string& key, const std::string& what) -> void {
-    throw GoldenFileError(src + ": " + key + ": " + what);
-  };
-  Json j;
-  try {
-    j = Json::parse(read_json_text(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw GoldenFileError(src + ": not valid JSON (" + std::string(e.what()) + ")");
-  }
-  if (!j.is_object() || j.value("schema", std::string()) != kPlanSchemaName)
-    bad("schema", "expected \"posenc-plan\"");
-  PlanManifest p;
-  try {
-    p.model = j.at("model").get<std::string>();
-    p.n_layers = j.at("n_layers").get<int>();
-    if (p.n_layers <= 0)
-      bad("n_layers", "expected a positive integer (got " + j.at("n_layers").dump() + ")");
-    std::vector<int> owner(static_cast<std::size_t>(p.n_layers), -1);
-    const Json& types = j.at("types");
-    if (!types.is_array() || types.empty()) bad("types", "expected a non-empty list");
-    for (std::size_t t = 0; t < types.size(); ++t) {
-      PlanManifest::Type ty;
-      ty.name = types[t].at("name").get<std::string>();
-      ty.case_id = types[t].at("case").get<std::string>();
-      const std::string rel = types[t].at("manifest").get<std::string>();
-      if (rel.empty() || rel.front() == '/' || rel.find("..") != std::string::npos) {
-        bad("types[" + std::to_string(t) + "].manifest",
-            "expected a relative path inside the plan's folder (got " + rel + ")");
-      }
-      ty.manifest = path.parent_path() / rel;
-      ty.layers = types[t].at("layers").get<std::vector<int>>();
-      for (int l : ty.layers) {
-        if (l < 0 || l >= p.n_layers || owner[static_cast<std::size_t>(l)] >= 0) {
-          bad("types[" + std::to_string(t) + "].layers",
-              "layer " + std::to_string(l) + " is out of range or listed twice (n_layers " +
-                  std::to_string(p.n_layers) + ")");
-        }
-        owner[static_cast<std::size_t>(l)] = static_cast<int>(t);
-      }
-      p.types.push_back(std::move(ty));
-    }
-    for (int l = 0; l < p.n_layers; ++l) {
-      if (owner[static_cast<std::size_t>(l)] < 0)
-        bad("types", "layer " + std::to_string(l) + " has no type");
-    }
-    const Json& layers = j.at("layers");
-    if (!layers.is_array() || static_cast<int>(layers.size()) != p.n_layers) {
-      bad("layers", "expected n_layers = " + std::to_string(p.n_layers) + " entries");
-    }
-    for (int l = 0; l < p.n_layers; ++l) {
-      const std::string want =
-          p.types[static_cast<std::size_t>(owner[static_cast<std::size_t>(l)])].name;
-      if (layers[static_cast<std::size_t>(l)].at("index").get<int>() != l ||
-          layers[static_cast<std::size_t>(l)].at("type").get<std::string>() != want) {
-        bad("layers[" + std::to_string(l) + "]",
-            "expected index " + std::to_string(l) + " and type " + want);
-      }
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw GoldenFileError(src + ": malformed plan manifest (" + std::string(e.what()) + ")");
-  }
-  return p;
-}
-
-std::string plan_layer_ranges(const std::vector<int>& layers) {
-  std::string out;
-  for (std::size_t i = 0; i < layers.size();) {
-    std::size_t j = i;
-    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(layers[i]);
-    if (j > i) out += "-" + std::to_string(layers[j]);
-    i = j + 1;
-  }
-  return out;
 }
 
 ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DType t) {
@@ -1242,7 +1439,12 @@ ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DT
     const PlanLayerType& ty = plan.types[ti];
     out.model += std::string(ti == 0 ? ": " : "; ") + ty.name + " (" + plan_rope_name(ty.rope) +
                  ", " + plan_mask_name(ty.mask) + (ty.has_temperature ? ", temperature" : "") +
-                 (ty.sinks ? ", sinks" : "") + ")";
+                 (ty.sinks ? ", sinks" : "") +
+                 (ty.qk_norm.kind == reference::QkNormKind::kNone
+                      ? ""
+                      : std::string(", q/k norm ") + reference::qk_norm_kind_name(ty.qk_norm.kind) +
+                            " " + reference::qk_norm_position_name(ty.qk_norm.position)) +
+                 ")";
   }
   out.notes = plan.notes;
   std::vector<std::string> ids;

@@ -19,8 +19,13 @@
 //                                where the type has sinks; masked entries exactly 0
 //   out [T, Hq, h]     output    sum_j probs_ij v_j
 // Inputs: positions [T] int64, q [T, Hq, h], k [T, Hk, h], v [T, Hk, h], sinks [Hq] (f32, when
-// the type has sinks). The manifest's params.type is the layer type (plan_type_to_json), and
-// params.plan the model's other types and the layers of this one.
+// the type has sinks), q_norm_weight and k_norm_weight [h] (f32, when the type's q/k norm has
+// weights and the case's q and k are projections). q/k normalization (reference/qk_norm.hpp):
+// params.qk_inputs says whether q and k are the projections (the expected values apply the
+// type's norm, before or after the rotation as the type says) or already normalized (a type
+// whose norm sits before RoPE and whose other normalizations are not modelled, Gemma 4's: an
+// engine feeds them past its norm). The manifest's params.type is the layer type
+// (plan_type_to_json), and params.plan the model's other types and the layers of this one.
 //
 // Budgets (docs/profiles.md, "Model plans"): the RoPE stages' (rope_stage_budgets) with the
 // angle extras of the profile's pipeline (rope_pipeline_angle_errors; a proportional type's
@@ -28,17 +33,22 @@
 // attention core's (kAttentionMaxError) on the probabilities and the output, whose extras carry
 // the score error the rotated inputs bring (the scores' budget, first order through the
 // softmax); a soft cap's division, tanh and product add 3 r to the scores' bound (its slope is
-// at most 1, so it never amplifies an error). MLA types are refused (not modelled here yet).
+// at most 1, so it never amplifies an error). A q/k norm adds its own error delta_n (0.51 for
+// posenc's kernel, h / 4 + 4 for a float32 mean of squares and rsqrt) to q_rot, k_rot and twice
+// to the scores; after RoPE it also scales the conditions by r = 1 / rms and carries the
+// rotation's error into r (first order: dr / r <= sum |y| |e| / sum y^2). MLA types are refused
+// (not modelled here yet).
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "golden/cases/hard_positions.hpp"
 #include "golden/cases/model_plan.hpp"
+#include "golden/cases/plan_manifest.hpp"
 #include "golden/cases/registry.hpp"
 
 namespace posenc::golden {
@@ -57,6 +67,15 @@ struct PlanCaseDef {
   int n_q_heads = 2, n_kv_heads = 1;
   std::vector<HardPosition> positions;  // sorted, distinct
   std::vector<double> sinks;            // [n_q_heads] when type.sinks (exact in float32)
+  /// The case's q and k: "projections" (false: before the type's q/k normalization, which the
+  /// expected values apply) or "normalized" (true: after it; an engine skips its norm).
+  bool qk_inputs_normalized = false;
+  std::vector<double> q_norm_weight, k_norm_weight;  // [head_dim] for a weighted norm on
+                                                     // projections (exact in float32)
+  nlohmann::json preset;  // {name, hf_model, source, config}: the model's config
+  /// q, k, v as given (a case read back, plan_case_def_of) instead of drawn from the seed.
+  std::vector<double> q, k, v;
+  bool cross_check = true;  // false: the mp50 oracle alone (a diagnose hypothesis)
   DType dtype = DType::kF32;
   std::uint64_t seed = 0;
   std::string result = "valid", convention, reason, mistake;
@@ -72,13 +91,24 @@ std::vector<HardPosition> plan_type_positions(const PlanLayerType& t, std::int64
 PlanCaseDef plan_case_for(const ModelPlan& plan, int type_index, const std::string& model_name,
                           DType t);
 
-/// The layer type from JSON (plan_type_to_json's form, golden/cases/model_plan.hpp;
-/// GoldenFileError naming `source` and the key).
-PlanLayerType plan_type_from_json(const nlohmann::json& j, const std::string& source);
-
 /// Pure: inputs from the PRNG, expected values from mp50 (cross-checked in mp100), budgets,
 /// manifest. InvalidArgument for a type this case does not model (MLA).
 GoldenCase plan_case_generate(const PlanCaseDef& d);
+
+/// A plan case read back into its definition (inputs as the case holds them; GoldenFileError
+/// naming the key for a manifest that is not a plan case's).
+PlanCaseDef plan_case_def_of(const CaseSpec& spec, const TensorMap& golden);
+
+/// The case's stages and their budget companions (.exact, .cond, .extra.<profile>) as the mp50
+/// oracle gives them when the layer computes `t` on the case's inputs: a diagnose hypothesis
+/// whose mask or angles differ from the case's, judged with its own budgets (golden/cases/
+/// diagnose.cpp's judge_against takes the companions a run carries).
+struct PlanOracleRun {
+  CaseSpec spec;  // the run's own manifest: its checks and budgets
+  TensorMap run;  // its expected tensors and their companions
+};
+PlanOracleRun plan_case_oracle_run(const CaseSpec& spec, const TensorMap& golden,
+                                   const PlanLayerType& t);
 
 /// The built-in engine: posenc's kernels (optimized::rope_apply with the type's cache,
 /// optimized::query_temperature_apply, optimized::attention_forward / attention_probs with the
@@ -88,6 +118,12 @@ GoldenCase plan_case_generate(const PlanCaseDef& d);
 /// to the case's type).
 TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
                                const EngineOptions& o);
+/// The built-in engine on the case's inputs with `t` in place of the case's type (the fitted
+/// hypotheses of golden/cases/plan_fit.hpp); `tau`, when given, replaces the query temperature:
+/// q_rot row r times float(tau(positions[r])).
+TensorMap plan_case_run_type(const CaseSpec& spec, const TensorMap& golden, const PlanLayerType& t,
+                             const std::string& pipeline,
+                             const std::function<double(std::int64_t)>& tau = {});
 std::vector<std::string> plan_case_mistakes();
 /// The bug a mistake plants, in engine terms.
 std::string plan_case_mistake_words(const std::string& mistake);
@@ -97,43 +133,8 @@ std::string plan_case_mistake_words(const std::string& mistake);
 PlanLayerType plan_type_with_mistake(const PlanLayerType& t, const std::vector<PlanLayerType>& plan,
                                      const std::string& mistake);
 
-// ---- the plan manifest (plan.json) -----------------------------------------------------------
-// `posenc generate --config` on a config whose plan has more than one layer type writes one case
-// per type (DIR/plan/<case id>.json + .safetensors) and DIR/plan.json ("schema": "posenc-plan",
-// schemas/plan.schema.json): the model, every type with the case that checks it and its layers,
-// and every layer (index, type, rope, base, scaling, mask, window or chunk, temperature, sinks,
-// case). `posenc verify DIR/plan.json --actual ADIR` verifies each type's case and names the
-// layers a failure affects.
-
-inline constexpr const char* kPlanSchemaName = "posenc-plan";
-
 /// `generate --config` on a plan with several types: one case per type (plan_case_for, ids
 /// plan_<name>_<type>_<dtype>), estimates, and ConfigCases::plan.
 ConfigCases plan_config_cases(const ModelPlan& plan, const std::string& name, DType t);
-
-/// The plan manifest of `plan`, whose type t is checked by case_ids[t] (written under
-/// plan/<id>.json next to plan.json). `model_name`: the cases' model part.
-nlohmann::json plan_manifest_json(const ModelPlan& plan, const std::string& model_name,
-                                  const std::vector<std::string>& case_ids);
-
-/// What verify reads from a plan manifest: each type's name, case manifest and layers.
-struct PlanManifest {
-  std::string model;
-  int n_layers = 0;
-  struct Type {
-    std::string name, case_id;
-    std::filesystem::path manifest;  // the case manifest, resolved against plan.json's folder
-    std::vector<int> layers;
-  };
-  std::vector<Type> types;
-};
-/// True when the file is a JSON object whose "schema" is kPlanSchemaName (never throws).
-bool is_plan_manifest(const std::filesystem::path& path);
-/// Reads a plan manifest; GoldenFileError naming the file and the key when it is malformed (a
-/// layer whose type is not listed, types whose layers do not cover 0..n_layers-1 exactly once).
-PlanManifest plan_manifest_read(const std::filesystem::path& path);
-
-/// Layers as ranges: {0,1,2,3,4,6} -> "0-4, 6".
-std::string plan_layer_ranges(const std::vector<int>& layers);
 
 }  // namespace posenc::golden

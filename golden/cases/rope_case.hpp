@@ -21,6 +21,7 @@
 #include "golden/cases/hard_positions.hpp"
 #include "golden/cases/hf_config.hpp"
 #include "golden/cases/registry.hpp"
+#include "golden/cases/scaling_json.hpp"
 #include "reference/rope_scaling.hpp"
 
 namespace posenc::golden {
@@ -215,9 +216,5 @@ struct RopeStageBudgets {
   ProfileBudget inv_freq, table, rotated, scores, scalar;
 };
 RopeStageBudgets rope_stage_budgets(const std::string& profile, DType t, double A, int h);
-
-/// The scaling rule as manifest params, and back (GoldenFileError naming the key).
-nlohmann::json rope_scaling_to_json(const reference::RopeScaling& s);
-reference::RopeScaling rope_scaling_from_json(const nlohmann::json& j);
 
 }  // namespace posenc::golden

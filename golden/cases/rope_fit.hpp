@@ -35,6 +35,9 @@ struct RopeFitCandidate {
   double number = 0;       // the fitted value as a number (precision: its unit roundoff)
   TensorMap run;           // the stages this value gives (cos, sin, q_rot, k_rot; base: inv_freq)
   std::optional<std::int64_t> max_position;  // judge only up to here (float16 overflow)
+  /// The run's own budgets (its own case: a plan type whose mask or angles differ from the
+  /// case's, golden/cases/plan_fit.hpp), with their companions in `run`; none: the case's.
+  std::optional<CaseSpec> budgets;
 };
 
 /// The candidates for a rope or rope_scaling case (empty for other schemes, and when the output

@@ -406,26 +406,29 @@ void plan_rules(const CaseSpec&, const Json& p, const std::string& source) {
 }
 
 Form plan_form() {
-  return {"plan",
-          nullptr,
-          true,
-          {object("type"), integer("n_q_heads", 1), integer("n_kv_heads", 1), integer("head_dim", 2),
-           integer("value_dim", 1), integer("n_tokens", 1), number("scale", 1e-300), object("plan"),
-           dtype_key()},
-          {},
-          {},
-          {{"positions", {"n_tokens"}, true},
-           {"q", {"n_tokens", "n_q_heads", "head_dim"}, true},
-           {"k", {"n_tokens", "n_kv_heads", "head_dim"}, true},
-           {"v", {"n_tokens", "n_kv_heads", "value_dim"}, true},
-           {"sinks", {"n_q_heads"}},
-           {"q_rot", {"n_tokens", "n_q_heads", "head_dim"}},
-           {"k_rot", {"n_tokens", "n_kv_heads", "head_dim"}},
-           {"scores", {"n_q_heads", "n_tokens", "n_tokens"}},
-           {"probs", {"n_q_heads", "n_tokens", "n_tokens"}},
-           {"out", {"n_tokens", "n_q_heads", "value_dim"}}},
-          "q",
-          plan_rules};
+  return {
+      "plan",
+      nullptr,
+      true,
+      {object("type"), integer("n_q_heads", 1), integer("n_kv_heads", 1), integer("head_dim", 2),
+       integer("value_dim", 1), integer("n_tokens", 1), number("scale", 1e-300), object("plan"),
+       string("qk_inputs", "projections|normalized"), dtype_key()},
+      {},
+      {},
+      {{"positions", {"n_tokens"}, true},
+       {"q", {"n_tokens", "n_q_heads", "head_dim"}, true},
+       {"k", {"n_tokens", "n_kv_heads", "head_dim"}, true},
+       {"v", {"n_tokens", "n_kv_heads", "value_dim"}, true},
+       {"sinks", {"n_q_heads"}},
+       {"q_norm_weight", {"head_dim"}},
+       {"k_norm_weight", {"head_dim"}},
+       {"q_rot", {"n_tokens", "n_q_heads", "head_dim"}},
+       {"k_rot", {"n_tokens", "n_kv_heads", "head_dim"}},
+       {"scores", {"n_q_heads", "n_tokens", "n_tokens"}},
+       {"probs", {"n_q_heads", "n_tokens", "n_tokens"}},
+       {"out", {"n_tokens", "n_q_heads", "value_dim"}}},
+      "q",
+      plan_rules};
 }
 
 /// MLA: head-major inputs, one shared k_pe head; the scaling rule of the rotated part.

@@ -713,24 +713,121 @@ def _plan_rotation(t):
     return inv, att
 
 
-def plan_hf(case, global_on_sliding=False):
-    """One attention layer of a plan's type, the way HF transformers computes it in float32:
-    the type's inv_freq, float32 angles at the tokens' positions, cos/sin times the attention
-    factor, rotate_half (interleaved pairs where the type says), Llama 4's temperature
-    log1p(floor((p + 1) / F)) * c + 1 (Mistral's: floor(p / L0)) on the rotated q, scores
-    q . k * 1/sqrt(query_pre_attn_scalar or head_dim) (soft-capped as Gemma 2), the mask on the
-    positions, softmax with the sink logit concatenated and dropped, probs @ v; all float32.
-    `global_on_sliding`: a sliding type rotated with the plan's global RoPE (Gemma 3's bug)."""
-    p = case.params
-    t = dict(p["type"])
-    if global_on_sliding:
-        g = [o for o in p["plan"]["types"] if o["mask"] != "sliding" and o["rope"] != "none"][0]
-        for key in ("rope", "base", "rotary_dim", "layout", "scaling", "proportional"):
+def _hf_qk_norm(x, n, w):
+    """HF's per-head q/k norm in float32: x * rsqrt(mean(x^2) + eps) (Llama4TextL2Norm, no
+    weights), times (1 + w) (Gemma3RMSNorm) or w (Qwen3RMSNorm, Gemma 4) where it has them."""
+    ms = np.mean(x * x, axis=-1, keepdims=True, dtype=F32).astype(F32)
+    y = (x * (F32(1) / np.sqrt(ms + F32(n["eps"])))).astype(F32)
+    if n["kind"] == "rms":
+        y = (y * (F32(n["weight_offset"]) + w)).astype(F32)
+    return y
+
+
+# Bugs an engine author plants (diagnose's test, test_plan_diagnose.py): each one type's field
+# changed the way a newcomer's engine gets it wrong.
+PLAN_BUGS = ("global_rope_on_sliding", "rope_theta_default", "window_plus_1", "window_minus_1",
+             "window_plus_2", "other_type", "qk_norm_missing", "temperature_p",
+             "temperature_p_plus_1", "temperature_offset", "temperature_scale", "yarn_truncate_flip",
+             "sinks_dropped", "rope_on_nope")
+
+
+def _plan_bug(t, types, bug):
+    """The type dict an engine with `bug` computes instead of `t` (Skip where it cannot apply)."""
+    t = dict(t)
+    if bug is None:
+        return t
+    rot = ("rope", "base", "rotary_dim", "layout", "scaling", "proportional")
+
+    def other(pred):
+        for o in types:
+            if o["name"] != t["name"] and o["head_dim"] == t["head_dim"] and pred(o):
+                return o
+        raise Skip(f"{bug}: no other layer type to take")
+
+    if bug == "global_rope_on_sliding":
+        if t["mask"] != "sliding" or t["rope"] == "none":
+            raise Skip("global_rope_on_sliding: a sliding RoPE type only")
+        g = other(lambda o: o["mask"] != "sliding" and o["rope"] != "none")
+        for key in rot:
             t.pop(key, None)
             if key in g:
                 t[key] = g[key]
+    elif bug == "rope_on_nope":
+        if t["rope"] != "none":
+            raise Skip("rope_on_nope: a NoPE type only")
+        g = other(lambda o: o["rope"] != "none")
+        for key in rot:
+            if key in g:
+                t[key] = g[key]
+    elif bug == "rope_theta_default":
+        if t["rope"] == "none" or t["base"] == 10000.0:
+            raise Skip("rope_theta_default: a rotating type whose base is not 10000")
+        t["base"] = 10000.0
+    elif bug.startswith("window_"):
+        if t["mask"] != "sliding":
+            raise Skip("window bugs: a sliding type only")
+        t["window"] = t["window"] + {"window_plus_1": 1, "window_minus_1": -1, "window_plus_2": 2}[bug]
+    elif bug == "other_type":
+        o = other(lambda o: True)
+        t = dict(o)
+    elif bug == "qk_norm_missing":
+        if not t.get("qk_norm"):
+            raise Skip("qk_norm_missing: a type with a q/k norm only")
+        t["qk_norm"] = None
+    elif bug.startswith("temperature_"):
+        tt = dict(t.get("temperature") or {})
+        if not tt:
+            raise Skip("temperature bugs: a type with a query temperature only")
+        if bug == "temperature_p":
+            if tt["rule"] != "llama4":
+                raise Skip("temperature_p: Llama 4's rule only")
+            tt["rule"] = "mistral"
+        elif bug == "temperature_p_plus_1":
+            if tt["rule"] != "mistral":
+                raise Skip("temperature_p_plus_1: Mistral's rule only")
+            tt["rule"] = "llama4"
+        elif bug == "temperature_offset":  # floor((p + 2) / F): two tokens early
+            tt["offset"] = 2
+        elif bug == "temperature_scale":  # the coefficient doubled
+            tt["coefficient"] = 2 * tt["coefficient"]
+        t["temperature"] = tt
+    elif bug == "yarn_truncate_flip":
+        sc = dict(t.get("scaling") or {})
+        if t["rope"] != "rope" or sc.get("type") != "yarn":
+            raise Skip("yarn_truncate_flip: a YaRN type only")
+        sc["truncate"] = not sc["truncate"]
+        t["scaling"] = sc
+    elif bug == "sinks_dropped":
+        if not t.get("sinks"):
+            raise Skip("sinks_dropped: a type with sinks only")
+        t["sinks"] = False
+    else:
+        raise ValueError(bug)
+    return t
+
+
+def plan_hf(case, global_on_sliding=False, bug=None):
+    """One attention layer of a plan's type, the way HF transformers computes it in float32:
+    the q/k norm where the type has one and the case's q, k are projections (before the rotation
+    for Gemma 3, after it for Llama 4), the type's inv_freq, float32 angles at the tokens'
+    positions, cos/sin times the attention factor, rotate_half (interleaved pairs where the type
+    says), Llama 4's temperature log1p(floor((p + 1) / F)) * c + 1 (Mistral's: floor(p / L0)) on
+    the rotated q, scores q . k * 1/sqrt(query_pre_attn_scalar or head_dim) (soft-capped as Gemma
+    2), the mask on the positions, softmax with the sink logit concatenated and dropped,
+    probs @ v; all float32. `global_on_sliding`: a sliding type rotated with the plan's global
+    RoPE (Gemma 3's bug); `bug`: one of PLAN_BUGS."""
+    p = case.params
+    t = dict(p["type"])
+    if global_on_sliding:
+        bug = "global_rope_on_sliding"
+    t = _plan_bug(t, p["plan"]["types"], bug)
     pos = case.inputs["positions"].astype(np.int64)
     q, k, v = _f32(case, "q"), _f32(case, "k"), _f32(case, "v")
+    norm = t.get("qk_norm") if p.get("qk_inputs") == "projections" else None
+    wq = _f32(case, "q_norm_weight") if norm and norm["kind"] == "rms" else None
+    wk = _f32(case, "k_norm_weight") if norm and norm["kind"] == "rms" else None
+    if norm and norm["position"] == "before_rope":
+        q, k = _hf_qk_norm(q, norm, wq), _hf_qk_norm(k, norm, wk)
     if t["rope"] != "none":
         inv, att = _plan_rotation(t)
         angles = pos.astype(F32)[:, None] * inv[None, :]
@@ -739,9 +836,12 @@ def plan_hf(case, global_on_sliding=False):
             cos, sin = cos * F32(att), sin * F32(att)
         q = _rotate(q, cos, sin, t["layout"], t["rotary_dim"], "f32")
         k = _rotate(k, cos, sin, t["layout"], t["rotary_dim"], "f32")
+    if norm and norm["position"] == "after_rope":
+        q, k = _hf_qk_norm(q, norm, wq), _hf_qk_norm(k, norm, wk)
     if t.get("temperature"):
         tt = t["temperature"]
-        n = (pos + 1) // tt["length"] if tt["rule"] == "llama4" else pos // tt["length"]
+        o = tt.get("offset", 0)
+        n = (pos + 1 + o) // tt["length"] if tt["rule"] == "llama4" else (pos + o) // tt["length"]
         tau = np.log1p(n.astype(F32)) * F32(tt["coefficient"]) + F32(1)
         q = (q * tau.astype(F32)[:, None, None]).astype(F32)
     hq, hk = p["n_q_heads"], p["n_kv_heads"]

@@ -168,3 +168,13 @@ def test_plan_manifest_follows_the_schema(binary, tmp_path):
     bad["types"][0]["type"]["mask"] = "banded"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, s)
+    # an engine's layer table in the plan's machine form (schemas/layer_table.schema.json)
+    t = schema("layer_table.schema.json")
+    resolver = jsonschema.RefResolver.from_schema(t, store={s["$id"]: s})
+    keys = ["rope", "base", "scaling", "mask", "window", "chunk", "temperature", "sinks", "qk_norm"]
+    table = {"schema": "posenc-layer-table",
+             "layers": [dict(index=l["index"], **{k: l[k] for k in keys}) for l in plan["layers"]]}
+    jsonschema.validate(table, t, resolver=resolver)
+    table["layers"][1]["rotary"] = True
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(table, t, resolver=resolver)

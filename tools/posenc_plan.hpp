@@ -1,0 +1,61 @@
+// `posenc verify` and `posenc diagnose` on a plan manifest (plan.json): the CLI's side of
+// golden/cases/plan_manifest.hpp. Per layer type (ACT/<case id>.safetensors, one output per
+// type), per layer (ACT/layers/NN/, every layer's own output on its type's case inputs), and an
+// engine's layer table (--layer-table FILE). docs/verifying-plans.md has the walk-through.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "golden/cases/plan_manifest.hpp"
+#include "golden/verify/verify.hpp"
+
+namespace posenc::tools {
+
+/// An engine's output for one case found in a folder (the CLI's actual_for), nullopt if none.
+using ActualReader = std::function<std::optional<golden::TensorMap>(
+    const std::filesystem::path& dir, const std::string& case_id)>;
+
+/// After the per-type cases are verified (text format): one line per layer type with its verdict
+/// and layers, then the model's. A type without output fails its layers. Returns the number of
+/// layers that do not pass.
+int print_plan_summary(const golden::PlanManifest& plan,
+                       const std::vector<golden::CaseReport>& reports);
+
+/// --layer-table FILE: the engine's table against the plan, every difference printed (text) or
+/// put in *json. Returns the number of layers that differ.
+int plan_layer_table_report(const golden::PlanManifest& plan, const std::filesystem::path& table,
+                            const std::string& format, nlohmann::json* json);
+
+/// One layer's verdict: its own output (ACT/layers/NN) against its type's case.
+struct PlanLayerResult {
+  int layer = 0;
+  std::string type, case_id;
+  golden::CaseReport report;
+};
+
+/// Every layer of the plan verified on its own output under actual/layers/NN (no folder: NO
+/// OUTPUT, a failure of that layer).
+std::vector<PlanLayerResult> plan_verify_layers(const golden::PlanManifest& plan,
+                                                const std::filesystem::path& actual,
+                                                const golden::VerifyOptions& opt,
+                                                const ActualReader& read);
+
+/// Prints per-layer results (text: a line per layer and the summary naming the failing layers;
+/// json into *json). Returns the number of layers that do not pass.
+int print_plan_layers(const golden::PlanManifest& plan, const std::vector<PlanLayerResult>& r,
+                      const std::string& format, bool verbose, nlohmann::json* json);
+
+/// `posenc diagnose PLAN --actual ACT` with ACT/layers/: which type each failing layer computes
+/// (posenc's diagnosis of its output against its type's case; "the other layer type's output"
+/// named per layer), then the engine's layer assignment fitted as a layer pattern (period and
+/// offset) against the plan's. Text, or json into *json. Returns the number of layers that are
+/// not correct.
+int plan_diagnose_layers(const golden::PlanManifest& plan, const std::filesystem::path& actual,
+                         const std::string& profile, const std::string& format,
+                         const ActualReader& read, nlohmann::json* json);
+
+}  // namespace posenc::tools
