@@ -301,18 +301,33 @@ TEST(DiagnoseGolden, AFloat32PipelineIsToldItsProfile) {
   EXPECT_NE(d.summary.find("claim --profile fp32"), std::string::npos) << d.summary;
 }
 
-TEST(DiagnoseGolden, UnexplainedOutputSaysSoWithTheClosestFit) {
-  // An output no pipeline or mistake produces (q_rot scaled by 1.5): unexplained, honestly.
+/// posenc's exact engine on the llama3 case with every q_rot element scaled by `factor`.
+golden::TensorMap q_rot_scaled(const golden::LoadedCase& lc, float factor) {
+  auto out = golden::scheme_by_slug("rope").run_engine(lc.spec, lc.golden, {});
+  auto q = golden::tensor_to_f32(out.at("q_rot"));
+  for (auto& x : q) x *= factor;
+  out["q_rot"] = golden::tensor_from_f32("q_rot", out.at("q_rot").shape, q);
+  return out;
+}
+
+TEST(DiagnoseGolden, UnexplainedOutputSaysSoWithTheClosestFitOnlyWhenItComesClose) {
+  // An output no pipeline or mistake produces (q_rot scaled by 1.5): unexplained, honestly,
+  // and no "closest" line: the best hypothesis is millions of budgets off.
   const auto lc = golden::load_case(golden::default_data_dir() / "rope" /
                                     "rope_half_d128_b5e5_llama3_8b_f32.json");
-  const auto& s = golden::scheme_by_slug("rope");
-  auto out = s.run_engine(lc.spec, lc.golden, {});
-  auto q = golden::tensor_to_f32(out.at("q_rot"));
-  for (auto& x : q) x *= 1.5f;
-  out["q_rot"] = golden::tensor_from_f32("q_rot", out.at("q_rot").shape, q);
-  const auto d = golden::diagnose_case(lc, out, "strict");
-  EXPECT_EQ(d.verdict, "unexplained") << golden::diagnosis_text(d, true);
-  EXPECT_NE(d.summary.find("closest"), std::string::npos) << d.summary;
+  const auto far = golden::diagnose_case(lc, q_rot_scaled(lc, 1.5f), "strict");
+  EXPECT_EQ(far.verdict, "unexplained") << golden::diagnosis_text(far, true);
+  EXPECT_EQ(far.summary.find("closest"), std::string::npos) << far.summary;
+  EXPECT_NE(far.summary.find("no hypothesis comes within 4 budgets"), std::string::npos)
+      << far.summary;
+  // Scaled by a few float32 ulps: just out of every budget; the closest fit is named, as not
+  // confirmed, with its residual.
+  const auto near = golden::diagnose_case(lc, q_rot_scaled(lc, 1.0f + 6e-7f), "strict");
+  EXPECT_EQ(near.verdict, "unexplained") << golden::diagnosis_text(near, true);
+  ASSERT_FALSE(near.ranked.empty());
+  EXPECT_GT(near.ranked.front().residual, 1.0);
+  EXPECT_LE(near.ranked.front().residual, 4.0) << golden::diagnosis_text(near, true);
+  EXPECT_NE(near.summary.find("closest, not confirmed: it"), std::string::npos) << near.summary;
 }
 
 // ---- diagnose agrees with verify; 16-bit engines; stacked mistakes; ties; named conventions --

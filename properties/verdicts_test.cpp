@@ -1,0 +1,282 @@
+// Verdicts that say only what the data shows (issue 33, items 2 and 7; issue 32, item 4):
+//   VerifyInconclusive  a negative control given only stages that are the same under the right
+//                       and the known-wrong convention is INCONCLUSIVE (never PASS, never FAIL),
+//                       naming the stages that would tell (manifest "control_detection");
+//   VerifyNonFinite     +Inf and -Inf fail like NaN, negative controls included;
+//   VerifyReports       an integer tensor's mismatch reports its difference (ratio 2 |d|).
+// The correct engine here is posenc's (`posenc engine`, exact pipeline); the independent numpy
+// engines of python/tests run the same loop on the controls they model (test_verdicts.py).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "golden/cases/catalog.hpp"
+#include "golden/cases/registry.hpp"
+#include "golden/format/profiles.hpp"
+#include "golden/verify/verify.hpp"
+#include "reference/common/errors.hpp"
+
+namespace posenc::golden {
+namespace {
+
+using Json = nlohmann::json;
+
+LoadedCase load(const std::string& id) {
+  for (const auto& e : catalog_read(default_data_dir())) {
+    if (e.id == id) return load_case(default_data_dir() / e.manifest);
+  }
+  throw std::runtime_error("no committed case " + id);
+}
+
+/// `out` restricted to the given stage names.
+TensorMap only(const TensorMap& out, const std::vector<std::string>& names) {
+  TensorMap r;
+  for (const auto& n : names) {
+    if (out.count(n)) r.emplace(n, out.at(n));
+  }
+  return r;
+}
+
+VerifyOptions with_profile(const std::string& p) {
+  VerifyOptions o;
+  o.profile = p;
+  return o;
+}
+
+// ---- INCONCLUSIVE --------------------------------------------------------------------------
+
+// Every negative control of the catalog, every profile its manifest measured: the correct
+// engine's output restricted to the stages that cannot tell is INCONCLUSIVE and names the
+// stages that would; with one telling stage added it is a PASS (it differs from the known-wrong
+// values); the stored known-wrong values on the same stages are INCONCLUSIVE too (never FAIL).
+TEST(VerifyInconclusive, EveryControlGivenOnlyStagesThatCannotTellIsInconclusive) {
+  int controls = 0, runs = 0, telling_runs = 0;
+  for (const auto& e : catalog_read(default_data_dir())) {
+    if (e.result != "invalid") continue;
+    const LoadedCase lc = load_case(default_data_dir() / e.manifest);
+    ASSERT_FALSE(lc.spec.control_stages.empty())
+        << e.id << ": no control_detection in its manifest";
+    ++controls;
+    const TensorMap right = scheme_by_slug(lc.spec.scheme).run_engine(lc.spec, lc.golden, {});
+    TensorMap stored;
+    for (const auto& t : lc.spec.expected) stored.emplace(t.name, lc.golden.at(t.name));
+    for (const auto& [profile, telling] : lc.spec.control_stages) {
+      SCOPED_TRACE(e.id + " under " + profile);
+      std::vector<std::string> blind;
+      for (const auto& t : lc.spec.expected) {
+        if (!t.check.profile(profile).applies) continue;
+        if (std::find(telling.begin(), telling.end(), t.name) == telling.end())
+          blind.push_back(t.name);
+      }
+      if (!blind.empty()) {
+        for (const TensorMap* out : std::vector<const TensorMap*>{&right, &stored}) {
+          const CaseReport r =
+              verify_case(lc.spec, lc.golden, only(*out, blind), with_profile(profile));
+          EXPECT_EQ(r.status, Verdict::kInconclusive) << format_case_text(r, false);
+          EXPECT_EQ(r.telling_stages, telling);
+          EXPECT_NE(r.message.find(telling.empty() ? "no stage of this case tells them apart"
+                                                   : "give one of: "),
+                    std::string::npos)
+              << r.message;
+        }
+        ++runs;
+      }
+      if (telling.empty()) continue;
+      std::vector<std::string> with_one = blind;
+      with_one.push_back(telling.front());
+      const CaseReport r =
+          verify_case(lc.spec, lc.golden, only(right, with_one), with_profile(profile));
+      EXPECT_EQ(r.status, Verdict::kPass) << format_case_text(r, false);
+      const CaseReport w =
+          verify_case(lc.spec, lc.golden, only(stored, with_one), with_profile(profile));
+      EXPECT_EQ(w.status, Verdict::kFail) << format_case_text(w, false);
+      ++telling_runs;
+    }
+  }
+  std::printf(
+      "[ inconclusive ] %d controls: %d runs on undetecting stages INCONCLUSIVE, %d with a "
+      "telling stage judged\n",
+      controls, runs, telling_runs);
+  EXPECT_GE(controls, 30);
+  EXPECT_GE(runs, 40);
+}
+
+/// Every trace step's positions, RoPE positions and rotations (what an engine writes when it
+/// exports no cache or scores).
+std::vector<std::string> positions_and_rotations(const CaseSpec& spec) {
+  std::vector<std::string> v;
+  for (const auto& t : spec.expected) {
+    for (const char* s : {".positions", ".rope_positions", ".q_rot", ".k_rot"}) {
+      if (t.name.ends_with(s)) v.push_back(t.name);
+    }
+  }
+  return v;
+}
+
+// The issue's runs: DeepSeek-V3's softmax-factor control without softmax_scale; the M-RoPE
+// traces seq_rm_count and draft_slot_t with only positions and rotations; DeBERTa's p2c control
+// under bf16 with out only. A correct engine, the engine with the control's mistake and engines
+// with unrelated mistakes are all INCONCLUSIVE there (no exit 1 for the correct one, no "PASS"
+// for the wrong ones).
+TEST(VerifyInconclusive, TheReportedRunsAreInconclusive) {
+  struct Run {
+    std::string id;
+    std::vector<std::string> profiles;
+    std::vector<std::string> stages;  // empty: positions and rotations of every step
+    std::vector<std::string> drop;    // every stage but these
+  };
+  const std::vector<Run> runs = {
+      {"rope_scaling_deepseek_v3_all_softmax_factor_missing_f32",
+       {"strict", "fp32", "fp32-recurrence"},
+       {},
+       {"softmax_scale"}},
+      {"mrope_qwen2_vl_7b_instruct_trace_prefix_reuse_seq_rm_count_invalid_f32",
+       {"strict", "fp32", "fp32-recurrence"},
+       {},
+       {}},
+      {"mrope_qwen3_vl_8b_instruct_trace_speculative_draft_slot_t_invalid_f32",
+       {"strict", "fp32", "fp32-recurrence"},
+       {},
+       {}},
+      {"deberta_v3_base_h1_d64_q8_o150_k300_p2c_literal_invalid_bf16", {"bf16"}, {"out"}, {}},
+  };
+  int n = 0;
+  for (const Run& run : runs) {
+    const LoadedCase lc = load(run.id);
+    const SchemeEntry& s = scheme_by_slug(lc.spec.scheme);
+    std::vector<std::string> stages = run.stages;
+    if (!run.drop.empty()) {
+      for (const auto& t : lc.spec.expected) {
+        if (std::find(run.drop.begin(), run.drop.end(), t.name) == run.drop.end())
+          stages.push_back(t.name);
+      }
+    } else if (stages.empty()) {
+      stages = positions_and_rotations(lc.spec);
+    }
+    std::vector<std::string> engines = {""};
+    for (const auto& m : s.mistakes()) engines.push_back(m);
+    for (const auto& profile : run.profiles) {
+      for (const auto& m : engines) {
+        TensorMap out;
+        try {
+          out = s.run_engine(lc.spec, lc.golden, {m});
+        } catch (const InvalidArgument&) {
+          continue;
+        }
+        const CaseReport r =
+            verify_case(lc.spec, lc.golden, only(out, stages), with_profile(profile));
+        EXPECT_EQ(r.status, Verdict::kInconclusive)
+            << run.id << " under " << profile << " with the engine "
+            << (m.empty() ? "(correct)" : m) << ":\n"
+            << format_case_text(r, false);
+        EXPECT_FALSE(r.telling_stages.empty());
+        n += m.empty();
+      }
+    }
+  }
+  EXPECT_EQ(n, 10);  // the correct engine's runs
+}
+
+TEST(VerifyInconclusive, ControlDetectionIsMeasuredWhenAControlIsGenerated) {
+  const std::string id = "rope_scaling_deepseek_v3_all_softmax_factor_missing_f32";
+  const GoldenCase fresh = generate_case(scheme_by_slug("rope_scaling"), id);
+  ASSERT_TRUE(fresh.manifest.contains("control_detection"));
+  EXPECT_EQ(fresh.manifest["control_detection"], load(id).spec.manifest["control_detection"]);
+  EXPECT_EQ(fresh.manifest["control_detection"]["fp32"], Json::array({"softmax_scale"}));
+  EXPECT_FALSE(generate_case(scheme_by_slug("rope"), "rope_half_d96_r24_b1e4_neox_20b_f32")
+                   .manifest.contains("control_detection"));  // valid cases have none
+}
+
+TEST(VerifyInconclusive, ReportsShowIt) {
+  const LoadedCase lc = load("rope_scaling_deepseek_v3_all_softmax_factor_missing_f32");
+  TensorMap out = scheme_by_slug("rope_scaling").run_engine(lc.spec, lc.golden, {});
+  out.erase("softmax_scale");
+  const CaseReport r = verify_case(lc.spec, lc.golden, out, {});
+  const Json j = case_report_json(r);
+  EXPECT_EQ(j["status"], "INCONCLUSIVE");
+  EXPECT_EQ(j["telling_stages"], Json::array({"softmax_scale"}));
+  const std::string text = format_case_text(r, false);
+  EXPECT_NE(text.find("profile=strict  INCONCLUSIVE"), std::string::npos) << text;
+  EXPECT_NE(text.find("give one of: softmax_scale"), std::string::npos) << text;
+  EXPECT_EQ(text.find("REPRODUCES"), std::string::npos) << text;
+  EXPECT_EQ(to_string(Verdict::kInconclusive), "INCONCLUSIVE");
+  EXPECT_FALSE(judged(Verdict::kInconclusive));
+}
+
+// ---- non-finite values ---------------------------------------------------------------------
+
+void set_f32(Tensor& t, std::int64_t i, float v) { std::memcpy(t.data.data() + 4 * i, &v, 4); }
+
+// One +Inf or -Inf element fails, as NaN does, in a valid case and in every negative control of
+// the f32 catalog (19 tensors were "DIFFERS", exit 0, before): the output is not finite.
+TEST(VerifyNonFinite, InfNeverPassesNotEvenANegativeControl) {
+  int n = 0;
+  for (const auto& e : catalog_read(default_data_dir())) {
+    if (e.result != "invalid") continue;
+    const LoadedCase lc = load_case(default_data_dir() / e.manifest);
+    const TensorMap right = scheme_by_slug(lc.spec.scheme).run_engine(lc.spec, lc.golden, {});
+    for (const auto& t : lc.spec.expected) {
+      if (t.dtype != DType::kF32 || !right.count(t.name) || right.at(t.name).numel() == 0) continue;
+      for (float bad : {INFINITY, -INFINITY}) {
+        TensorMap out = right;
+        set_f32(out.at(t.name), out.at(t.name).numel() / 2, bad);
+        const CaseReport r = verify_case(lc.spec, lc.golden, out, with_profile("fp32"));
+        if (!judged(r.status) && r.status != Verdict::kFail) continue;  // fp32 does not apply
+        EXPECT_EQ(r.status, Verdict::kFail) << e.id << " " << t.name << " " << bad << "\n"
+                                            << format_case_text(r, false);
+        EXPECT_NE(r.message.find("non-finite output"), std::string::npos) << r.message;
+        ++n;
+      }
+    }
+  }
+  EXPECT_GE(n, 100);
+  const LoadedCase v = load("rope_half_d96_r24_b1e4_neox_20b_f32");
+  TensorMap out = scheme_by_slug("rope").run_engine(v.spec, v.golden, {});
+  set_f32(out.at("q_rot"), 3, -INFINITY);
+  const CaseReport r = verify_case(v.spec, v.golden, out, {});
+  EXPECT_EQ(r.status, Verdict::kFail);
+  for (const auto& t : r.tensors) {
+    if (t.name != "q_rot") continue;
+    EXPECT_EQ(t.n_inf, 1);
+    EXPECT_NE(t.message.find("1 +-Inf element(s): non-finite values never pass"), std::string::npos)
+        << t.message;
+    EXPECT_EQ(case_report_json(r)["tensors"][3]["n_inf"], 1);
+  }
+}
+
+// ---- integer differences -------------------------------------------------------------------
+
+// A failing integer tensor reports its largest difference, and JSON a finite ratio (2 |d|: an
+// integer matches exactly or is at least 2 budgets off), not null.
+TEST(VerifyReports, IntegerMismatchesReportTheirDifference) {
+  const LoadedCase lc = load("mrope_qwen2_vl_7b_instruct_text_image_text_f32");
+  TensorMap out = scheme_by_slug("mrope").run_engine(lc.spec, lc.golden, {});
+  const Tensor& p = out.at("positions");
+  std::vector<std::int64_t> v;
+  for (std::int64_t i = 0; i < p.numel(); ++i)
+    v.push_back(p.get_i64(i) + (i == 7 ? 3 : i == 9 ? -1 : 0));
+  out["positions"] = tensor_from_i64("positions", p.shape, v);
+  const CaseReport r = verify_case(lc.spec, lc.golden, only(out, {"positions"}), {});
+  ASSERT_EQ(r.status, Verdict::kFail);
+  const Json j = case_report_json(r);
+  Json t;
+  for (const auto& x : j["tensors"]) {
+    if (x["name"] == "positions") t = x;
+  }
+  ASSERT_TRUE(t["ratio"].is_number()) << t.dump();
+  EXPECT_EQ(t["ratio"], 6.0);
+  EXPECT_EQ(t["max_difference"], 3.0);
+  EXPECT_EQ(t["n_over"], 2);
+  EXPECT_EQ(t["worst"]["index"], 7);
+  EXPECT_EQ(t["worst"]["abs_error"], 3.0);
+  EXPECT_NE(format_case_text(r, false).find("|err|=3"), std::string::npos)
+      << format_case_text(r, false);
+}
+
+}  // namespace
+}  // namespace posenc::golden
