@@ -10,8 +10,9 @@
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_fit.hpp"
 #include "golden/format/profiles.hpp"
-#include "reference/common/errors.hpp"
+#include "golden/verify/tensor_source.hpp"
 #include "optimized/common/mutant.hpp"
+#include "reference/common/errors.hpp"
 
 namespace posenc::golden {
 namespace {
@@ -43,6 +44,31 @@ const ProfileInfo* profile_of_pipeline(const std::string& pipeline) {
 /// judges it (scale 1, no widening).
 constexpr double kHypothesisBudgets = 2;
 
+/// The case's golden tensors with some replaced (a run's values, widened budgets): no copy of
+/// the case's tensors per hypothesis.
+class OverlaySource : public TensorSource {
+ public:
+  OverlaySource(const TensorMap& base, const TensorMap& over) : base_(base), over_(over) {}
+  const TensorEntry* find(const std::string& name) const override {
+    const TensorEntry* e = over_.find(name);
+    return e ? e : base_.find(name);
+  }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> n = base_.names(), o = over_.names();
+    n.insert(n.end(), o.begin(), o.end());
+    std::sort(n.begin(), n.end());
+    n.erase(std::unique(n.begin(), n.end()), n.end());
+    return n;
+  }
+  std::span<const std::uint8_t> read(const std::string& name, std::int64_t b,
+                                     std::int64_t e) override {
+    return over_.find(name) ? over_.read(name, b, e) : base_.read(name, b, e);
+  }
+
+ private:
+  MapSource base_, over_;
+};
+
 CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const TensorMap& actual,
                          const std::string& profile,
                          std::optional<std::int64_t> max_position = std::nullopt,
@@ -53,7 +79,11 @@ CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const Tenso
   if (POSENC_MUTANT("diagnose_judges_against_oracle")) return verify_case(lc.spec, lc.golden, actual, o);
   if (POSENC_MUTANT("diagnose_hypothesis_budget_single")) scale = 1;
   CaseSpec spec = lc.spec;
-  TensorMap g = lc.golden;
+  TensorMap g;  // what replaces the case's golden tensors
+  auto golden_f64 = [&](const std::string& name) {
+    const auto it = g.find(name);
+    return tensor_to_f64(it != g.end() ? it->second : lc.golden.at(name));
+  };
   std::vector<TensorSpec> judged;
   for (TensorSpec t : spec.expected) {
     const auto it = run.find(t.name);
@@ -75,7 +105,7 @@ CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const Tenso
       b.ulps *= scale;
       std::vector<double> x =
           b.extra.empty() ? std::vector<double>(static_cast<std::size_t>(it->second.numel()), 0.0)
-                          : tensor_to_f64(g.at(b.extra));
+                          : golden_f64(b.extra);
       for (auto& v : x) v *= scale;
       const auto w = widen ? widen->find(t.name) : TensorMap::const_iterator();
       if (widen && w != widen->end() && w->second.numel() == it->second.numel() &&
@@ -92,7 +122,9 @@ CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const Tenso
     judged.push_back(std::move(t));
   }
   spec.expected = std::move(judged);
-  return verify_case(spec, g, actual, o);
+  OverlaySource gs(lc.golden, g);
+  MapSource as(actual);
+  return verify_case(spec, gs, as, o);
 }
 
 std::string hypothesis_words(const Hypothesis& h, const std::string& scheme) {
@@ -233,13 +265,13 @@ bool judge_into(Hypothesis& h, const CaseReport& r) {
 /// A pipeline without a mistake is judged as verify judges it (against the oracle, with that
 /// pipeline's profile): "you compute the way engine X does" is confirmed exactly when the output
 /// passes X's profile, so diagnose never contradicts verify. A mistake is judged against its run:
-/// on the exact pipeline with the budgets of each profile in `judge_by` (limit 2 but for
-/// strict), on an emulated pipeline with that pipeline's profile (limit 2: the engine and the
-/// run each within about one budget of that pipeline's values with the mistake). A mistake
-/// whose run equals the pipeline's run without it is invisible here and not listed.
+/// on the exact pipeline with the budgets of each profile in `judge_by`, on an emulated
+/// pipeline with that pipeline's profile, each within the hypothesis budget (judge_against). A
+/// mistake whose run equals the pipeline's run without it is invisible here and not listed.
 std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& actual,
                                          const SchemeEntry& s,
-                                         const std::vector<std::string>& judge_by) {
+                                         const std::vector<std::string>& judge_by,
+                                         DiagnoseRunCache* cache) {
   std::vector<Hypothesis> out;
   std::vector<std::string> mistakes = {""};
   for (const auto& m : s.mistakes()) mistakes.push_back(m);
@@ -247,16 +279,26 @@ std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& 
   for (const auto& p : profiles()) {
     std::optional<TensorMap> clean;
     for (const auto& m : mistakes) {
-      TensorMap run;
-      try {
-        EngineOptions eo;
-        eo.pipeline = p.pipeline;
-        eo.mistake = m;
-        run = s.run_engine(lc.spec, lc.golden, eo);
-      } catch (const std::exception&) {
-        if (m.empty()) break;  // the pipeline does not serve this case
-        continue;              // nor this mistake on it
+      std::optional<TensorMap> got;
+      const auto key = std::make_tuple(lc.spec.id, p.pipeline, m);
+      if (cache && cache->runs.count(key)) {
+        got = cache->runs.at(key);
+      } else {
+        try {
+          EngineOptions eo;
+          eo.pipeline = p.pipeline;
+          eo.mistake = m;
+          got = s.run_engine(lc.spec, lc.golden, eo);
+        } catch (const std::exception&) {
+          got.reset();  // the pipeline does not serve this case, or not this mistake on it
+        }
+        if (cache) cache->runs[key] = got;
       }
+      if (!got) {
+        if (m.empty()) break;
+        continue;
+      }
+      TensorMap run = std::move(*got);
       if (m.empty()) {
         Hypothesis h = make_hypothesis(p.pipeline, p.name, "");
         VerifyOptions vo;
@@ -388,7 +430,7 @@ void explain(Diagnosis& d, std::ostringstream& sum) {
 }  // namespace
 
 Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
-                        const std::string& claimed_profile) {
+                        const std::string& claimed_profile, DiagnoseRunCache* cache) {
   if (lc.spec.result == "invalid") {
     throw_invalid("diagnose_case", "case is a negative control (its values hold a mistake "
                                    "already; diagnose a valid case)", lc.spec.id);
@@ -412,7 +454,7 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
   // fp32 (the commonest pipeline, for engines that claim strict by default).
   std::vector<std::string> judge_by = {d.claimed_profile};
   if (d.claimed_profile != "fp32") judge_by.push_back("fp32");
-  d.ranked = fixed_hypotheses(lc, actual, s, judge_by);
+  d.ranked = fixed_hypotheses(lc, actual, s, judge_by, cache);
   for (auto& h : d.ranked) h.words = hypothesis_words(h, d.scheme);
   // Best first: confirmed before unconfirmed; confirmed pipelines without a mistake (profiles
   // the output passes) first, the one whose run the output lies closest to leading; then lower

@@ -34,11 +34,12 @@
 // hypothesis ranks after every confirmed fixed one (a named mistake or pipeline is the better
 // answer when both fit); the `offset` mistake carries the fitted d as its evidence.
 #pragma once
+#include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "golden/cases/catalog.hpp"
 #include "golden/verify/verify.hpp"
@@ -86,9 +87,16 @@ struct Diagnosis {
   std::vector<Hypothesis> ranked;  // best first; only hypotheses that could be judged
 };
 
+/// The runs of posenc's engine (pipeline x mistake) a diagnosis makes, kept for further
+/// diagnoses of the same cases (a test diagnosing many outputs of one case): keyed by case id,
+/// pipeline and mistake; nullopt where the engine refuses that pair.
+struct DiagnoseRunCache {
+  std::map<std::tuple<std::string, std::string, std::string>, std::optional<TensorMap>> runs;
+};
+
 /// Diagnoses one valid case (a negative control is refused: its values are a mistake already).
 Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
-                        const std::string& claimed_profile);
+                        const std::string& claimed_profile, DiagnoseRunCache* cache = nullptr);
 
 /// Text: the verdict line, the summary and the top hypotheses (all of them with `verbose`).
 std::string diagnosis_text(const Diagnosis& d, bool verbose);
