@@ -194,3 +194,61 @@ def test_newcomer_mrope_bugs_are_named(tmp_path, binary, cid, bug, named):
     if top["mistake"] == mistake and value is not None:
         assert top["fit"]["value"] == value, top
     assert top["confirmed"] and top["residual"] <= 1.0, top
+
+
+# ---- the pair-0 sentences of the manifests (issue 33, item 7) ------------------------------------
+
+def _pi(prec=60):
+    """pi to `prec` digits (Machin's formula in decimal, stdlib only: independent of posenc)."""
+    import decimal
+    decimal.getcontext().prec = prec + 10
+
+    def arctan_inv(x):
+        x = decimal.Decimal(x)
+        total, term, n, sign = decimal.Decimal(0), 1 / x, 1, 1
+        x2 = x * x
+        while term > decimal.Decimal(10) ** -(prec + 5):
+            total += sign * term / n
+            term /= x2
+            n += 2
+            sign = -sign
+        return total
+    return 4 * (4 * arctan_inv(5) - arctan_inv(239))
+
+
+def test_every_pair0_sentence_states_the_real_distance_to_a_multiple_of_half_pi():
+    """Every manifest's "pair-0 angle ... from a multiple of pi/2 (k pi/2)" sentence is true,
+    recomputed here in 70-digit decimals: the angle m * inv_freq_0 (the case's pair-0 frequency),
+    its nearest multiple k of pi/2, and the distance as printed (2 significant digits)."""
+    import decimal
+    import re
+    half_pi = _pi() / 2
+    short = re.compile(r"^pair-0 angle ([0-9.e+-]+) from a multiple of pi/2 \((\d+) pi/2\)$")
+    long = re.compile(r"^pair-0 angle m \* inv_freq_0 = ([0-9.]+) \(inv_freq_0 = [0-9.e+-]+\) is ([0-9.e+-]+) "
+                      r"from a multiple of pi/2 \((\d+) pi/2\); chosen at frequency 1, where the angle is "
+                      r"([0-9.e+-]+) from a multiple of pi/2 \((\d+) pi/2\)$")
+
+    def check(x, dist, k):
+        kk = int((x / half_pi).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
+        assert kk == int(k), (x, kk, k)
+        assert f"{float(abs(x - kk * half_pi)):.2g}" == f"{float(dist):.2g}", (x, dist)
+
+    n = 0
+    for cid in posenc.case_ids():
+        case = posenc.load_case(cid)
+        sentences = [(p.get("position", p.get("m")), p["why"]) for p in case.manifest.get("positions", [])
+                     if isinstance(p, dict) and "pi/2" in p.get("why", "")]
+        for m, why in sentences:
+            s, lg = short.match(why), long.match(why)
+            assert s or lg, (cid, why)
+            if s:
+                inv = case.manifest.get("tables", {}).get("inv_freq")
+                if inv:  # the short form is for a pair-0 frequency of exactly 1
+                    assert decimal.Decimal(inv[0]["decimal"]) == 1, (cid, inv[0])
+                check(decimal.Decimal(m), s.group(1), s.group(2))
+            else:
+                inv0 = decimal.Decimal(case.manifest["tables"]["inv_freq"][0]["decimal"])
+                check(decimal.Decimal(m) * inv0, lg.group(2), lg.group(3))
+                check(decimal.Decimal(m), lg.group(4), lg.group(5))
+            n += 1
+    assert n >= 100, n
