@@ -400,17 +400,19 @@ bool is_slope_mistake(const std::string& m) {
 }
 
 /// A slope table reordered as a mistake says (sorted-slopes: descending, slopes-reversed), or
-/// with the closed form's exponent index one lower (slope-index-off-by-one: 2^(-8 (k - 1) / c)
-/// for head k, c the largest power of two <= n, and the extra heads' odd exponents likewise one
-/// step lower: every slope times fl(2^(8/c)); head 1 gets slope 1).
+/// with the closed form's power index starting at 0 instead of 1 (slope-index-off-by-one:
+/// BLOOM's arange(1, c + 1) and arange(1, 1 + 2 r, 2) started at 0, c the largest power of two
+/// <= n: head k of the first c gets 2^(-8 (k - 1) / c), so head 1 slope 1, every slope times
+/// fl(2^(8/c)); the extra heads the even powers of 2^(-4/c), times fl(2^(4/c))).
 void reorder_slopes(std::vector<float>& m, const std::string& mistake) {
   if (mistake == "sorted-slopes") std::stable_sort(m.begin(), m.end(), [](float a, float b) { return a > b; });
   if (mistake == "slopes-reversed") std::reverse(m.begin(), m.end());
   if (mistake == "slope-index-off-by-one") {
     int c = 1;
     while (2 * c <= static_cast<int>(m.size())) c *= 2;
-    const float step = static_cast<float>(std::exp2(8.0L / c));
-    for (auto& x : m) x *= step;
+    const float step = static_cast<float>(std::exp2(8.0L / c)),
+                extra = static_cast<float>(std::exp2(4.0L / c));
+    for (std::size_t h = 0; h < m.size(); ++h) m[h] *= static_cast<int>(h) < c ? step : extra;
   }
 }
 

@@ -668,6 +668,40 @@ std::optional<std::pair<golden::LoadedCase, golden::TensorMap>> smallest_showing
   return std::nullopt;
 }
 
+// When several pipelines' runs of a mistake confirm it, the claimed profile's pipeline comes
+// first (a PyTorch engine claiming fp32 was told its bug on ggml's recurrence): ggml-style
+// outputs (fp32-recurrence with a mistake) claimed fp32, and fp32 outputs claimed
+// fp32-recurrence, on the RoPE f32 cases.
+TEST(DiagnoseConfirmation, TheClaimedProfilesPipelineComesFirstWhenSeveralConfirm) {
+  int several = 0;
+  golden::DiagnoseRunCache cache;
+  for (const auto& path : valid_cases_smallest_first("rope")) {
+    const auto lc = golden::load_case(path);
+    if (lc.golden.at("q").dtype != DType::kF32) continue;
+    for (const auto& [made, claimed] :
+         {std::pair{"fp32-recurrence", "fp32"}, std::pair{"fp32", "fp32-recurrence"}}) {
+      for (const std::string m : {"offset", "pairing"}) {
+        const auto out = golden::scheme_by_slug("rope").run_engine(lc.spec, lc.golden, {m, made});
+        const auto d = golden::diagnose_case(lc, out, claimed, &cache);
+        int confirming = 0;
+        for (const auto& h : d.ranked)
+          confirming += h.confirmed() && h.mistake == m && h.pipeline != "exact";
+        if (confirming < 2) continue;
+        ++several;
+        // The claimed pipeline's run, or the exact run judged by the claimed profile's budget;
+        // never the other float pipeline (these pipelines share their profile's name).
+        const auto& top = d.ranked.front();
+        EXPECT_TRUE(top.pipeline == claimed || (top.pipeline == "exact" && top.profile == claimed))
+            << lc.spec.id << " " << m << " made by " << made << "\n"
+            << golden::diagnosis_text(d, true);
+        EXPECT_EQ(d.ranked.front().mistake, m);
+      }
+    }
+    if (several >= 6) break;
+  }
+  EXPECT_GE(several, 2);
+}
+
 // Every mistake of every scheme, on the smallest case that shows it, given all its stages, its
 // first stage alone and its final stage alone: no hypothesis is confirmed above residual 1
 // (JSON and text agree), and an "explained" answer's top hypothesis lies within 1 (issue 33: 24
@@ -733,37 +767,6 @@ TEST(DiagnoseConfirmation, NoConfirmationAboveResidualOneForEveryMistakeAndStage
   EXPECT_GE(runs, 200);
 }
 
-// When several pipelines' runs of a mistake confirm it, the claimed profile's pipeline comes
-// first (a PyTorch engine claiming fp32 was told its bug on ggml's recurrence): ggml-style
-// outputs (fp32-recurrence with a mistake) claimed fp32, and fp32 outputs claimed
-// fp32-recurrence, on the RoPE f32 cases.
-TEST(DiagnoseConfirmation, TheClaimedProfilesPipelineComesFirstWhenSeveralConfirm) {
-  int several = 0;
-  golden::DiagnoseRunCache cache;
-  for (const auto& path : valid_cases_smallest_first("rope")) {
-    const auto lc = golden::load_case(path);
-    if (lc.golden.at("q").dtype != DType::kF32) continue;
-    for (const auto& [made, claimed] : {std::pair{"fp32-recurrence", "fp32"}, std::pair{"fp32", "fp32-recurrence"}}) {
-      for (const std::string m : {"offset", "pairing"}) {
-        const auto out = golden::scheme_by_slug("rope").run_engine(lc.spec, lc.golden, {m, made});
-        const auto d = golden::diagnose_case(lc, out, claimed, &cache);
-        int confirming = 0;
-        for (const auto& h : d.ranked) confirming += h.confirmed() && h.mistake == m && h.pipeline != "exact";
-        if (confirming < 2) continue;
-        ++several;
-        // The claimed pipeline's run, or the exact run judged by the claimed profile's budget;
-        // never the other float pipeline (these pipelines share their profile's name).
-        const auto& top = d.ranked.front();
-        EXPECT_TRUE(top.pipeline == claimed || (top.pipeline == "exact" && top.profile == claimed))
-            << lc.spec.id << " " << m << " made by " << made << "\n" << golden::diagnosis_text(d, true);
-        EXPECT_EQ(d.ranked.front().mistake, m);
-      }
-    }
-    if (several >= 6) break;
-  }
-  EXPECT_GE(several, 2);
-}
-
 /// An M-RoPE case's params edited as a fitted mistake plants it (posenc's engine reads them).
 golden::TensorMap mrope_planted(const golden::LoadedCase& lc, const std::string& what,
                                 const std::string& pipeline) {
@@ -798,7 +801,7 @@ golden::TensorMap mrope_planted(const golden::LoadedCase& lc, const std::string&
 // answer is "explained" and its top hypothesis is the plant (or the plant is among the mistakes
 // tied with it: the case cannot tell them apart). The rate is printed per scheme and must be >= 95
 // %.
-TEST(DiagnoseGolden, EveryMistakeIsTheTopHypothesisWhereACaseSeesIt) {
+TEST(DiagnosePlanted, EveryMistakeIsTheTopHypothesisWhereACaseSeesIt) {
   struct Count {
     int planted = 0, named = 0;
     std::vector<std::string> missed;

@@ -72,7 +72,7 @@ class OverlaySource : public TensorSource {
 /// A mistake can route any pair's values through any channel (GPT-J pairs on a NeoX case give
 /// channel 51 the angle of pair 25, whose float32 error is 20 x pair 51's): on a float pipeline
 /// each element's budget also gets the largest angle extra of its position (the elements with
-/// the same token or query index).
+/// the same token or query index; in a tensor without positions, of the whole tensor).
 void widen_by_position(const TensorSpec& t, const std::vector<double>& extra, std::vector<double>& x) {
   std::size_t ax = t.axes.size();
   for (std::size_t k = 0; k < t.axes.size() && k < t.shape.size(); ++k) {
@@ -81,10 +81,11 @@ void widen_by_position(const TensorSpec& t, const std::vector<double>& extra, st
       break;
     }
   }
-  if (ax == t.axes.size() || extra.size() != x.size()) return;
+  if (extra.size() != x.size()) return;
+  // A tensor without positions (inv_freq, a table per pair): its largest extra, everywhere.
   std::int64_t inner = 1;
   for (std::size_t k = ax + 1; k < t.shape.size(); ++k) inner *= t.shape[k];
-  const std::int64_t rows = t.shape[ax];
+  const std::int64_t rows = ax == t.axes.size() ? 1 : t.shape[ax];
   std::vector<double> row_max(static_cast<std::size_t>(rows), 0.0);
   auto row = [&](std::size_t j) { return static_cast<std::size_t>((static_cast<std::int64_t>(j) / inner) % rows); };
   for (std::size_t j = 0; j < x.size(); ++j) row_max[row(j)] = std::max(row_max[row(j)], extra[j]);

@@ -245,9 +245,12 @@ std::vector<double> angles32(const RopeSetup& r, const std::vector<float>& w32, 
 }
 
 /// A candidate's twin whose run takes float32 angles (the fp32 pipeline's, judged by the fp32
-/// profile): the value confirmed for a float32 engine within one fp32 budget.
+/// profile, its budget widened by how far it lies from the exact run of the same value: a
+/// float32 engine with another base or offset rounds other angles and frequencies than the
+/// case's budgets were made for).
 RopeFitCandidate fp32_twin(const RopeFitCandidate& c, TensorMap run) {
   RopeFitCandidate t = c;
+  t.widen = c.run;
   t.run = std::move(run);
   t.pipeline = "fp32";
   return t;

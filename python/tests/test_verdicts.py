@@ -252,3 +252,60 @@ def test_every_pair0_sentence_states_the_real_distance_to_a_multiple_of_half_pi(
                 check(decimal.Decimal(m), lg.group(4), lg.group(5))
             n += 1
     assert n >= 100, n
+
+
+# ---- more newcomer bugs, each named by diagnose (issue 33, items 4 and 5) -----------------------
+
+def _bloom_slopes_index_off_by_one(n):
+    """BLOOM's build_alibi_tensor with the power's index starting at 0 instead of 1 (every head
+    takes the next lower exponent: head 1 slope 1), float32 as HF computes it."""
+    import math
+    c = 2 ** int(math.floor(math.log2(n)))
+    base = ne.F32(2 ** (-(2 ** -(math.log2(c) - 3))))
+    slopes = list(np.power(base, np.arange(0, c, dtype=np.int32).astype(ne.F32)))
+    if c != n:
+        extra = ne.F32(2 ** (-(2 ** -(math.log2(2 * c) - 3))))
+        k = np.arange(0, 2 * min(c, n - c), 2, dtype=np.int32).astype(ne.F32)
+        slopes += list(np.power(extra, k))
+    return np.asarray(slopes, ne.F32)
+
+
+def test_alibi_slope_index_off_by_one_is_named_and_not_slopes_reversed(tmp_path, binary):
+    """An HF-style float32 ALiBi whose slope exponents start one too low is named
+    `slope-index-off-by-one` (it was once "confirmed" as `slopes-reversed` at a residual above 1)."""
+    ids = [c for c in posenc.case_ids(scheme="alibi") if posenc.load_case(c).result == "valid"][:6]
+    named = 0
+    for cid in ids:
+        case = posenc.load_case(cid)
+        if case.variant == "slopes":
+            out = ne.slopes_outputs(case, _bloom_slopes_index_off_by_one)
+        else:
+            if case.params["dtype"] != "f32":
+                continue
+            out = ne.alibi_attention(case, _bloom_slopes_index_off_by_one(case.params["n_heads"]),
+                                     ne._alibi_form(case), "f32")
+        case.write_outputs(str(tmp_path), out)
+        (d,) = posenc.diagnose(case, str(tmp_path), profile="fp32", posenc=binary)
+        if d["verdict"] == "correct":
+            continue
+        confirmed = [h["mistake"] for h in d["hypotheses"] if h["confirmed"]]
+        assert "slopes-reversed" not in confirmed, d["summary"]
+        assert d["hypotheses"][0]["mistake"] == "slope-index-off-by-one", (cid, d["summary"])
+        named += 1
+    assert named >= 2, named
+
+
+def test_numpy_rope_with_llama2s_base_is_fitted_as_base_10000(tmp_path, binary):
+    """The HF-style float32 numpy RoPE with rope_theta left at 10000 on Llama 3's case (500000),
+    claimed fp32: diagnose fits the base (the fit's float32 twin, its budget widened by its own
+    rounding of the other frequencies)."""
+    import numpy_rope
+    case = posenc.load_case("rope_half_d128_b5e5_llama3_8b_f32")
+
+    def rope10k(q, k, positions, base, rotary_dim, attention_factor=1.0):
+        return numpy_rope.rope_hf(q, k, positions, 10000.0, rotary_dim, attention_factor)
+    case.write_outputs(str(tmp_path), numpy_rope.outputs_for(case, rope=rope10k))
+    (d,) = posenc.diagnose(case, str(tmp_path), profile="fp32", posenc=binary)
+    top = d["hypotheses"][0]
+    assert d["verdict"] == "explained" and top["mistake"] == "base", d["summary"]
+    assert top["fit"]["value"] == "10000" and top["residual"] <= 1.0, top
