@@ -145,6 +145,101 @@ Real abs_dot(const std::vector<Real>& a, const std::vector<Real>& b) {
 
 // ---- the maps ----------------------------------------------------------------------------------
 
+// (First in the binary: a mutant run stops at its first failing test.)
+// The HF releases' positions are declared alternatives of the video cases: an engine whose
+// every stage holds an alternative's values (its alt.<name>.exact rounded to the case dtype)
+// passes strict, each stage naming the alternative; the trained rule's values name none.
+TEST(MropeGoldenReleases, ReleaseConventionsAreDeclaredAlternatives) {
+  int followed = 0;
+  for_each_golden_case("mrope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
+    if (lc.spec.id.find("_video_") == std::string::npos || lc.spec.result != "valid") return;
+    std::set<std::string> names;
+    for (const auto& t : lc.spec.expected) {
+      for (const auto& a : t.alternatives) names.insert(a.name);
+    }
+    EXPECT_TRUE(names.count("hf5_resume_max_hw")) << lc.spec.id;
+    if (lc.spec.id.find("half_second") != std::string::npos)
+      EXPECT_TRUE(names.count("hf_int_seconds")) << lc.spec.id;
+    for (const auto& name : names) {
+      golden::TensorMap out;
+      for (const auto& t : lc.spec.expected) {
+        const auto alt =
+            std::find_if(t.alternatives.begin(), t.alternatives.end(),
+                         [&](const golden::AlternativeSpec& a) { return a.name == name; });
+        ASSERT_NE(alt, t.alternatives.end()) << lc.spec.id << " " << t.name;
+        const auto v = golden::tensor_to_f64(lc.golden.at(alt->exact));
+        if (t.dtype == DType::kI64) {
+          out.emplace(t.name, golden::tensor_from_i64(
+                                  t.name, t.shape, std::vector<std::int64_t>(v.begin(), v.end())));
+        } else {
+          out.emplace(t.name, golden::tensor_from_f32(t.name, t.shape,
+                                                      std::vector<float>(v.begin(), v.end())));
+        }
+      }
+      const auto r = golden::verify_case(lc.spec, lc.golden, out, {});
+      EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, false);
+      for (const auto& t : r.tensors) EXPECT_EQ(t.convention, name) << lc.spec.id << " " << t.name;
+      ++followed;
+    }
+  });
+  EXPECT_GE(followed, 4);
+}
+
+/// The engine on an M-RoPE case whose params say something else (a fitted mistake planted).
+golden::TensorMap mrope_with_params(const golden::LoadedCase& lc,
+                                    const std::function<void(nlohmann::json&)>& edit,
+                                    const std::string& pipeline) {
+  golden::CaseSpec spec = lc.spec;
+  edit(spec.manifest["params"]);
+  return golden::scheme_by_slug("mrope").run_engine(spec, lc.golden, {"", pipeline});
+}
+
+// diagnose fits what the engine got wrong on the case: a section order, the base, Qwen2-VL's time
+// rule on Qwen2.5-VL, grids read as (t, w, h), each on the exact and the fp32 pipeline.
+TEST(MropeGoldenReleases, DiagnoseFitsSectionsBaseTimeAndGrids) {
+  const auto dir = golden::default_data_dir() / "mrope";
+  const auto video =
+      golden::load_case(dir / "mrope_qwen2_5_vl_7b_instruct_text_video_text_f32.json");
+  const auto image =
+      golden::load_case(dir / "mrope_qwen2_5_vl_7b_instruct_text_image_text_f32.json");
+  struct Plant {
+    const golden::LoadedCase* lc;
+    std::string parameter, value;
+    std::function<void(nlohmann::json&)> edit;
+  };
+  const std::vector<Plant> plants = {
+      {&image, "section-order", "[24, 24, 16]",
+       [](nlohmann::json& p) {
+         p["map"]["mrope_section"] = {24, 24, 16};
+       }},
+      {&image, "base", "10000", [](nlohmann::json& p) { p["base"] = 10000.0; }},
+      {&image, "grid-hw-swap", "(t, w, h)",
+       [](nlohmann::json& p) {
+         for (auto& sp : p["prompt"]["spans"]) {
+           if (sp.contains("grid_thw")) std::swap(sp["grid_thw"][1], sp["grid_thw"][2]);
+         }
+       }},
+      {&video, "temporal", "frame_index",
+       [](nlohmann::json& p) { p["index"]["temporal"] = "frame_index"; }},
+  };
+  for (const auto& pl : plants) {
+    for (const std::string pipeline : {"exact", "fp32"}) {
+      const auto out = mrope_with_params(*pl.lc, pl.edit, pipeline);
+      const auto d = golden::diagnose_case(*pl.lc, out, pipeline == "exact" ? "strict" : "fp32");
+      const std::string text = golden::diagnosis_text(d, true);
+      EXPECT_EQ(d.verdict, "explained") << text;
+      ASSERT_FALSE(d.ranked.empty());
+      const bool named = d.ranked.front().mistake == pl.parameter ||
+                         std::find(d.tied.begin(), d.tied.end(), pl.parameter) != d.tied.end();
+      EXPECT_TRUE(named) << pl.parameter << " on " << pipeline << "\n" << text;
+      if (d.ranked.front().mistake == pl.parameter) {
+        ASSERT_TRUE(d.ranked.front().fit.has_value()) << text;
+        EXPECT_EQ(d.ranked.front().fit->value, pl.value) << text;
+      }
+    }
+  }
+}
+
 RC_GTEST_PROP(MropeMaps, SectionMapPartitionsThePairs, ()) {
   const int n = *rc::gen::inRange(3, 129);
   const std::vector<int> sec = gen_split(n, 3, false);
@@ -994,88 +1089,6 @@ TEST(MropeGolden, DiagnoseNamesEachNegativeControlsMistake) {
     ASSERT_FALSE(d.ranked.empty());
     EXPECT_EQ(d.ranked.front().mistake, mistake) << lc.spec.id << "\n" << golden::diagnosis_text(d, true);
   });
-}
-
-// The HF releases' positions are declared alternatives of the video cases: an engine whose
-// every stage holds an alternative's values (its alt.<name>.exact rounded to the case dtype)
-// passes strict, each stage naming the alternative; the trained rule's values name none.
-TEST(MropeGolden, ReleaseConventionsAreDeclaredAlternatives) {
-  int followed = 0;
-  for_each_golden_case("mrope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
-    if (lc.spec.id.find("_video_") == std::string::npos || lc.spec.result != "valid") return;
-    std::set<std::string> names;
-    for (const auto& t : lc.spec.expected) {
-      for (const auto& a : t.alternatives) names.insert(a.name);
-    }
-    EXPECT_TRUE(names.count("hf5_resume_max_hw")) << lc.spec.id;
-    if (lc.spec.id.find("half_second") != std::string::npos) EXPECT_TRUE(names.count("hf_int_seconds")) << lc.spec.id;
-    for (const auto& name : names) {
-      golden::TensorMap out;
-      for (const auto& t : lc.spec.expected) {
-        const auto alt = std::find_if(t.alternatives.begin(), t.alternatives.end(),
-                                      [&](const golden::AlternativeSpec& a) { return a.name == name; });
-        ASSERT_NE(alt, t.alternatives.end()) << lc.spec.id << " " << t.name;
-        const auto v = golden::tensor_to_f64(lc.golden.at(alt->exact));
-        if (t.dtype == DType::kI64) {
-          out.emplace(t.name, golden::tensor_from_i64(t.name, t.shape, std::vector<std::int64_t>(v.begin(), v.end())));
-        } else {
-          out.emplace(t.name, golden::tensor_from_f32(t.name, t.shape, std::vector<float>(v.begin(), v.end())));
-        }
-      }
-      const auto r = golden::verify_case(lc.spec, lc.golden, out, {});
-      EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, false);
-      for (const auto& t : r.tensors) EXPECT_EQ(t.convention, name) << lc.spec.id << " " << t.name;
-      ++followed;
-    }
-  });
-  EXPECT_GE(followed, 4);
-}
-
-/// The engine on an M-RoPE case whose params say something else (a fitted mistake planted).
-golden::TensorMap mrope_with_params(const golden::LoadedCase& lc, const std::function<void(nlohmann::json&)>& edit,
-                                    const std::string& pipeline) {
-  golden::CaseSpec spec = lc.spec;
-  edit(spec.manifest["params"]);
-  return golden::scheme_by_slug("mrope").run_engine(spec, lc.golden, {"", pipeline});
-}
-
-// diagnose fits what the engine got wrong on the case: a section order, the base, Qwen2-VL's time
-// rule on Qwen2.5-VL, grids read as (t, w, h), each on the exact and the fp32 pipeline.
-TEST(MropeGolden, DiagnoseFitsSectionsBaseTimeAndGrids) {
-  const auto dir = golden::default_data_dir() / "mrope";
-  const auto video = golden::load_case(dir / "mrope_qwen2_5_vl_7b_instruct_text_video_text_f32.json");
-  const auto image = golden::load_case(dir / "mrope_qwen2_5_vl_7b_instruct_text_image_text_f32.json");
-  struct Plant {
-    const golden::LoadedCase* lc;
-    std::string parameter, value;
-    std::function<void(nlohmann::json&)> edit;
-  };
-  const std::vector<Plant> plants = {
-      {&image, "section-order", "[24, 24, 16]", [](nlohmann::json& p) { p["map"]["mrope_section"] = {24, 24, 16}; }},
-      {&image, "base", "10000", [](nlohmann::json& p) { p["base"] = 10000.0; }},
-      {&image, "grid-hw-swap", "(t, w, h)", [](nlohmann::json& p) {
-         for (auto& sp : p["prompt"]["spans"]) {
-           if (sp.contains("grid_thw")) std::swap(sp["grid_thw"][1], sp["grid_thw"][2]);
-         }
-       }},
-      {&video, "temporal", "frame_index", [](nlohmann::json& p) { p["index"]["temporal"] = "frame_index"; }},
-  };
-  for (const auto& pl : plants) {
-    for (const std::string pipeline : {"exact", "fp32"}) {
-      const auto out = mrope_with_params(*pl.lc, pl.edit, pipeline);
-      const auto d = golden::diagnose_case(*pl.lc, out, pipeline == "exact" ? "strict" : "fp32");
-      const std::string text = golden::diagnosis_text(d, true);
-      EXPECT_EQ(d.verdict, "explained") << text;
-      ASSERT_FALSE(d.ranked.empty());
-      const bool named = d.ranked.front().mistake == pl.parameter ||
-                         std::find(d.tied.begin(), d.tied.end(), pl.parameter) != d.tied.end();
-      EXPECT_TRUE(named) << pl.parameter << " on " << pipeline << "\n" << text;
-      if (d.ranked.front().mistake == pl.parameter) {
-        ASSERT_TRUE(d.ranked.front().fit.has_value()) << text;
-        EXPECT_EQ(d.ranked.front().fit->value, pl.value) << text;
-      }
-    }
-  }
 }
 
 // llama.cpp's IMROPE as a float32-recurrence engine computes it (ggml's theta *= theta_scale

@@ -3,7 +3,9 @@
 //                       and the known-wrong convention is INCONCLUSIVE (never PASS, never FAIL),
 //                       naming the stages that would tell (manifest "control_detection");
 //   VerifyNonFinite     +Inf and -Inf fail like NaN, negative controls included;
-//   VerifyReports       an integer tensor's mismatch reports its difference (ratio 2 |d|).
+//   VerifyReports       an integer tensor's mismatch reports its difference (ratio 2 |d|);
+//   DiagnoseConfirms    the claimed profile's pipeline first when several confirm, and a float
+//                       engine's mistake confirmed within its hypothesis budget.
 // The correct engine here is posenc's (`posenc engine`, exact pipeline); the independent numpy
 // engines of python/tests run the same loop on the controls they model (test_verdicts.py).
 #include <gtest/gtest.h>
@@ -11,11 +13,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "golden/cases/catalog.hpp"
+#include "golden/cases/diagnose.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/format/profiles.hpp"
 #include "golden/verify/verify.hpp"
@@ -276,6 +280,105 @@ TEST(VerifyReports, IntegerMismatchesReportTheirDifference) {
   EXPECT_EQ(t["worst"]["abs_error"], 3.0);
   EXPECT_NE(format_case_text(r, false).find("|err|=3"), std::string::npos)
       << format_case_text(r, false);
+}
+
+// ---- diagnose's confirmations (the slower diagnose tests: properties/diagnose_test.cpp) ------
+
+/// The valid cases of a scheme, smallest tensors file first.
+std::vector<LoadedCase> smallest_valid(const std::string& slug, std::size_t n) {
+  std::vector<std::pair<std::uintmax_t, std::string>> v;
+  for (const auto& e : catalog_read(default_data_dir())) {
+    if (e.scheme == slug && e.result == "valid") {
+      v.emplace_back(std::filesystem::file_size(default_data_dir() / e.tensors), e.manifest);
+    }
+  }
+  std::sort(v.begin(), v.end());
+  std::vector<LoadedCase> out;
+  for (std::size_t i = 0; i < v.size() && out.size() < n; ++i)
+    out.push_back(load_case(default_data_dir() / v[i].second));
+  return out;
+}
+
+// When several pipelines' runs of a mistake confirm it, the claimed profile's pipeline comes
+// first (a PyTorch engine claiming fp32 was told its bug on ggml's recurrence): ggml-style
+// outputs (fp32-recurrence with a mistake) claimed fp32, and fp32 outputs claimed
+// fp32-recurrence, on the smallest RoPE f32 cases.
+TEST(DiagnoseConfirms, TheClaimedProfilesPipelineFirstWhenSeveralConfirm) {
+  int several = 0;
+  DiagnoseRunCache cache;
+  for (const auto& lc : smallest_valid("rope", 8)) {
+    if (lc.golden.at("q").dtype != DType::kF32) continue;
+    for (const auto& [made, claimed] :
+         {std::pair{"fp32-recurrence", "fp32"}, std::pair{"fp32", "fp32-recurrence"}}) {
+      for (const std::string m : {"offset", "pairing"}) {
+        const auto out = scheme_by_slug("rope").run_engine(lc.spec, lc.golden, {m, made});
+        const auto d = diagnose_case(lc, out, claimed, &cache);
+        int confirming = 0;
+        for (const auto& h : d.ranked)
+          confirming += h.confirmed() && h.mistake == m && h.pipeline != "exact";
+        if (confirming < 2) continue;
+        ++several;
+        // The claimed pipeline's run, or the exact run judged by the claimed profile's budget;
+        // never the other float pipeline (these pipelines share their profile's name).
+        const auto& top = d.ranked.front();
+        EXPECT_TRUE(top.pipeline == claimed || (top.pipeline == "exact" && top.profile == claimed))
+            << lc.spec.id << " " << m << " made by " << made << "\n"
+            << diagnosis_text(d, true);
+        EXPECT_EQ(top.mistake, m);
+      }
+    }
+  }
+  EXPECT_GE(several, 2);
+}
+
+/// An HF-style float32 RoPE written here (not posenc's pipelines) with GPT-J pairs (2i, 2i + 1)
+/// on a half-split case, its angle rounded once from the exact product fl(p w) (a kernel forming
+/// it in double) instead of fl(fl(p) w), float32 cos and sin: q_rot and k_rot.
+TensorMap gptj_on_neox(const LoadedCase& lc) {
+  const auto& pj = lc.spec.manifest.at("params");
+  const int h = pj.at("head_dim").get<int>(), rd = pj.at("rotary_dim").get<int>(), np = rd / 2;
+  const float base = pj.at("base").get<float>();
+  const Tensor& tp = lc.golden.at("positions");
+  TensorMap out;
+  for (const auto& [in, name] : {std::pair{"q", "q_rot"}, std::pair{"k", "k_rot"}}) {
+    if (!lc.golden.count(in)) continue;
+    const auto x = tensor_to_f32(lc.golden.at(in));
+    std::vector<float> y = x;
+    const std::int64_t heads = lc.golden.at(in).shape[1];
+    for (std::int64_t p = 0; p < tp.numel(); ++p) {
+      for (int i = 0; i < np; ++i) {
+        const float w = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rd));
+        const float phi =
+            static_cast<float>(static_cast<double>(tp.get_i64(p)) * static_cast<double>(w));
+        const float c = std::cos(phi), sn = std::sin(phi);
+        for (std::int64_t hh = 0; hh < heads; ++hh) {
+          const std::size_t a = static_cast<std::size_t>((p * heads + hh) * h + 2 * i), b = a + 1;
+          y[a] = x[a] * c - x[b] * sn;
+          y[b] = x[b] * c + x[a] * sn;
+        }
+      }
+    }
+    out.emplace(name, tensor_from_f32(name, lc.golden.at(in).shape, y));
+  }
+  return out;
+}
+
+// GPT-J pairing on NeoX cases from that engine: at position 2^24 + 1 its angle differs from the
+// fp32 pipeline's by up to 0.006 rad on the pairs that the wrong pairing routes through slow
+// channels (numpy's float32 RoPE gives the same kind of difference). Named, within residual 1,
+// because a float pipeline's hypothesis budget also carries that pipeline's own rounding of the
+// mistaken computation and the largest angle extra of each position.
+TEST(DiagnoseConfirms, GptjPairingWithAnotherFloat32AngleIsNamed) {
+  for (const char* id :
+       {"rope_half_d128_b5e5_llama3_8b_f32", "rope_half_d96_r24_b1e4_neox_20b_f32"}) {
+    const LoadedCase lc = load(id);
+    const auto d = diagnose_case(lc, gptj_on_neox(lc), "fp32");
+    const std::string text = diagnosis_text(d, true);
+    EXPECT_EQ(d.verdict, "explained") << text;
+    ASSERT_FALSE(d.ranked.empty());
+    EXPECT_EQ(d.ranked.front().mistake, "pairing") << text;
+    EXPECT_LE(d.ranked.front().residual, 1.0) << text;
+  }
 }
 
 }  // namespace

@@ -309,3 +309,18 @@ def test_numpy_rope_with_llama2s_base_is_fitted_as_base_10000(tmp_path, binary):
     top = d["hypotheses"][0]
     assert d["verdict"] == "explained" and top["mistake"] == "base", d["summary"]
     assert top["fit"]["value"] == "10000" and top["residual"] <= 1.0, top
+
+
+def test_html_report_shows_inconclusive(tmp_path, binary):
+    ctl = posenc.load_case("rope_scaling_deepseek_v3_all_softmax_factor_missing_f32")
+    out = ne.rope_hf(ctl)
+    out.pop("softmax_scale")
+    ctl.write_outputs(str(tmp_path / "out"), out)
+    page = tmp_path / "r.html"
+    p = subprocess.run([binary, "verify", ctl.manifest_path, "--actual", str(tmp_path / "out"),
+                        "--profile", "fp32", "--report", str(page)], capture_output=True, text=True)
+    assert p.returncode == 3, p.stdout + p.stderr
+    html = page.read_text()
+    assert 'class="INCONCLUSIVE">INCONCLUSIVE' in html, html[:2000]
+    assert "1 inconclusive (negative controls whose given stages cannot tell" in html
+    assert "give one of: softmax_scale" in html
