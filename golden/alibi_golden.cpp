@@ -388,19 +388,32 @@ GoldenCase alibi_generate(const std::string& id) {
 }
 
 std::vector<std::string> alibi_mistakes() {
-  return {"naive-slopes", "sorted-slopes", "slopes-reversed", "sign-flipped", "no-bias-in-decode"};
+  return {"naive-slopes",           "sorted-slopes", "slopes-reversed",
+          "slope-index-off-by-one", "sign-flipped",  "no-bias-in-decode"};
 }
 
 /// The mistakes of the slope rule, which a float pipeline can also make (its own float32
 /// powers of the wrong rule).
 bool is_slope_mistake(const std::string& m) {
-  return m == "naive-slopes" || m == "sorted-slopes" || m == "slopes-reversed";
+  return m == "naive-slopes" || m == "sorted-slopes" || m == "slopes-reversed" ||
+         m == "slope-index-off-by-one";
 }
 
-/// A slope table reordered as a mistake says (sorted-slopes: descending, slopes-reversed).
+/// A slope table reordered as a mistake says (sorted-slopes: descending, slopes-reversed), or
+/// with the closed form's power index starting at 0 instead of 1 (slope-index-off-by-one:
+/// BLOOM's arange(1, c + 1) and arange(1, 1 + 2 r, 2) started at 0, c the largest power of two
+/// <= n: head k of the first c gets 2^(-8 (k - 1) / c), so head 1 slope 1, every slope times
+/// fl(2^(8/c)); the extra heads the even powers of 2^(-4/c), times fl(2^(4/c))).
 void reorder_slopes(std::vector<float>& m, const std::string& mistake) {
   if (mistake == "sorted-slopes") std::stable_sort(m.begin(), m.end(), [](float a, float b) { return a > b; });
   if (mistake == "slopes-reversed") std::reverse(m.begin(), m.end());
+  if (mistake == "slope-index-off-by-one") {
+    int c = 1;
+    while (2 * c <= static_cast<int>(m.size())) c *= 2;
+    const float step = static_cast<float>(std::exp2(8.0L / c)),
+                extra = static_cast<float>(std::exp2(4.0L / c));
+    for (std::size_t h = 0; h < m.size(); ++h) m[h] *= static_cast<int>(h) < c ? step : extra;
+  }
 }
 
 AlibiForm form_from(const std::string& s) {
@@ -465,14 +478,16 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
   const auto mk = alibi_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("alibi_run_engine",
-                  "unknown mistake (known: naive-slopes, sorted-slopes, slopes-reversed, sign-flipped, "
+                  "unknown mistake (known: naive-slopes, sorted-slopes, slopes-reversed, "
+                  "slope-index-off-by-one, sign-flipped, "
                   "no-bias-in-decode)",
                   o.mistake);
   }
   if (o.pipeline != "exact" && !o.mistake.empty() && !is_slope_mistake(o.mistake)) {
     throw_invalid("alibi_run_engine",
                   "this mistake runs on the exact pipeline only (a float pipeline runs the slope "
-                  "mistakes: naive-slopes, sorted-slopes, slopes-reversed)", o.mistake);
+                  "mistakes: naive-slopes, sorted-slopes, slopes-reversed, slope-index-off-by-one)",
+                  o.mistake);
   }
   const std::string kind = spec.manifest.value("alibi_case", std::string());
   if (kind == "slopes" && o.pipeline != "exact") {

@@ -62,6 +62,11 @@ using reference::RopeScaling;
 /// What the expected values follow: the model's computation, or one engine mistake.
 struct MlaKnobs {
   bool softmax_missing = false, no_deinterleave = false, k_pe_per_head = false;
+  // Engine-only mistakes: k_pe rotated another number of times (0, 2), llama.cpp's kq_scale
+  // conventions (1: the GGUF's log multiplier not undone, 2: undone twice), ggml's internal
+  // YaRN factor left on q_pe and k_pe.
+  int k_pe_turns = 1, kq_scale = 0;
+  bool rope_mscale = false;
 };
 
 struct MlaCaseDef {
@@ -78,7 +83,19 @@ const std::vector<std::pair<std::string, std::string>>& mistake_table() {
   static const std::vector<std::pair<std::string, std::string>> v = {
       {"softmax-scale-missing", "the softmax scale left at 1/sqrt(dn + dr), without mscale^2"},
       {"no-deinterleave", "q_pe and k_pe rotated half-split in the checkpoint's interleaved order"},
-      {"k-pe-per-head", "the shared k_pe rotated in place once per q head"}};
+      {"k-pe-per-head", "the shared k_pe rotated in place once per q head"},
+      {"k-pe-unrotated", "k_pe cached and used without its rotation"},
+      {"k-pe-rotated-twice", "the shared k_pe rotated twice (once when written, once when read)"},
+      {"kq-scale-log-mul-not-undone",
+       "llama.cpp's kq_scale = mscale^2 / sqrt(d) with mscale = 1 + 0.1 L ln s fed the GGUF's "
+       "yarn_log_multiplier L = 0.1 mscale_all_dim as written (the loader's division by 0.1 "
+       "missing)"},
+      {"kq-scale-log-mul-twice",
+       "ik_llama.cpp's mscale = 1 + L ln s fed mainline's divided L = mscale_all_dim (the 0.1 "
+       "removed twice)"},
+      {"rope-mscale-not-cancelled",
+       "ggml's internal YaRN factor 1 + 0.1 ln s left on q_pe and k_pe (attn_factor not "
+       "pre-divided) while kq_scale keeps mscale^2"}};
   return v;
 }
 
@@ -104,6 +121,16 @@ MlaKnobs knobs_of(const std::string& mistake) {
     k.no_deinterleave = true;
   } else if (mistake == "k-pe-per-head") {
     k.k_pe_per_head = true;
+  } else if (mistake == "k-pe-unrotated") {
+    k.k_pe_turns = 0;
+  } else if (mistake == "k-pe-rotated-twice") {
+    k.k_pe_turns = 2;
+  } else if (mistake == "kq-scale-log-mul-not-undone") {
+    k.kq_scale = 1;
+  } else if (mistake == "kq-scale-log-mul-twice") {
+    k.kq_scale = 2;
+  } else if (mistake == "rope-mscale-not-cancelled") {
+    k.rope_mscale = true;
   } else {
     std::string list;
     for (const auto& m : mistakes()) list += (list.empty() ? "" : ", ") + m;
@@ -502,23 +529,31 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
     }
   }
   const auto st = optimized::rope_scaling_tables(rp, s);
-  const double mult = k.softmax_missing ? 1.0 : st.softmax_scale_multiplier;
+  double mult = k.softmax_missing ? 1.0 : st.softmax_scale_multiplier;
+  double a = st.attention_factor;
+  const double ln_s = s.factor > 1 ? std::log(s.factor) : 0.0;
+  if (k.kq_scale == 1) mult = std::pow(1 + 0.1 * (0.1 * s.mscale_all_dim) * ln_s, 2);
+  if (k.kq_scale == 2) mult = std::pow(1 + s.mscale_all_dim * ln_s, 2);
+  if (k.rope_mscale) a *= 1 + 0.1 * ln_s;
   float sigma = static_cast<float>(mult / std::sqrt(static_cast<double>(dq)));
-  optimized::RopeCache cache =
-      optimized::rope_cache_init(rp, pos, st.inv_freq, st.attention_factor);
+  optimized::RopeCache cache = optimized::rope_cache_init(rp, pos, st.inv_freq, a);
   if (o.pipeline != "exact") {  // the pipeline's float32 tables, same kernel arithmetic
     RopeMagnitude mag;
-    if (k.softmax_missing) mag.softmax_multiplier = 1.0;
+    if (mult != st.softmax_scale_multiplier) mag.softmax_multiplier = mult;
+    if (a != st.attention_factor) mag.a = a;
     const RopePipelineTables tb = rope_pipeline_tables(o.pipeline, rp, s, dq, pos, mag);
     cache.cos_f32 = tb.cos;
     cache.sin_f32 = tb.sin;
     sigma = tb.softmax;
   }
+  const std::vector<float> kpe_raw = kpe;
   optimized::mla_rope_apply(p, cache, q, kpe);
-  if (k.k_pe_per_head) {  // the shared head rotated again for every further q head
+  const int turns = k.k_pe_per_head ? H : k.k_pe_turns;
+  if (turns > 1) {  // the shared head rotated again
     std::vector<float> none(q.size(), 0.0f);
-    for (int h = 1; h < H; ++h) optimized::mla_rope_apply(p, cache, none, kpe);
+    for (int h = 1; h < turns; ++h) optimized::mla_rope_apply(p, cache, none, kpe);
   }
+  if (turns == 0) kpe = kpe_raw;
   std::vector<float> keys(static_cast<std::size_t>(T * H * dq));
   optimized::mla_assemble_keys(p, T, knt, kpe, keys);
   std::vector<float> qr, scores;

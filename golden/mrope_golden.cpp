@@ -12,8 +12,13 @@
 //   q_rot [T, Hq, h], k_rot [T, Hk, h]   rotated
 //   scores [Hq, T, T]        unscaled q_rot . k_rot, kv head = q head / (Hq / Hk)
 // Inputs: input_ids [T] (text filler ids, vision_start before each visual span, the image or
-// video token id over it, vision_end after), image_grid_thw / video_grid_thw [n, 3], q, k; the
-// manifest's params hold the layout, the map and the index rule.
+// video token id over it, vision_end after), mm_token_type_ids [T] (HF 5.x's: 1 image token, 2
+// video token, 0 else), image_grid_thw / video_grid_thw [n, 3], q, k; the manifest's params
+// hold the layout, the map and the index rule.
+// Declared alternatives (valid cases whose positions they change): HF 5.x's resume after a
+// visual span at st + max(h, w) (hf5_resume_max_hw) and HF 4.52-5.15's integer second_per_grid
+// on Qwen2.5-VL (hf_int_seconds, and both); every stage holds their values (alt.*.exact), the
+// angle extras the larger of both conventions' (release_alternatives).
 // Negative controls (result "invalid", each the twin of a valid case with its inputs): the
 // sectioned map on Qwen3-VL and the interleaved one on Qwen2-VL, the streams fed as (w, h, t),
 // rope_deltas dropped at decode, text after an image resuming at its token index.
@@ -42,6 +47,7 @@
 #include "golden/cases/pipelines.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_case.hpp"
+#include "golden/cases/rope_fit.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/format/prng.hpp"
 #include "optimized/common/mutant.hpp"
@@ -86,6 +92,7 @@ struct MropeKnobs {
   bool wrong_map = false;  // sectioned <-> interleaved
   bool permuted = false;   // streams fed as (w, h, t)
   MropeTextResume resume = MropeTextResume::kMaxPlusOne;
+  std::optional<MropeTemporal> temporal;  // a video's time rule other than the model's
   MropeDecode decode = MropeDecode::kRopeDeltas;
   bool ggml_imrope = false;  // llama.cpp's IMROPE map: a fourth stream, 0 for every token here
   bool swap_pairs = false;   // the other pair layout: half-split (rotate_half) <-> interleaved
@@ -140,6 +147,7 @@ std::vector<std::int64_t> mrope_positions(const std::vector<MropeSpan>& layout, 
                                           std::int64_t n_decode, const MropeKnobs& k,
                                           std::int64_t* n_tokens) {
   r.text_resume = k.resume;
+  if (k.temporal) r.temporal = *k.temporal;
   const auto P = reference::mrope_get_rope_index(layout, r);
   const std::int64_t T = P.n_tokens + n_decode;
   std::vector<std::int64_t> pos(static_cast<std::size_t>(3 * T));
@@ -239,6 +247,17 @@ std::vector<std::int64_t> input_ids(const MropeModel& m, const std::vector<Mrope
   }
   for (std::int64_t q = 0; q < n_decode; ++q) ids.push_back(2000 + q);
   return ids;
+}
+
+/// HF 5.x's mm_token_type_ids of input_ids: 1 at the image token, 2 at the video token, 0
+/// elsewhere (text, vision_start / vision_end, decode tokens).
+std::vector<std::int64_t> mm_token_type_ids(const MropeModel& m,
+                                            const std::vector<std::int64_t>& ids) {
+  std::vector<std::int64_t> v(ids.size(), 0);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    v[i] = ids[i] == m.image_token ? 1 : ids[i] == m.video_token ? 2 : 0;
+  }
+  return v;
 }
 
 Json layout_json(const std::vector<MropeSpan>& layout) {
@@ -579,6 +598,87 @@ struct MropeGen {
   }
 };
 
+/// The oracle of positions pos [S, T] (mp50, cross-checked against mp100).
+MropeOracle<mp50> checked_oracle(const MropeCaseDef& d, const MropeGen& g,
+                                 const std::vector<std::int64_t>& rot, const std::string& what) {
+  auto o50 = mrope_oracle<mp50>(g.p, g.map, rot, g.T, g.hq, g.hk, g.q, g.k);
+  const auto o100 = mrope_oracle<mp100>(g.p, g.map, rot, g.T, g.hq, g.hk, g.q, g.k);
+  for (const auto& [name, a, b] :
+       {std::tuple{"cos", &o50.cos, &o100.cos}, std::tuple{"sin", &o50.sin, &o100.sin},
+        std::tuple{"q_rot", &o50.q_rot, &o100.q_rot}, std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
+        std::tuple{"scores", &o50.scores, &o100.scores}}) {
+    cross_check(d.id + what, name, d.dtype, *a, *b);
+  }
+  return o50;
+}
+
+/// A declared alternative of a valid case: the positions another HF release's get_rope_index
+/// gives (docs/schemes/mrope.md, "Conventions") and the oracle at them.
+struct MropeAlternative {
+  std::string name, description;
+  std::vector<std::int64_t> pos;  // [3, T]
+  MropeOracle<mp50> o;
+};
+
+/// The release conventions that change a valid decoder case's positions: HF 5.x's resume at
+/// st + max(h, w) after a visual span and, on Qwen2.5-VL's scaled time, HF 4.52-5.15's integer
+/// second_per_grid, alone and with the 5.x resume. One that gives the positions of an earlier
+/// one is not listed again (that one's description says so).
+std::vector<MropeAlternative> release_alternatives(const MropeCaseDef& d, const MropeGen& g) {
+  std::vector<MropeAlternative> out;
+  if (d.vision || d.result != "valid" || POSENC_MUTANT("gold_mrope_release_alternatives_dropped"))
+    return out;
+  struct Def {
+    const char* name;
+    const char* what;
+    bool max_hw, int_seconds;
+  };
+  static const Def defs[] = {
+      {"hf5_resume_max_hw",
+       "HF transformers 5.x get_rope_index (PR #43972, reported from 5.3.0): text after a visual "
+       "span resumes at its start + max(h, w) / spatial_merge_size, a video's temporal extent "
+       "ignored (rope_delta still from the overall max); the model was trained with max + 1 "
+       "(HF <= 4.57 and Qwen's own code)",
+       true, false},
+      {"hf_int_seconds",
+       "HF transformers 4.52 through 5.15 (Qwen2.5-VL): second_per_grid truncated to an integer "
+       "before the temporal product; the model was trained with trunc(f * second_per_grid * "
+       "tokens_per_second) in float32 (HF 4.49-4.51, again after PR #48669)",
+       false, true},
+      {"hf5_int_seconds_resume_max_hw",
+       "HF transformers 5.x before PR #48669 (Qwen2.5-VL): second_per_grid truncated to an "
+       "integer and text after a visual span at its start + max(h, w) / spatial_merge_size",
+       true, true},
+  };
+  for (const Def& def : defs) {
+    if (def.int_seconds && d.model.index.temporal != MropeTemporal::kScaledFloat32) continue;
+    MropeKnobs k = d.expected;
+    if (def.max_hw) k.resume = MropeTextResume::kMaxHw;
+    if (def.int_seconds) k.temporal = MropeTemporal::kScaledIntSeconds;
+    std::int64_t T = 0;
+    const auto pos = mrope_positions(d.layout, d.model.index, d.n_decode, k, &T);
+    if (pos == g.pos) continue;
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const MropeAlternative& a) { return a.pos == pos; });
+    if (same != out.end()) {
+      same->description += std::string("; on this case also what ") + def.name + " gives";
+      continue;
+    }
+    out.push_back({def.name, def.what, pos,
+                   checked_oracle(d, g, map_streams(pos, T, g.map),
+                                  std::string(" (alternative ") + def.name + ")")});
+  }
+  return out;
+}
+
+/// Declares each alternative on an expected tensor: its exact values (`of` picks them from the
+/// alternative's oracle) with the tensor's own condition scale.
+void add_alternatives(ExpectedTensor& e, const std::vector<MropeAlternative>& alts,
+                      const std::vector<mp50>& (*of)(const MropeOracle<mp50>&)) {
+  for (const auto& a : alts)
+    e.alternatives.push_back({a.name, a.description, to_f64(of(a.o)), e.cond});
+}
+
 GoldenCase mrope_case_generate(const MropeCaseDef& d) {
   MropeGen g{d};
   if (d.vision) {
@@ -597,22 +697,24 @@ GoldenCase mrope_case_generate(const MropeCaseDef& d) {
   for (std::size_t i = 0; i < g.q.size(); ++i) g.q[i] = input_value(d.dtype, d.seed, 1, i);
   for (std::size_t i = 0; i < g.k.size(); ++i) g.k[i] = input_value(d.dtype, d.seed, 2, i);
   const std::vector<std::int64_t> rot = map_streams(g.pos, T, g.map);
-  const auto o50 = mrope_oracle<mp50>(g.p, g.map, rot, T, g.hq, g.hk, g.q, g.k);
-  const auto o100 = mrope_oracle<mp100>(g.p, g.map, rot, T, g.hq, g.hk, g.q, g.k);
-  for (const auto& [name, a, b] :
-       {std::tuple{"cos", &o50.cos, &o100.cos}, std::tuple{"sin", &o50.sin, &o100.sin},
-        std::tuple{"q_rot", &o50.q_rot, &o100.q_rot}, std::tuple{"k_rot", &o50.k_rot, &o100.k_rot},
-        std::tuple{"scores", &o50.scores, &o100.scores}}) {
-    cross_check(d.id, name, d.dtype, *a, *b);
-  }
+  const auto o50 = checked_oracle(d, g, rot, "");
   for (const auto& prof : profiles())
     g.sb[prof.name] = rope_stage_budgets(prof.name, d.dtype, 0.0, g.h);
   g.E = angle_errors(g.p, g.map, rot, T, g.sb);
+  const std::vector<MropeAlternative> alts = release_alternatives(d, g);
+  for (const auto& a : alts) {  // a pipeline following an alternative has its angles' errors
+    for (const auto& [prof, x] : angle_errors(g.p, g.map, map_streams(a.pos, T, g.map), T, g.sb)) {
+      auto& e = g.E.at(prof);
+      for (std::size_t i = 0; i < e.size(); ++i) e[i] = std::max(e[i], x[i]);
+    }
+  }
 
   std::vector<Tensor> tensors;
   std::vector<TensorSpec> inputs, expected;
   if (!d.vision) {
-    tensors.push_back(tensor_from_i64("input_ids", {T}, input_ids(d.model, d.layout, d.n_decode)));
+    const auto ids = input_ids(d.model, d.layout, d.n_decode);
+    tensors.push_back(tensor_from_i64("input_ids", {T}, ids));
+    tensors.push_back(tensor_from_i64("mm_token_type_ids", {T}, mm_token_type_ids(d.model, ids)));
   }
   std::vector<std::int64_t> img, vid;
   for (const MropeSpan& s : d.layout) {
@@ -635,12 +737,25 @@ GoldenCase mrope_case_generate(const MropeCaseDef& d) {
                                       {{"stream", "", {}, {}}, {"token", "", {}, g.labels}});
   ep.spec.check.profiles = exact_budgets(d.dtype);
   ep.exact_tensor = &pos_tensor;
+  for (const auto& a : alts) {
+    ep.alternatives.push_back(
+        {a.name, a.description, std::vector<double>(a.pos.begin(), a.pos.end()), {}});
+  }
   expected.push_back(add_expected(&tensors, std::move(ep)));
-  expected.push_back(add_expected(&tensors, g.table("cos", o50.cos)));
-  expected.push_back(add_expected(&tensors, g.table("sin", o50.sin)));
-  expected.push_back(add_expected(&tensors, g.rotated("q_rot", o50.q_rot, g.q, g.hq)));
-  expected.push_back(add_expected(&tensors, g.rotated("k_rot", o50.k_rot, g.k, g.hk)));
-  expected.push_back(add_expected(&tensors, g.scores(o50.scores)));
+  using O = MropeOracle<mp50>;
+  std::vector<ExpectedTensor> es;
+  es.push_back(g.table("cos", o50.cos));
+  add_alternatives(es.back(), alts, [](const O& o) -> const std::vector<mp50>& { return o.cos; });
+  es.push_back(g.table("sin", o50.sin));
+  add_alternatives(es.back(), alts, [](const O& o) -> const std::vector<mp50>& { return o.sin; });
+  es.push_back(g.rotated("q_rot", o50.q_rot, g.q, g.hq));
+  add_alternatives(es.back(), alts, [](const O& o) -> const std::vector<mp50>& { return o.q_rot; });
+  es.push_back(g.rotated("k_rot", o50.k_rot, g.k, g.hk));
+  add_alternatives(es.back(), alts, [](const O& o) -> const std::vector<mp50>& { return o.k_rot; });
+  es.push_back(g.scores(o50.scores));
+  add_alternatives(es.back(), alts,
+                   [](const O& o) -> const std::vector<mp50>& { return o.scores; });
+  for (auto& e : es) expected.push_back(add_expected(&tensors, std::move(e)));
 
   Json m = manifest_header(
       d.id, "mrope",
@@ -729,6 +844,15 @@ std::vector<MropeCaseDef> standard_defs(const MropeModel& m, const std::string& 
         m, sid, "text_video_text",
         "text (2), video grid (3, 4, 4) at second_per_grid 1.0 (2 x 2 tokens per frame), text (3)",
         {mrope_text(2), reference::mrope_video(3, 4, 4, 1.0), mrope_text(3)}, 0, t));
+  }
+  if (m.index.temporal == MropeTemporal::kScaledFloat32 && m.video_spans) {
+    // A fractional second_per_grid (4 fps at temporal_patch_size 2): HF 4.52-5.15 truncate it
+    // to 0 and put every frame at t = st (the declared alternative hf_int_seconds).
+    v.push_back(case_def(
+        m, sid, "text_video_half_second_text",
+        "text (2), video grid (3, 4, 4) at second_per_grid 0.5 (2 x 2 tokens per frame), text "
+        "(3), then 2 decode tokens at cache position + rope_delta",
+        {mrope_text(2), reference::mrope_video(3, 4, 4, 0.5), mrope_text(3)}, 2, t));
   }
   v.push_back(case_def(m, sid, "decode_after_image",
                        "text (2), image grid (1, 4, 6), text (2), then 3 decode tokens at cache "
@@ -1272,8 +1396,10 @@ MropeModel model_from_params(const Json& pj) {
   const Json& ix = pj.at("index");
   m.index.spatial_merge_size = ix.at("spatial_merge_size").get<int>();
   const std::string temporal = ix.at("temporal").get<std::string>();
-  m.index.temporal =
-      temporal == "scaled_float32" ? MropeTemporal::kScaledFloat32 : MropeTemporal::kFrameIndex;
+  m.index.temporal = temporal == "scaled_float32"       ? MropeTemporal::kScaledFloat32
+                     : temporal == "scaled_int_seconds" ? MropeTemporal::kScaledIntSeconds
+                     : temporal == "scaled_float64"     ? MropeTemporal::kScaledFloat64
+                                                        : MropeTemporal::kFrameIndex;
   m.index.tokens_per_second = ix.value("tokens_per_second", 2.0);
   return m;
 }
@@ -1382,6 +1508,77 @@ float engine_dot(const std::string& pipeline, const float* x, const float* y, in
 
 #include "golden/mrope_trace.inc"
 
+/// What a fitted hypothesis changes besides the knobs of a mistake (mrope_fit_candidates).
+struct FitKnobs {
+  std::array<int, 3> order = {0, 1, 2};  // the rotation's stream s reads get_rope_index's order[s]
+  std::array<int, 3> sections = {0, 1,
+                                 2};  // mrope_section entry j taken from the config's sections[j]
+  bool positions_as_rotated = true;   // the positions stage as the rotation read them
+  bool grid_hw_swap = false;          // every grid read as (t, w, h)
+  std::optional<MropeTemporal> temporal;  // the video time rule
+  std::optional<double> tokens_per_second, base;
+};
+
+/// The stages of the rotation at positions pos [S, T] of map `map` (the pipeline's numerics).
+TensorMap rotation_stages(const std::string& pipeline, const RopeParams& p, const MropeMap& map,
+                          const std::vector<std::int64_t>& pos, std::int64_t T, int hq, int hk,
+                          const TensorMap& golden, DType t) {
+  const int h = p.head_dim, np = p.rotary_dim / 2;
+  const std::vector<float> q = tensor_to_f32(golden.at("q")), kk = tensor_to_f32(golden.at("k"));
+  std::vector<float> cs, sn;
+  engine_tables(pipeline, p, map, pos, T, &cs, &sn);
+  if (pipeline != "exact") {
+    const DType ct = pipelines::compute_dtype(pipeline);
+    for (auto& v : cs) v = pipelines::fl(v, ct);
+    for (auto& v : sn) v = pipelines::fl(v, ct);
+  }
+  const std::vector<float> qr = engine_rotate(pipeline, p, map, pos, T, q, hq);
+  const std::vector<float> kr = engine_rotate(pipeline, p, map, pos, T, kk, hk);
+  std::vector<float> scores;
+  const int group = hq / hk;
+  for (int hh = 0; hh < hq; ++hh) {
+    for (std::int64_t i = 0; i < T; ++i) {
+      for (std::int64_t j = 0; j < T; ++j) {
+        scores.push_back(
+            engine_dot(pipeline, &qr[(i * hq + hh) * h], &kr[(j * hk + hh / group) * h], h));
+      }
+    }
+  }
+  TensorMap out;
+  out.emplace("cos", engine_tensor("cos", t, {T, np}, cs));
+  out.emplace("sin", engine_tensor("sin", t, {T, np}, sn));
+  out.emplace("q_rot", engine_tensor("q_rot", t, {T, hq, h}, qr));
+  out.emplace("k_rot", engine_tensor("k_rot", t, {T, hk, h}, kr));
+  out.emplace("scores", engine_tensor("scores", t, {hq, T, T}, scores));
+  return out;
+}
+
+/// A decoder case (not the vision tower, not a trace) run by the pipeline with a mistake's
+/// knobs and a fit's.
+TensorMap single_call_run(EngineCase c, const MropeKnobs& k, const FitKnobs& f,
+                          const std::string& pipeline, const TensorMap& golden, DType t) {
+  if (f.temporal) c.m.index.temporal = *f.temporal;
+  if (f.tokens_per_second) c.m.index.tokens_per_second = *f.tokens_per_second;
+  if (f.base) c.m.p.base = *f.base;
+  const std::vector<int> sec = c.m.sections;
+  for (int j = 0; j < 3 && sec.size() == 3; ++j) c.m.sections[j] = sec[f.sections[j]];
+  if (f.grid_hw_swap) {
+    for (auto& s : c.layout) std::swap(s.grid_h, s.grid_w);
+  }
+  std::int64_t T = 0;
+  const std::vector<std::int64_t> pos = mrope_positions(c.layout, c.m.index, c.n_decode, k, &T);
+  std::vector<std::int64_t> rot(pos.size());
+  for (int s = 0; s < 3; ++s) {
+    std::copy_n(pos.begin() + f.order[s] * T, T, rot.begin() + s * T);
+  }
+  const MropeMap map = model_map(c.m, k);
+  TensorMap out =
+      rotation_stages(pipeline, knob_params(c.m.p, k), map, rot, T, c.hq, c.hk, golden, t);
+  out.emplace("positions",
+              tensor_from_i64("positions", {3, T}, f.positions_as_rotated ? rot : pos));
+  return out;
+}
+
 TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const EngineOptions& o) {
   const MropeKnobs k = knobs_of(o.mistake);
   const DType t = golden.at(spec.manifest.contains("trace") ? "s00.q" : "q").dtype;
@@ -1389,57 +1586,236 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
     throw_invalid("mrope_run_engine", why, o.pipeline);
   }
   if (spec.manifest.contains("trace")) return run_trace_engine(spec, golden, o);
+  if (spec.manifest.value("variant", "") != "vision") {
+    return single_call_run(read_case(spec), k, FitKnobs{}, o.pipeline, golden, t);
+  }
+  // The vision tower: 2D axial RoPE.
+  const Json& pj = spec.manifest.at("params");
+  RopeParams p = vision_params();
+  p.head_dim = p.rotary_dim = pj.at("head_dim").get<int>();
+  p.base = pj.at("base").get<double>();
+  const auto g = pj.at("grid").at("grid_thw").get<std::vector<std::int64_t>>();
   std::int64_t T = 0;
-  std::vector<std::int64_t> pos;
-  MropeMap map;
-  EngineCase c;
-  if (spec.manifest.value("variant", "") == "vision") {  // the vision tower: 2D axial RoPE
-    const Json& pj = spec.manifest.at("params");
-    c.m.p = vision_params();
-    c.m.p.head_dim = c.m.p.rotary_dim = pj.at("head_dim").get<int>();
-    c.m.p.base = pj.at("base").get<double>();
-    const auto g = pj.at("grid").at("grid_thw").get<std::vector<std::int64_t>>();
-    pos = vision_positions(reference::mrope_image(g.at(0), g.at(1), g.at(2)),
-                           pj.at("grid").at("spatial_merge_size").get<int>(), k.permuted, &T);
-    map = vision_map(c.m.p, k.wrong_map);
-    c.hq = pj.at("n_q_heads").get<int>();
-    c.hk = pj.at("n_kv_heads").get<int>();
-  } else {
-    c = read_case(spec);
-    pos = mrope_positions(c.layout, c.m.index, c.n_decode, k, &T);
-    map = model_map(c.m, k);
+  const std::vector<std::int64_t> pos =
+      vision_positions(reference::mrope_image(g.at(0), g.at(1), g.at(2)),
+                       pj.at("grid").at("spatial_merge_size").get<int>(), k.permuted, &T);
+  const MropeMap map = vision_map(p, k.wrong_map);
+  TensorMap out =
+      rotation_stages(o.pipeline, knob_params(p, k), map, pos, T, pj.at("n_q_heads").get<int>(),
+                      pj.at("n_kv_heads").get<int>(), golden, t);
+  out.emplace("positions", tensor_from_i64("positions", {2, T}, pos));
+  return out;
+}
+
+// ---- fitted hypotheses (golden/cases/rope_fit.hpp: mrope_fit_candidates) --------------------
+
+std::string order_text(const std::array<int, 3>& o) {
+  static const char* n[] = {"t", "h", "w"};
+  return std::string("(") + n[o[0]] + ", " + n[o[1]] + ", " + n[o[2]] + ")";
+}
+
+std::string sections_text(const std::vector<int>& s) {
+  std::string r = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+bool same_tensors(const TensorMap& a, const TensorMap& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [n, x] : a) {
+    const auto it = b.find(n);
+    if (it == b.end() || it->second.shape != x.shape || it->second.data != x.data) return false;
   }
-  const std::int64_t S = static_cast<std::int64_t>(pos.size()) / T;
-  const RopeParams p = knob_params(c.m.p, k);
-  const int h = p.head_dim, np = p.rotary_dim / 2;
-  const std::vector<float> q = tensor_to_f32(golden.at("q")), kk = tensor_to_f32(golden.at("k"));
-  std::vector<float> cs, sn;
-  engine_tables(o.pipeline, p, map, pos, T, &cs, &sn);
-  if (o.pipeline != "exact") {
-    const DType ct = pipelines::compute_dtype(o.pipeline);
-    for (auto& v : cs) v = pipelines::fl(v, ct);
-    for (auto& v : sn) v = pipelines::fl(v, ct);
+  return true;
+}
+
+/// The pair angles of one text token at position p in [1, 3] (all streams equal there), read
+/// from the output's cos/sin, else from q_rot against q; empty when neither can be read.
+std::vector<double> text_token_angles(const EngineCase& c, const TensorMap& golden,
+                                      const TensorMap& actual, std::int64_t* p_used) {
+  const Tensor& pos = golden.at("positions");
+  const std::int64_t T = pos.shape.at(1);
+  const int np = c.m.p.rotary_dim / 2, h = c.m.p.head_dim;
+  for (std::int64_t t = 0; t < T; ++t) {
+    const std::int64_t p = pos.get_i64(t);
+    if (p < 1 || p > 3 || pos.get_i64(T + t) != p || pos.get_i64(2 * T + t) != p) continue;
+    std::vector<double> phi(static_cast<std::size_t>(np), std::nan(""));
+    const auto cs = actual.find("cos"), sn = actual.find("sin"), qr = actual.find("q_rot");
+    if (cs != actual.end() && sn != actual.end() && cs->second.numel() == T * np &&
+        sn->second.numel() == T * np) {
+      for (int i = 0; i < np; ++i)
+        phi[i] = std::atan2(sn->second.get_f64(t * np + i), cs->second.get_f64(t * np + i));
+    } else if (qr != actual.end() && qr->second.numel() == T * c.hq * h) {
+      const Tensor& q = golden.at("q");
+      for (int i = 0; i < np; ++i) {
+        const int a = reference::rope_pair_a(c.m.p, i), b = reference::rope_pair_b(c.m.p, i);
+        double best = 0;
+        for (int hh = 0; hh < c.hq; ++hh) {
+          const std::int64_t off = (t * c.hq + hh) * h;
+          const double xa = q.get_f64(off + a), xb = q.get_f64(off + b);
+          const double ya = qr->second.get_f64(off + a), yb = qr->second.get_f64(off + b);
+          if (!(std::hypot(xa, xb) > best)) continue;
+          best = std::hypot(xa, xb);
+          phi[i] = std::atan2(yb * xa - ya * xb, ya * xa + yb * xb);
+        }
+      }
+    } else {
+      return {};
+    }
+    *p_used = p;
+    return phi;
   }
-  const std::vector<float> qr = engine_rotate(o.pipeline, p, map, pos, T, q, c.hq);
-  const std::vector<float> kr = engine_rotate(o.pipeline, p, map, pos, T, kk, c.hk);
-  std::vector<float> scores;
-  const int group = c.hq / c.hk;
-  for (int hh = 0; hh < c.hq; ++hh) {
-    for (std::int64_t i = 0; i < T; ++i) {
-      for (std::int64_t j = 0; j < T; ++j) {
-        scores.push_back(
-            engine_dot(o.pipeline, &qr[(i * c.hq + hh) * h], &kr[(j * c.hk + hh / group) * h], h));
+  return {};
+}
+
+/// Bases near the one the text tokens' pair frequencies fit (log w_i = -(2i / rotary_dim)
+/// log base, least squares over the pairs fast enough to read and slow enough not to wrap),
+/// rounded to 1, 2 and 3 significant digits; the estimate in *evidence.
+std::vector<double> fitted_bases(const EngineCase& c, const TensorMap& golden,
+                                 const TensorMap& actual, std::string* evidence) {
+  std::int64_t p = 0;
+  const std::vector<double> phi = text_token_angles(c, golden, actual, &p);
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int k = 0;
+  for (std::size_t i = 1; i < phi.size(); ++i) {
+    const double w = phi[i] / static_cast<double>(p);
+    if (!(w > 1e-3) || !(phi[i] < 3.0)) continue;
+    const double x = 2.0 * static_cast<double>(i) / c.m.p.rotary_dim, y = std::log(w);
+    sx += x, sy += y, sxx += x * x, sxy += x * y, ++k;
+  }
+  if (k < 3) return {};
+  const double est = std::exp(-(k * sxy - sx * sy) / (k * sxx - sx * sx));
+  if (!std::isfinite(est) || est <= 1 || est > 1e12) return {};
+  char buf[96];
+  std::snprintf(buf, sizeof buf,
+                "the pair frequencies of the text token at position %lld fit base %.6g",
+                static_cast<long long>(p), est);
+  *evidence = buf;
+  std::vector<double> out;
+  for (int digits : {1, 2, 3}) {
+    const double e = std::pow(10.0, std::floor(std::log10(est)) - digits + 1);
+    out.push_back(std::round(est / e) * e);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+/// tokens_per_second read back from the written positions of the first video with frames and
+/// a second_per_grid > 0: tau(T - 1) / ((T - 1) s), rounded both ways; empty without them.
+std::vector<double> fitted_tokens_per_second(const EngineCase& c, const TensorMap& actual) {
+  const auto it = actual.find("positions");
+  if (it == actual.end() || it->second.shape.size() != 2 || it->second.shape[0] != 3) return {};
+  const std::int64_t T = it->second.shape[1];
+  std::int64_t j = 0;
+  const int m = c.m.index.spatial_merge_size;
+  for (const MropeSpan& s : c.layout) {
+    const std::int64_t n = reference::mrope_span_tokens(s, m);
+    if (s.kind == MropeSpanKind::kVideo && s.grid_t > 1 && s.second_per_grid > 0 && j + n <= T) {
+      const std::int64_t per = n / s.grid_t;
+      const double tau =
+          static_cast<double>(it->second.get_i64(j + (s.grid_t - 1) * per) - it->second.get_i64(j));
+      const double est = tau / (static_cast<double>(s.grid_t - 1) * s.second_per_grid);
+      if (!(est > 0)) return {};
+      return {std::floor(est), std::ceil(est)};
+    }
+    j += n;
+  }
+  return {};
+}
+
+/// The fit variants of a case (FitKnobs with their words), before they are run.
+struct FitVariant {
+  std::string parameter, value, case_value, evidence;
+  double number = 0;
+  FitKnobs f;
+};
+
+std::vector<FitVariant> fit_variants(const EngineCase& c, const TensorMap& golden,
+                                     const TensorMap& actual) {
+  std::vector<FitVariant> v;
+  // Stream orders: the positions stage as the engine wrote it (the case's, or as rotated).
+  std::array<int, 3> o = {0, 1, 2};
+  const auto ap = actual.find("positions");
+  const bool wrote_right = ap != actual.end() && ap->second.data == golden.at("positions").data;
+  while (std::next_permutation(o.begin(), o.end())) {
+    FitVariant x{"stream-order", order_text(o), "(t, h, w)", "", 0, {}};
+    x.f.order = o;
+    x.f.positions_as_rotated = !wrote_right;
+    x.evidence = wrote_right ? "the positions stage as get_rope_index gives them, the rotation "
+                               "reading them in that order"
+                             : "the position streams fed in that order";
+    v.push_back(x);
+  }
+  if (c.m.sections.size() == 3) {
+    std::set<std::vector<int>> seen = {c.m.sections};
+    std::array<int, 3> so = {0, 1, 2};
+    while (std::next_permutation(so.begin(), so.end())) {
+      const std::vector<int> s = {c.m.sections[so[0]], c.m.sections[so[1]], c.m.sections[so[2]]};
+      if (!seen.insert(s).second) continue;
+      FitVariant x{"section-order", sections_text(s), sections_text(c.m.sections), "", 0, {}};
+      x.f.sections = so;
+      v.push_back(x);
+    }
+  }
+  const bool video = std::any_of(c.layout.begin(), c.layout.end(), [](const MropeSpan& s) {
+    return s.kind == MropeSpanKind::kVideo;
+  });
+  if (std::any_of(c.layout.begin(), c.layout.end(), [](const MropeSpan& s) {
+        return s.kind != MropeSpanKind::kText && s.grid_h != s.grid_w;
+      })) {
+    FitVariant x{"grid-hw-swap", "(t, w, h)", "(t, h, w)", "", 0, {}};
+    x.f.grid_hw_swap = true;
+    v.push_back(x);
+  }
+  const MropeTemporal model_rule = c.m.index.temporal;
+  const auto tps_fit = fitted_tokens_per_second(c, actual);
+  if (video) {
+    for (MropeTemporal r : {MropeTemporal::kFrameIndex, MropeTemporal::kScaledFloat32,
+                            MropeTemporal::kScaledFloat64, MropeTemporal::kScaledIntSeconds}) {
+      if (r == model_rule) continue;
+      FitVariant x{"temporal",
+                   reference::mrope_temporal_name(r),
+                   reference::mrope_temporal_name(model_rule),
+                   "",
+                   0,
+                   {}};
+      x.f.temporal = r;
+      if (model_rule == MropeTemporal::kFrameIndex && r != MropeTemporal::kFrameIndex) {
+        x.f.tokens_per_second = tps_fit.empty() ? 2.0 : std::max(1.0, tps_fit.back());
+      }
+      v.push_back(x);
+    }
+    if (model_rule != MropeTemporal::kFrameIndex) {
+      std::vector<double> tries = tps_fit.empty() ? std::vector<double>{1.0, 2.0, 4.0} : tps_fit;
+      for (double tps : tries) {
+        if (tps <= 0 || tps == c.m.index.tokens_per_second) continue;
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", tps);
+        char cb[32];
+        std::snprintf(cb, sizeof cb, "%g", c.m.index.tokens_per_second);
+        FitVariant x{"tokens-per-second",
+                     b,
+                     cb,
+                     tps_fit.empty() ? "" : "read back from the video's written t positions",
+                     tps,
+                     {}};
+        x.f.tokens_per_second = tps;
+        v.push_back(x);
       }
     }
   }
-  TensorMap out;
-  out.emplace("positions", tensor_from_i64("positions", {S, T}, pos));
-  out.emplace("cos", engine_tensor("cos", t, {T, np}, cs));
-  out.emplace("sin", engine_tensor("sin", t, {T, np}, sn));
-  out.emplace("q_rot", engine_tensor("q_rot", t, {T, c.hq, h}, qr));
-  out.emplace("k_rot", engine_tensor("k_rot", t, {T, c.hk, h}, kr));
-  out.emplace("scores", engine_tensor("scores", t, {c.hq, T, T}, scores));
-  return out;
+  std::string ev;
+  for (double b : fitted_bases(c, golden, actual, &ev)) {
+    char buf[32], cb[32];
+    std::snprintf(buf, sizeof buf, "%.6g", b);
+    std::snprintf(cb, sizeof cb, "%.6g", c.m.p.base);
+    if (std::string(buf) == cb) continue;
+    FitVariant x{"base", buf, cb, ev, b, {}};
+    x.f.base = b;
+    v.push_back(x);
+  }
+  return v;
 }
 
 // ---- the catalog's entry points ----------------------------------------------------------------
@@ -1539,6 +1915,74 @@ ConfigCases mrope_cases_for_config(std::string_view text, const std::string& sou
     out.cases.push_back(std::move(c));
   }
   return out;
+}
+
+std::vector<RopeFitCandidate> mrope_fit_candidates(const LoadedCase& lc, const TensorMap& actual,
+                                                   const std::string& pipeline) {
+  std::vector<RopeFitCandidate> out;
+  const CaseSpec& spec = lc.spec;
+  if (spec.scheme != "mrope" || spec.manifest.contains("trace") ||
+      spec.manifest.value("variant", "") == "vision" ||
+      POSENC_MUTANT("diagnose_mrope_fits_nothing")) {
+    return out;
+  }
+  EngineCase c;
+  try {
+    c = read_case(spec);
+  } catch (const std::exception&) {
+    return out;
+  }
+  const DType t = lc.golden.at("q").dtype;
+  const bool float_run = pipeline != "exact" && pipelines::dtype_mismatch(pipeline, t).empty();
+  const TensorMap right = single_call_run(c, MropeKnobs{}, FitKnobs{}, "exact", lc.golden, t);
+  for (const FitVariant& v : fit_variants(c, lc.golden, actual)) {
+    RopeFitCandidate x;
+    x.parameter = v.parameter;
+    x.value = v.value;
+    x.case_value = v.case_value;
+    x.evidence = v.evidence;
+    x.number = v.number;
+    try {
+      x.run = single_call_run(c, MropeKnobs{}, v.f, "exact", lc.golden, t);
+    } catch (const std::exception&) {
+      continue;  // a variant the reference refuses (sections that do not fit the map)
+    }
+    if (same_tensors(x.run, right)) continue;  // invisible on this case
+    if (float_run) {
+      RopeFitCandidate y = x;
+      y.pipeline = pipeline;
+      y.widen = x.run;
+      y.run = single_call_run(c, MropeKnobs{}, v.f, pipeline, lc.golden, t);
+      out.push_back(std::move(y));
+    }
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+std::string mrope_fit_words(const RopeFitCandidate& c, const std::string& residual_text) {
+  const std::string res = residual_text.empty() ? "" : ", residual " + residual_text;
+  const std::string ev = c.evidence.empty() ? "" : c.evidence + res;
+  auto paren = [&](const std::string& s) {
+    return s.empty() ? res.empty() ? "" : " (" + res.substr(2) + ")" : " (" + s + ")";
+  };
+  if (c.parameter == "stream-order") {
+    return "position streams in the order " + c.value + " instead of " + c.case_value + paren(ev);
+  }
+  if (c.parameter == "section-order") {
+    return "mrope_section applied as " + c.value + "; the config says " + c.case_value + paren(ev);
+  }
+  if (c.parameter == "grid-hw-swap") {
+    return "image and video grids read as (t, w, h): the patch rows and columns swapped" +
+           paren(ev);
+  }
+  if (c.parameter == "temporal") {
+    return "video time by the " + c.value + " rule; the model's is " + c.case_value + paren(ev);
+  }
+  if (c.parameter == "tokens-per-second") {
+    return "tokens_per_second " + c.value + "; the config says " + c.case_value + paren(ev);
+  }
+  return "base fitted as " + c.value + "; the case says " + c.case_value + paren(ev);
 }
 
 SchemeEntry mrope_scheme() {

@@ -1,6 +1,8 @@
 // The diagnoser (golden/cases/diagnose.hpp) on posenc's own engines: every deliberate mistake of
 // every scheme is the top hypothesis where a case can see it, a correct engine gets no
 // diagnosis, and a float32 pipeline judged by strict is told which profile it matches.
+#include "golden/cases/diagnose.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,12 +10,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "golden/cases/catalog.hpp"
-#include "golden/cases/diagnose.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/cases/registry.hpp"
@@ -38,6 +41,12 @@ std::vector<fs::path> valid_cases_smallest_first(const std::string& slug) {
   std::vector<fs::path> out;
   for (const auto& p : v) out.push_back(p.second);
   return out;
+}
+
+/// The engine runs of the diagnoses below, shared: the same cases' runs are made once.
+golden::DiagnoseRunCache& shared_cache() {
+  static golden::DiagnoseRunCache cache;
+  return cache;
 }
 
 // ---- fitted parameters (golden/cases/rope_fit.hpp): the fitted value is the planted one -----
@@ -183,47 +192,6 @@ TEST(DiagnoseFit, ACorrectOrFloat32EngineGetsNoFittedAnswer) {
   EXPECT_NE(f32.summary.find("claim --profile fp32"), std::string::npos) << f32.summary;
 }
 
-TEST(DiagnoseGolden, EveryMistakeIsTheTopHypothesisWhereACaseSeesIt) {
-  int diagnosed = 0;
-  for (const auto& s : golden::schemes()) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto cases = valid_cases_smallest_first(s.slug);
-    for (const auto& m : s.mistakes()) {
-      bool seen = false;
-      for (const auto& path : cases) {
-        const auto lc = golden::load_case(path);
-        golden::TensorMap out;
-        try {
-          out = s.run_engine(lc.spec, lc.golden, {m});
-        } catch (const InvalidArgument&) {
-          continue;  // a mistake this case's type cannot make (plan: a temperature mistake without one)
-        }
-        if (golden::verify_case(lc.spec, lc.golden, out, {"strict", {}, false}).status != golden::Verdict::kFail) {
-          continue;  // invisible in this case: try the next one
-        }
-        seen = true;
-        const auto d = golden::diagnose_case(lc, out, "strict");
-        EXPECT_EQ(d.verdict, "explained") << lc.spec.id << " with " << m << ": "
-                                          << golden::diagnosis_text(d, true);
-        ASSERT_FALSE(d.ranked.empty()) << lc.spec.id;
-        const double best = d.ranked.front().residual;
-        const bool among_best = std::any_of(d.ranked.begin(), d.ranked.end(), [&](const auto& h) {
-          return h.mistake == m && h.residual == best;
-        });
-        EXPECT_TRUE(among_best) << lc.spec.id << " with " << m << " was not the top hypothesis:\n"
-                                << golden::diagnosis_text(d, true);
-        EXPECT_NE(d.summary.find("`" + m + "`"), std::string::npos) << d.summary;
-        ++diagnosed;
-        break;
-      }
-      EXPECT_TRUE(seen) << s.slug << ": no valid case shows the mistake " << m;
-    }
-    std::printf("[ diagnose ] %-15s %zu mistakes in %.2f s\n", s.slug.c_str(), s.mistakes().size(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  EXPECT_GE(diagnosed, 40);
-}
-
 // The Transformer-XL and KV-cache bug classes (docs/bug-classes.md K-N, Q), each planted on a
 // case that shows it: diagnose names the mistake, in engine terms, and the correct engine of the
 // same case is still correct.
@@ -301,18 +269,33 @@ TEST(DiagnoseGolden, AFloat32PipelineIsToldItsProfile) {
   EXPECT_NE(d.summary.find("claim --profile fp32"), std::string::npos) << d.summary;
 }
 
-TEST(DiagnoseGolden, UnexplainedOutputSaysSoWithTheClosestFit) {
-  // An output no pipeline or mistake produces (q_rot scaled by 1.5): unexplained, honestly.
+/// posenc's exact engine on the llama3 case with every q_rot element scaled by `factor`.
+golden::TensorMap q_rot_scaled(const golden::LoadedCase& lc, float factor) {
+  auto out = golden::scheme_by_slug("rope").run_engine(lc.spec, lc.golden, {});
+  auto q = golden::tensor_to_f32(out.at("q_rot"));
+  for (auto& x : q) x *= factor;
+  out["q_rot"] = golden::tensor_from_f32("q_rot", out.at("q_rot").shape, q);
+  return out;
+}
+
+TEST(DiagnoseGolden, UnexplainedOutputSaysSoWithTheClosestFitOnlyWhenItComesClose) {
+  // An output no pipeline or mistake produces (q_rot scaled by 1.5): unexplained, honestly,
+  // and no "closest" line: the best hypothesis is millions of budgets off.
   const auto lc = golden::load_case(golden::default_data_dir() / "rope" /
                                     "rope_half_d128_b5e5_llama3_8b_f32.json");
-  const auto& s = golden::scheme_by_slug("rope");
-  auto out = s.run_engine(lc.spec, lc.golden, {});
-  auto q = golden::tensor_to_f32(out.at("q_rot"));
-  for (auto& x : q) x *= 1.5f;
-  out["q_rot"] = golden::tensor_from_f32("q_rot", out.at("q_rot").shape, q);
-  const auto d = golden::diagnose_case(lc, out, "strict");
-  EXPECT_EQ(d.verdict, "unexplained") << golden::diagnosis_text(d, true);
-  EXPECT_NE(d.summary.find("closest"), std::string::npos) << d.summary;
+  const auto far = golden::diagnose_case(lc, q_rot_scaled(lc, 1.5f), "strict");
+  EXPECT_EQ(far.verdict, "unexplained") << golden::diagnosis_text(far, true);
+  EXPECT_EQ(far.summary.find("closest"), std::string::npos) << far.summary;
+  EXPECT_NE(far.summary.find("no hypothesis comes within 4 budgets"), std::string::npos)
+      << far.summary;
+  // Scaled by a few float32 ulps: just out of every budget; the closest fit is named, as not
+  // confirmed, with its residual.
+  const auto near = golden::diagnose_case(lc, q_rot_scaled(lc, 1.0f + 6e-7f), "strict");
+  EXPECT_EQ(near.verdict, "unexplained") << golden::diagnosis_text(near, true);
+  ASSERT_FALSE(near.ranked.empty());
+  EXPECT_GT(near.ranked.front().residual, 1.0);
+  EXPECT_LE(near.ranked.front().residual, 4.0) << golden::diagnosis_text(near, true);
+  EXPECT_NE(near.summary.find("closest, not confirmed: it"), std::string::npos) << near.summary;
 }
 
 // ---- diagnose agrees with verify; 16-bit engines; stacked mistakes; ties; named conventions --
@@ -326,7 +309,8 @@ TEST(DiagnoseGolden, UnexplainedOutputSaysSoWithTheClosestFit) {
 /// whatever the case's layout (the pairing mistake on a NeoX case). Plain RoPE cases with
 /// attention factor 1; writes inv_freq, cos, sin, q_rot, k_rot and the case's scores.
 golden::TensorMap eager_rope(const golden::LoadedCase& lc, DType c, int perturb_every,
-                             bool pairs_interleaved = false, bool fused = false) {
+                             bool pairs_interleaved = false, bool fused = false,
+                             bool angle_rounded_once = false, int perturb_ulps = 1) {
   using golden::pipelines::fl;
   const auto& pj = lc.spec.manifest.at("params");
   const int h = pj.at("head_dim").get<int>(), rd = pj.at("rotary_dim").get<int>(), np = rd / 2;
@@ -347,12 +331,22 @@ golden::TensorMap eager_rope(const golden::LoadedCase& lc, DType c, int perturb_
   for (std::int64_t p = 0; p < tn; ++p) {
     for (int i = 0; i < np; ++i) {
       const std::size_t at = static_cast<std::size_t>(p * np + i);
-      const float phi = static_cast<float>(tp.get_i64(p)) * w[i];
+      // angle_rounded_once: fl(p w) of the exact product (a kernel forming it in double), not
+      // fl(fl(p) w): another float32 angle within the fp32 budget of the right computation.
+      const float phi = angle_rounded_once
+                            ? static_cast<float>(static_cast<double>(tp.get_i64(p)) * static_cast<double>(w[i]))
+                            : static_cast<float>(tp.get_i64(p)) * w[i];
       const double cd = std::cos(static_cast<double>(phi)), sd = std::sin(static_cast<double>(phi));
       c32[at] = static_cast<float>(cd);
       s32[at] = static_cast<float>(sd);
-      if (perturb_every > 0 && at % perturb_every == 0) c32[at] = other(c32[at], cd);
-      if (perturb_every > 0 && at % perturb_every == 1) s32[at] = other(s32[at], sd);
+      // The other neighbour; with perturb_ulps > 1, further ulps away from the exact value.
+      auto nudge = [&](float r, double x) {
+        r = other(r, x);
+        for (int u = 1; u < perturb_ulps; ++u) r = std::nextafter(r, static_cast<double>(r) > x ? 2.0f : -2.0f);
+        return r;
+      };
+      if (perturb_every > 0 && at % perturb_every == 0) c32[at] = nudge(c32[at], cd);
+      if (perturb_every > 0 && at % perturb_every == (perturb_every > 1 ? 1 : 0)) s32[at] = nudge(s32[at], sd);
     }
   }
   golden::TensorMap out;  // in the case's dtype, as an engine writes it
@@ -528,6 +522,29 @@ TEST(DiagnoseStacked, GptjPairingOnANeoxCaseWithFloat32AnglesIsNamed) {
   }
 }
 
+// Positions one too far from an HF-style float32 engine apart from posenc's pipelines (its angle
+// rounded once from the exact product, its cos and sin the other faithful neighbour everywhere;
+// the same engine without the offset passes fp32): diagnose names `offset`.
+TEST(DiagnoseStacked, AnOffsetFromAnotherFloat32LibmIsNamed) {
+  for (const auto& id : kHalfSplitF32) {
+    golden::LoadedCase lc = rope_case(id);
+    golden::LoadedCase shifted = lc;
+    const golden::Tensor& tp = lc.golden.at("positions");
+    std::vector<std::int64_t> pos;
+    for (std::int64_t i = 0; i < tp.numel(); ++i) pos.push_back(tp.get_i64(i) + 1);
+    shifted.golden["positions"] = golden::tensor_from_i64("positions", tp.shape, pos);
+    golden::VerifyOptions fp32;
+    fp32.profile = "fp32";
+    const auto right = eager_rope(lc, DType::kF32, 1, false, false, true, 1);
+    EXPECT_EQ(golden::verify_case(lc.spec, lc.golden, right, fp32).status, golden::Verdict::kPass) << id;
+    const auto d = golden::diagnose_case(lc, eager_rope(shifted, DType::kF32, 1, false, false, true, 1), "fp32");
+    const std::string text = golden::diagnosis_text(d, true);
+    EXPECT_EQ(d.verdict, "explained") << text;
+    ASSERT_FALSE(d.ranked.empty());
+    EXPECT_EQ(d.ranked.front().mistake, "offset") << text;
+  }
+}
+
 TEST(DiagnoseStacked, EveryMistakeOnEveryPipelineIsNamed) {
   // posenc's engine with each mistake on each pipeline that serves the case: the mistake is the
   // top hypothesis (or among the mistakes the case cannot tell apart from it).
@@ -606,6 +623,199 @@ TEST(DiagnoseConventions, DeepSeekSoftmaxScaleAndDynamicNtkAreNamed) {
     EXPECT_NE(d.summary.find("`dynamic-ntk`"), std::string::npos) << d.summary;
     EXPECT_EQ(d.summary.find("`base`"), std::string::npos) << d.summary;
   }
+}
+
+// ---- confirmations at residual <= 1 only; planted top-1 per scheme --------------------------
+
+/// The smallest valid case of the scheme on which the engine with mistake m fails strict (all
+/// stages), with that output; nullopt when none shows it.
+std::optional<std::pair<golden::LoadedCase, golden::TensorMap>> smallest_showing(
+    const golden::SchemeEntry& s, const std::vector<fs::path>& cases, const std::string& m,
+    const std::string& pipeline = "exact", std::size_t skip = 0) {
+  for (const auto& path : cases) {
+    auto lc = golden::load_case(path);
+    golden::TensorMap out;
+    try {
+      out = s.run_engine(lc.spec, lc.golden, {m, pipeline});
+    } catch (const std::exception&) {
+      continue;
+    }
+    golden::VerifyOptions o;
+    o.profile = pipeline == "exact" ? "strict" : golden::pipelines::profile_of(pipeline);
+    if (golden::verify_case(lc.spec, lc.golden, out, o).status != golden::Verdict::kFail) continue;
+    if (skip-- > 0) continue;
+    return std::make_pair(std::move(lc), std::move(out));
+  }
+  return std::nullopt;
+}
+
+// Every mistake of every scheme, on the smallest case that shows it, given all its stages, its
+// first stage alone and its final stage alone: no hypothesis is confirmed above residual 1
+// (JSON and text agree), and an "explained" answer's top hypothesis lies within 1 (issue 33: 24
+// runs were "confirmed" at 16 to 2.9e6 with only the final stages given).
+TEST(DiagnoseConfirmation, NoConfirmationAboveResidualOneForEveryMistakeAndStageSubset) {
+  int runs = 0, explained = 0, named_other = 0;
+  golden::DiagnoseRunCache& cache = shared_cache();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& s : golden::schemes()) {
+    const auto cases = valid_cases_smallest_first(s.slug);
+    for (const auto& m : s.mistakes()) {
+      const auto shown = smallest_showing(s, cases, m);
+      if (!shown) continue;
+      const auto& [lc, out] = *shown;
+      // All stages, the first stage alone and the final stage alone (a trace's: that kind of
+      // tensor over every step): the final stages alone are where the reported confirmations
+      // came from.
+      std::vector<std::string> kinds;
+      for (const auto& t : lc.spec.expected) {
+        const std::string kind =
+            lc.spec.manifest.contains("trace") ? t.name.substr(t.name.find('.') + 1) : t.name;
+        if (out.count(t.name) && std::find(kinds.begin(), kinds.end(), kind) == kinds.end())
+          kinds.push_back(kind);
+      }
+      std::vector<std::string> subsets = {""};
+      if (!kinds.empty()) subsets.push_back(kinds.front());
+      if (kinds.size() > 1) subsets.push_back(kinds.back());
+      for (const auto& kind : subsets) {
+        golden::TensorMap given;
+        for (const auto& [n, t] : out) {
+          if (kind.empty() || n == kind || n.ends_with("." + kind)) given.emplace(n, t);
+        }
+        golden::VerifyOptions o;
+        if (!golden::judged(golden::verify_case(lc.spec, lc.golden, given, o).status)) continue;
+        const auto d = golden::diagnose_case(lc, given, "strict", &cache);
+        const auto j = golden::diagnosis_json(d);
+        const std::string what =
+            lc.spec.id + " with " + m + " given " + (kind.empty() ? "every stage" : kind);
+        for (std::size_t i = 0; i < d.ranked.size(); ++i) {
+          const auto& h = d.ranked[i];
+          EXPECT_EQ(h.limit, 1.0) << what;
+          EXPECT_EQ(h.confirmed(), h.residual <= 1.0) << what;
+          if (h.confirmed()) EXPECT_LE(j["hypotheses"][i]["residual"].get<double>(), 1.0) << what;
+          EXPECT_EQ(j["hypotheses"][i]["confirmed"].get<bool>(), h.residual <= 1.0) << what;
+        }
+        if (d.verdict == "explained") {
+          ++explained;
+          EXPECT_LE(d.ranked.front().residual, 1.0) << what << "\n"
+                                                    << golden::diagnosis_text(d, true);
+          named_other += !d.ranked.front().mistake.empty() && d.ranked.front().mistake != m &&
+                         std::find(d.tied.begin(), d.tied.end(), m) == d.tied.end();
+        }
+        ++runs;
+      }
+    }
+  }
+  std::printf(
+      "[ confirmation ] %d runs (every mistake x all stages, the first alone, the final alone), %d "
+      "explained "
+      "(%d naming another mistake, each within 1 of it on the stages given), %.1f s\n",
+      runs, explained, named_other,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  EXPECT_GE(runs, 200);
+}
+
+/// An M-RoPE case's params edited as a fitted mistake plants it (posenc's engine reads them).
+golden::TensorMap mrope_planted(const golden::LoadedCase& lc, const std::string& what,
+                                const std::string& pipeline) {
+  golden::CaseSpec spec = lc.spec;
+  auto& pj = spec.manifest["params"];
+  if (what == "section-order") {
+    auto sec = pj["map"]["mrope_section"].get<std::vector<int>>();
+    std::rotate(sec.begin(), sec.begin() + 1, sec.end());
+    pj["map"]["mrope_section"] = sec;
+  } else if (what == "base") {
+    pj["base"] = 10000.0;
+  } else if (what == "temporal") {
+    pj["index"]["temporal"] = "frame_index";
+  } else if (what == "tokens-per-second") {
+    pj["index"]["tokens_per_second"] = 4.0;
+  } else if (what == "grid-hw-swap") {
+    for (auto& sp : pj["prompt"]["spans"]) {
+      if (sp.contains("grid_thw")) std::swap(sp["grid_thw"][1], sp["grid_thw"][2]);
+    }
+  }
+  return golden::scheme_by_slug("mrope").run_engine(spec, lc.golden, {"", pipeline});
+}
+
+// Planted bugs. Every mistake of every scheme is the top hypothesis on the smallest case that
+// shows it (posenc's exact engine, claimed strict). Then per scheme (plan aside: its fits are its
+// own issue's) the rate over more plants: every mistake also on the second smallest case that
+// shows it and, where the scheme's engine makes its mistakes on float pipelines, on the fp32
+// pipeline (claimed fp32), but for the trace mistakes (kv_cache, mrope's traces); for rope the
+// fitted offsets, base and attention factor; for mrope the fitted section order, grid h/w swap,
+// temporal rule, tokens_per_second and base, on the exact and fp32 pipelines (the stream orders:
+// python/tests/test_verdicts.py, in an independent numpy engine). A plant is named when diagnose's
+// answer is "explained" and its top hypothesis is the plant (or the plant is among the mistakes
+// tied with it: the case cannot tell them apart). The rate is printed per scheme and must be >= 95
+// %.
+TEST(DiagnosePlanted, EveryMistakeIsTheTopHypothesisWhereACaseSeesIt) {
+  struct Count {
+    int planted = 0, named = 0;
+    std::vector<std::string> missed;
+  };
+  std::map<std::string, Count> by;
+  golden::DiagnoseRunCache& cache = shared_cache();
+  auto judge = [&](const golden::LoadedCase& lc, const golden::TensorMap& out,
+                   const std::string& claim, const std::string& want) {
+    golden::VerifyOptions o;
+    o.profile = claim;
+    if (golden::verify_case(lc.spec, lc.golden, out, o).status != golden::Verdict::kFail) return;
+    const auto d = golden::diagnose_case(lc, out, claim, &cache);
+    Count& c = by[lc.spec.scheme];
+    ++c.planted;
+    const bool named = d.verdict == "explained" && !d.ranked.empty() &&
+                       (d.ranked.front().mistake == want ||
+                        std::find(d.tied.begin(), d.tied.end(), want) != d.tied.end());
+    c.named += named;
+    if (!named)
+      c.missed.push_back(lc.spec.id + " " + want + " (" + claim + "): " + d.summary.substr(0, 160));
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& s : golden::schemes()) {
+    const auto ts = std::chrono::steady_clock::now();
+    const auto cases = valid_cases_smallest_first(s.slug);
+    for (const auto& m : s.mistakes()) {
+      const auto smallest = smallest_showing(s, cases, m);
+      EXPECT_TRUE(smallest.has_value()) << s.slug << ": no valid case shows the mistake " << m;
+      if (!smallest) continue;
+      const std::size_t before = by[s.slug].missed.size();
+      judge(smallest->first, smallest->second, "strict", m);
+      EXPECT_EQ(by[s.slug].missed.size(), before) << by[s.slug].missed.back();
+      // (Traces are the costliest to diagnose: their plants are the smallest trace's.)
+      if (smallest->first.spec.manifest.contains("trace")) continue;
+      if (const auto second = smallest_showing(s, cases, m, "exact", 1))
+        judge(second->first, second->second, "strict", m);
+      if (const auto f = smallest_showing(s, cases, m, "fp32"))
+        judge(f->first, f->second, "fp32", m);
+    }
+    std::printf("[ planted ] %-15s %.1f s\n", s.slug.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+  }
+  const auto lc = rope_case(kLlama3F32);
+  for (std::int64_t d : {-3, -1, 2, 4}) judge(lc, engine_with_offset(lc, d), "strict", "offset");
+  judge(lc, engine_with_param(lc, "base", 10000.0), "strict", "base");
+  judge(lc, engine_with_param(lc, "attention_factor", 1.25), "strict", "attention-factor");
+  for (const char* id : {"mrope_qwen2_5_vl_7b_instruct_text_video_text_f32",
+                         "mrope_qwen2_5_vl_7b_instruct_text_image_text_f32"}) {
+    const auto mc =
+        golden::load_case(golden::default_data_dir() / "mrope" / (std::string(id) + ".json"));
+    for (const char* what :
+         {"section-order", "base", "temporal", "tokens-per-second", "grid-hw-swap"}) {
+      for (const char* pl : {"exact", "fp32"})
+        judge(mc, mrope_planted(mc, what, pl), pl == std::string("exact") ? "strict" : "fp32",
+              what);
+    }
+  }
+  for (const auto& [scheme, c] : by) {
+    if (scheme == "plan") continue;  // its own issue's fits; its mistakes are checked above
+    const double rate = c.planted ? 100.0 * c.named / c.planted : 100.0;
+    std::printf("[ planted ] %-15s %3d of %3d named top-1 (%.1f %%)\n", scheme.c_str(), c.named,
+                c.planted, rate);
+    for (const auto& miss : c.missed) std::printf("              missed: %s\n", miss.c_str());
+    EXPECT_GE(rate, 95.0) << scheme;
+  }
+  std::printf("[ planted ] %.1f s\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 TEST(DiagnoseGolden, RefusesNegativeControlsAndUnknownProfiles) {

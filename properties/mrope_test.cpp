@@ -13,6 +13,8 @@
 #include <fstream>
 #include <cmath>
 #include <map>
+#include <set>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -142,6 +144,101 @@ Real abs_dot(const std::vector<Real>& a, const std::vector<Real>& b) {
 }
 
 // ---- the maps ----------------------------------------------------------------------------------
+
+// (First in the binary: a mutant run stops at its first failing test.)
+// The HF releases' positions are declared alternatives of the video cases: an engine whose
+// every stage holds an alternative's values (its alt.<name>.exact rounded to the case dtype)
+// passes strict, each stage naming the alternative; the trained rule's values name none.
+TEST(MropeGoldenReleases, ReleaseConventionsAreDeclaredAlternatives) {
+  int followed = 0;
+  for_each_golden_case("mrope", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
+    if (lc.spec.id.find("_video_") == std::string::npos || lc.spec.result != "valid") return;
+    std::set<std::string> names;
+    for (const auto& t : lc.spec.expected) {
+      for (const auto& a : t.alternatives) names.insert(a.name);
+    }
+    EXPECT_TRUE(names.count("hf5_resume_max_hw")) << lc.spec.id;
+    if (lc.spec.id.find("half_second") != std::string::npos)
+      EXPECT_TRUE(names.count("hf_int_seconds")) << lc.spec.id;
+    for (const auto& name : names) {
+      golden::TensorMap out;
+      for (const auto& t : lc.spec.expected) {
+        const auto alt =
+            std::find_if(t.alternatives.begin(), t.alternatives.end(),
+                         [&](const golden::AlternativeSpec& a) { return a.name == name; });
+        ASSERT_NE(alt, t.alternatives.end()) << lc.spec.id << " " << t.name;
+        const auto v = golden::tensor_to_f64(lc.golden.at(alt->exact));
+        if (t.dtype == DType::kI64) {
+          out.emplace(t.name, golden::tensor_from_i64(
+                                  t.name, t.shape, std::vector<std::int64_t>(v.begin(), v.end())));
+        } else {
+          out.emplace(t.name, golden::tensor_from_f32(t.name, t.shape,
+                                                      std::vector<float>(v.begin(), v.end())));
+        }
+      }
+      const auto r = golden::verify_case(lc.spec, lc.golden, out, {});
+      EXPECT_EQ(r.status, golden::Verdict::kPass) << golden::format_case_text(r, false);
+      for (const auto& t : r.tensors) EXPECT_EQ(t.convention, name) << lc.spec.id << " " << t.name;
+      ++followed;
+    }
+  });
+  EXPECT_GE(followed, 4);
+}
+
+/// The engine on an M-RoPE case whose params say something else (a fitted mistake planted).
+golden::TensorMap mrope_with_params(const golden::LoadedCase& lc,
+                                    const std::function<void(nlohmann::json&)>& edit,
+                                    const std::string& pipeline) {
+  golden::CaseSpec spec = lc.spec;
+  edit(spec.manifest["params"]);
+  return golden::scheme_by_slug("mrope").run_engine(spec, lc.golden, {"", pipeline});
+}
+
+// diagnose fits what the engine got wrong on the case: a section order, the base, Qwen2-VL's time
+// rule on Qwen2.5-VL, grids read as (t, w, h), each on the exact and the fp32 pipeline.
+TEST(MropeGoldenReleases, DiagnoseFitsSectionsBaseTimeAndGrids) {
+  const auto dir = golden::default_data_dir() / "mrope";
+  const auto video =
+      golden::load_case(dir / "mrope_qwen2_5_vl_7b_instruct_text_video_text_f32.json");
+  const auto image =
+      golden::load_case(dir / "mrope_qwen2_5_vl_7b_instruct_text_image_text_f32.json");
+  struct Plant {
+    const golden::LoadedCase* lc;
+    std::string parameter, value;
+    std::function<void(nlohmann::json&)> edit;
+  };
+  const std::vector<Plant> plants = {
+      {&image, "section-order", "[24, 24, 16]",
+       [](nlohmann::json& p) {
+         p["map"]["mrope_section"] = {24, 24, 16};
+       }},
+      {&image, "base", "10000", [](nlohmann::json& p) { p["base"] = 10000.0; }},
+      {&image, "grid-hw-swap", "(t, w, h)",
+       [](nlohmann::json& p) {
+         for (auto& sp : p["prompt"]["spans"]) {
+           if (sp.contains("grid_thw")) std::swap(sp["grid_thw"][1], sp["grid_thw"][2]);
+         }
+       }},
+      {&video, "temporal", "frame_index",
+       [](nlohmann::json& p) { p["index"]["temporal"] = "frame_index"; }},
+  };
+  for (const auto& pl : plants) {
+    for (const std::string pipeline : {"exact", "fp32"}) {
+      const auto out = mrope_with_params(*pl.lc, pl.edit, pipeline);
+      const auto d = golden::diagnose_case(*pl.lc, out, pipeline == "exact" ? "strict" : "fp32");
+      const std::string text = golden::diagnosis_text(d, true);
+      EXPECT_EQ(d.verdict, "explained") << text;
+      ASSERT_FALSE(d.ranked.empty());
+      const bool named = d.ranked.front().mistake == pl.parameter ||
+                         std::find(d.tied.begin(), d.tied.end(), pl.parameter) != d.tied.end();
+      EXPECT_TRUE(named) << pl.parameter << " on " << pipeline << "\n" << text;
+      if (d.ranked.front().mistake == pl.parameter) {
+        ASSERT_TRUE(d.ranked.front().fit.has_value()) << text;
+        EXPECT_EQ(d.ranked.front().fit->value, pl.value) << text;
+      }
+    }
+  }
+}
 
 RC_GTEST_PROP(MropeMaps, SectionMapPartitionsThePairs, ()) {
   const int n = *rc::gen::inRange(3, 129);
@@ -553,6 +650,46 @@ TEST(MropeIndexSpot, Qwen25VlVideoTemporalScaling) {
             (std::vector<std::int64_t>{0, 15, 30, 45}));
 }
 
+// The HF releases' get_rope_index (docs/schemes/mrope.md, "Conventions"), on hand-computed
+// layouts: text 3, a video of grid (T, 4, 4) merged 2 (2 x 2 tokens per frame), text 2.
+// HF <= 4.57 resumes at max + 1; HF 5.x at the video's start + max(h, w) = 3 + 2, its frames
+// ignored, rope_delta still from the overall max.
+TEST(MropeIndexSpot, ReleaseConventionsOfTheTextAfterAVideo) {
+  auto t_and_delta = [](std::int64_t frames, double s, MropeTemporal rule, reference::MropeTextResume resume) {
+    const std::vector<MropeSpan> layout = {reference::mrope_text(3), reference::mrope_video(frames, 4, 4, s),
+                                           reference::mrope_text(2)};
+    reference::MropeIndexRule r;
+    r.temporal = rule;
+    r.tokens_per_second = 2.0;
+    r.text_resume = resume;
+    const auto P = reference::mrope_get_rope_index(layout, r);
+    return std::make_pair(stream(P, 0), P.rope_delta);
+  };
+  using R = reference::MropeTextResume;
+  // Qwen2-VL, T = 2 = max(h, w): both releases agree.
+  for (R res : {R::kMaxPlusOne, R::kMaxHw}) {
+    const auto [t, delta] = t_and_delta(2, 1.0, MropeTemporal::kFrameIndex, res);
+    EXPECT_EQ(t, (std::vector<std::int64_t>{0, 1, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 6}));
+    EXPECT_EQ(delta, -6);
+  }
+  // Qwen2.5-VL at s = 1.5: the trained float product trunc(3f) puts frame 1 at 6, text at 7, 8;
+  // the integer seconds of HF 4.52-5.15 step by 2 (5), text at 6, 7; HF 5.x with the float
+  // product resumes at 3 + 2 = 5, reusing the video's temporal positions, and decodes from 7.
+  auto a = t_and_delta(2, 1.5, MropeTemporal::kScaledFloat32, R::kMaxPlusOne);
+  EXPECT_EQ(a.first, (std::vector<std::int64_t>{0, 1, 2, 3, 3, 3, 3, 6, 6, 6, 6, 7, 8}));
+  EXPECT_EQ(a.second, -4);
+  a = t_and_delta(2, 1.5, MropeTemporal::kScaledIntSeconds, R::kMaxPlusOne);
+  EXPECT_EQ(a.first, (std::vector<std::int64_t>{0, 1, 2, 3, 3, 3, 3, 5, 5, 5, 5, 6, 7}));
+  EXPECT_EQ(a.second, -5);
+  a = t_and_delta(2, 1.5, MropeTemporal::kScaledFloat32, R::kMaxHw);
+  EXPECT_EQ(a.first, (std::vector<std::int64_t>{0, 1, 2, 3, 3, 3, 3, 6, 6, 6, 6, 5, 6}));
+  EXPECT_EQ(a.second, -6);
+  // s = 0.5: the integer seconds put every frame at 3.
+  a = t_and_delta(2, 0.5, MropeTemporal::kScaledIntSeconds, R::kMaxPlusOne);
+  EXPECT_EQ(a.first, (std::vector<std::int64_t>{0, 1, 2, 3, 3, 3, 3, 3, 3, 3, 3, 5, 6}));
+  EXPECT_EQ(std::string(reference::mrope_text_resume_name(R::kMaxHw)), "max_hw");
+}
+
 // HF's rot_pos_emb on a grid of 4 x 4 patches merged 2 x 2: the windows row by row, each
 // window's patches row by row; frames repeat the same positions.
 TEST(MropeIndexSpot, VisionTowerPatchOrder) {
@@ -854,7 +991,7 @@ TEST(MropeOptimized, RejectsBadArguments) {
 
 // ---- golden cases (golden/mrope_golden.cpp) ---------------------------------------------------
 
-TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 33); }
+TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 34); }
 TEST(MropeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("mrope"); }
 
 // Every mistake fails every valid case it can be seen in: rope_deltas only matter at decode (every

@@ -1055,9 +1055,12 @@ bool scaling_mistake_may_pass(const std::string& id, const std::string& mistake)
     // DeepSeek-V3's attention factor is 1, so leaving out the whole magnitude (no-mscale) is
     // leaving out the softmax multiplier too.
     const bool no_softmax = id.find("_softmax_factor_missing_") != std::string::npos;
-    const bool reproduces = (mistake == "factor-inverted" && id.find("_factor_inverted_") != std::string::npos) ||
-                            (mistake == "unscaled" && id.find("_hf_prefix_factor_override_") != std::string::npos) ||
-                            (no_softmax && (mistake == "softmax-scale-missing" || mistake == "no-mscale"));
+    const bool reproduces =
+        (mistake == "factor-inverted" && id.find("_factor_inverted_") != std::string::npos) ||
+        (mistake == "yarn-truncate-flipped" &&
+         id.find("_truncate_flipped_") != std::string::npos) ||
+        (mistake == "unscaled" && id.find("_hf_prefix_factor_override_") != std::string::npos) ||
+        (no_softmax && (mistake == "softmax-scale-missing" || mistake == "no-mscale"));
     return !reproduces;
   }
   const bool within = id.find("_within_") != std::string::npos;  // dynamic NTK up to L: plain
@@ -1070,6 +1073,10 @@ bool scaling_mistake_may_pass(const std::string& id, const std::string& mistake)
   // dynamic-NTK one a dynamic case.
   const bool mla = id.find("deepseek") != std::string::npos;
   if (mistake.rfind("softmax-scale-", 0) == 0 || mistake == "mscale-on-rotation") return !mla;
+  // llama.cpp's DeepSeek kq_scale conventions need an MLA multiplier too; a flipped YaRN
+  // `truncate` a YaRN case (DeepSeek's are YaRN).
+  if (mistake.rfind("kq-scale-", 0) == 0 || mistake == "rope-mscale-not-cancelled") return !mla;
+  if (mistake == "yarn-truncate-flipped") return !mla && id.find("yarn") == std::string::npos;
   return mistake == "dynamic-ntk" && id.find("dynamic") == std::string::npos;
 }
 

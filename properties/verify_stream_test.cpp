@@ -35,7 +35,9 @@ namespace posenc::golden {
 namespace legacy {
 namespace {
 
-// ---- the verifier before streaming (golden/verify/verify.cpp at 31bf0c2), unchanged --------
+// ---- the verifier before streaming (golden/verify/verify.cpp at 31bf0c2), unchanged but for
+// the rules changed since, each marked "since:": an integer tensor's ratio 2 |difference|, an
+// exact check's declared alternatives judged by value, the +-Inf count and the non-finite words
 
 std::string shape_str(const std::vector<std::int64_t>& s) {
   std::string r = "[";
@@ -120,7 +122,7 @@ std::vector<std::int64_t> element_positions(const TensorSpec& spec, const Tensor
 struct Judged {
   std::vector<double> ratio;  // per element; NaN output -> +inf
   std::vector<double> diff, budget;
-  std::int64_t n_over = 0, n_nan = 0;
+  std::int64_t n_over = 0, n_nan = 0, n_inf = 0;
 };
 
 /// |y - y*| / budget for every element against one convention's exact and cond values.
@@ -137,14 +139,19 @@ Judged judge(const TensorSpec& spec, const Tensor& act, const Tensor& want, cons
   if (LEGACY_MUTANT("golden_verify_lenient")) bound = bound * 1e12 + 1e12;  // passes anything
   for (std::int64_t j = 0; j < n; ++j) {
     double ratio, diff = 0, budget = 0;
-    const double a = is_float ? act.get_f64(j) : 0.0;
+    const double a = act.get_f64(j);
+    r.n_inf += is_float && std::isinf(a);  // since: the +-Inf count
     if (is_float && std::isnan(a)) {
       ratio = LEGACY_MUTANT("golden_verify_nan_passes") ? 0.0 : INFINITY;
       diff = NAN;
       ++r.n_nan;
     } else if (spec.check.kind == CheckKind::kExact) {
-      ratio = act.get_bits(j) == want.get_bits(j) ? 0.0 : INFINITY;
-      if (is_float) diff = std::fabs(a - want.get_f64(j));
+      // since: an alternative (exact != nullptr) by value; an integer's ratio 2 |difference|
+      const double w = exact ? exact->get_f64(j) : want.get_f64(j);
+      const bool same = exact ? a == w : act.get_bits(j) == want.get_bits(j);
+      diff = std::fabs(a - w);
+      ratio = same ? 0.0 : (!is_float && diff > 0 ? 2 * diff : INFINITY);
+      if (!is_float) budget = 0.5;
       if (LEGACY_MUTANT("golden_verify_lenient")) ratio = 0.0;
     } else {
       const double x = exact->get_f64(j);
@@ -205,7 +212,9 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
   auto find = [&](const std::string& n) { return n.empty() ? nullptr : &golden.at(n); };
   // The default convention, then each declared alternative; the engine is judged by the one
   // it follows (fewest elements over budget, the default on a tie).
-  Judged best = judge(spec, act, want, find(spec.exact), find(spec.cond), extra, b);
+  const bool exact_kind = spec.check.kind == CheckKind::kExact;
+  Judged best =
+      judge(spec, act, want, exact_kind ? nullptr : find(spec.exact), find(spec.cond), extra, b);
   for (const auto& alt : spec.alternatives) {
     if (LEGACY_MUTANT("golden_verify_alternatives_ignored")) break;
     Judged j = judge(spec, act, want, find(alt.exact), find(alt.cond), extra, b);
@@ -251,10 +260,15 @@ TensorReport check_tensor(const TensorSpec& spec, const TensorMap& golden, const
     }
   }
   r.n_nan = best.n_nan;
+  r.n_inf = best.n_inf;
   r.max_ratio = worst_ratio < 0 ? 0 : worst_ratio;
   r.status = r.n_over == 0 ? Verdict::kPass : Verdict::kFail;
-  if (r.n_nan > 0) {
-    r.message = std::to_string(r.n_nan) + " NaN element(s): NaN never passes";
+  if (r.n_nan > 0 || r.n_inf > 0) {  // since: the non-finite words
+    r.message = "non-finite output: ";
+    if (r.n_nan > 0) r.message += std::to_string(r.n_nan) + " NaN";
+    if (r.n_inf > 0)
+      r.message += std::string(r.n_nan > 0 ? ", " : "") + std::to_string(r.n_inf) + " +-Inf";
+    r.message += " element(s): non-finite values never pass";
   }
   if (r.convention != "default") {
     for (const auto& alt : spec.alternatives) {
@@ -308,8 +322,9 @@ Json tensor_json(const TensorReport& t) {
   r.tensors = {t};
   r.tensors[0].worst.query_position.reset();
   r.tensors[0].worst.key_position.reset();
-  if (t.integer) r.tensors[0].worst.abs_error = 0;
-  return case_report_json(r, true).at("tensors").at(0);
+  Json j = case_report_json(r, true).at("tensors").at(0);
+  j.erase("max_difference");  // since: an integer tensor's worst abs_error, compared as above
+  return j;
 }
 
 bool same_ratios(const std::vector<double>& a, const std::vector<double>& b) {

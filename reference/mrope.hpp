@@ -39,6 +39,10 @@
 //   (images: second_per_grid = 0; HF evaluates the product in float32 and truncates). Decode:
 //   rope_delta = max + 1 - sequence length (left padding included); a token at cache position c
 //   takes c + rope_delta on every stream.
+//   Release conventions (MropeTextResume::kMaxHw, MropeTemporal::kScaledIntSeconds): HF 5.x
+//   resumes after a visual span at st + max(H/m, W/m), ignoring its temporal extent (rope_delta
+//   still from the overall max); HF 4.52 through 5.15 truncate second_per_grid to an integer
+//   before the product (docs/schemes/mrope.md, "Conventions").
 // Vision tower (Qwen2-VL's ViT, 2D axial map): mrope_vision_positions gives each patch (row,
 //   column) in the tower's order (merge windows of m x m patches, row by row).
 //
@@ -422,13 +426,15 @@ enum class MropeTemporal {
   kFrameIndex,        // tau = f                       default: Qwen2-VL, Qwen3-VL (frames as spans)
   kScaledFloat32,     // tau = trunc(fl(fl(f s) tps))  default: Qwen2.5-VL in HF (float32 tensors)
   kScaledFloat64,     // tau = trunc(fl64(fl64(f s) tps)) acceptable: float64 engines (numpy)
-  kScaledIntSeconds,  // tau = trunc(f trunc(s) tps)   invalid: s cast to int64 first (an HF
-                      // version)
+  kScaledIntSeconds,  // tau = trunc(f trunc(s) tps)   acceptable: s cast to an integer first
+                      // (HF 4.52 through 5.15)
 };
 /// Where text resumes after a visual span.
 enum class MropeTextResume {
-  kMaxPlusOne,  // default: max(every position so far) + 1
+  kMaxPlusOne,  // default: max(every position so far) + 1 (HF <= 4.57, Qwen's own code)
   kTokenIndex,  // invalid: the token's index in the sequence, as 1D RoPE would
+  kMaxHw,       // acceptable: the span's start + max(H/m, W/m), its temporal extent ignored
+                // (HF 5.x); rope_delta still from the overall max
 };
 /// Which position a decode step takes.
 enum class MropeDecode {
@@ -450,7 +456,9 @@ constexpr const char* mrope_temporal_name(MropeTemporal t) {
   return "?";
 }
 constexpr const char* mrope_text_resume_name(MropeTextResume r) {
-  return r == MropeTextResume::kMaxPlusOne ? "max_plus_one" : "token_index";
+  return r == MropeTextResume::kMaxPlusOne ? "max_plus_one"
+         : r == MropeTextResume::kMaxHw    ? "max_hw"
+                                           : "token_index";
 }
 constexpr const char* mrope_decode_name(MropeDecode d) {
   return d == MropeDecode::kRopeDeltas ? "rope_deltas" : "cache_position";
@@ -478,11 +486,20 @@ inline const std::vector<MropeConvention>& mrope_conventions() {
        "GLM-4.1V: pair i = channels (2i, 2i + 1), over int(head_dim * partial_rotary_factor) "
        "channels; half_split_pairs on GLM-4.1V is invalid"},
       {"frame_index", "default", "Qwen2-VL / Qwen3-VL video: t index = frame step"},
-      {"scaled_float32", "default", "Qwen2.5-VL (HF): trunc(f * s * tokens_per_second) in float32"},
+      {"scaled_float32", "default",
+       "Qwen2.5-VL: trunc(f * s * tokens_per_second) in float32 (Qwen's absolute time, the "
+       "trained rule; HF 4.49-4.51 and again after PR #48669)"},
       {"scaled_float64", "acceptable",
        "the same product in float64 (differs where float32 rounds it onto an integer)"},
-      {"scaled_int_seconds", "invalid", "second_per_grid cast to int64 before the product"},
-      {"max_plus_one", "default", "text after a visual span resumes at max + 1"},
+      {"scaled_int_seconds", "acceptable",
+       "Qwen2.5-VL in HF 4.52 through 5.15: second_per_grid truncated to an integer before the "
+       "product (s = 0.5 puts every frame at t = 0)"},
+      {"max_plus_one", "default",
+       "text after a visual span resumes at max + 1 (HF <= 4.57 and Qwen's own code: the trained "
+       "rule)"},
+      {"max_hw", "acceptable",
+       "HF 5.x (PR #43972, reported from 5.3.0): text after a visual span resumes at its start + "
+       "max(H/m, W/m), ignoring a video's temporal extent; rope_delta from the overall max"},
       {"token_index", "invalid", "text after a visual span resumes at its token index"},
       {"rope_deltas", "default", "decode at cache position + rope_delta"},
       {"cache_position", "invalid", "decode at the cache position (rope_delta dropped)"},
@@ -605,17 +622,22 @@ inline MropePositions mrope_get_rope_index(const std::vector<MropeSpan>& layout,
   out.pos.assign(static_cast<std::size_t>(3 * n), r.pad_position);
   std::int64_t j = r.left_padding;  // next column
   std::int64_t next = 0;            // max(every position so far) + 1
+  std::int64_t cur = 0;             // kMaxHw: where the next span starts
+  const bool max_hw = r.text_resume == MropeTextResume::kMaxHw;
   for (const MropeSpan& s : layout) {
     if (s.kind == MropeSpanKind::kText) {
-      const std::int64_t st =
-          r.text_resume == MropeTextResume::kTokenIndex ? j - r.left_padding : next;
+      const std::int64_t st = r.text_resume == MropeTextResume::kTokenIndex ? j - r.left_padding
+                              : max_hw                                      ? cur
+                                                                            : next;
       for (std::int64_t q = 0; q < s.n_text; ++q, ++j) {
         for (int c = 0; c < 3; ++c) out.pos[static_cast<std::size_t>(c * n + j)] = st + q;
       }
       next = std::max(next, st + s.n_text);
+      cur = st + s.n_text;
       continue;
     }
-    const std::int64_t gh = s.grid_h / merge, gw = s.grid_w / merge, st = next;
+    const std::int64_t gh = s.grid_h / merge, gw = s.grid_w / merge, st = max_hw ? cur : next;
+    cur = st + std::max(gh, gw);
     for (std::int64_t f = 0; f < s.grid_t; ++f) {
       const std::int64_t tau = detail::mrope_tau(r, s, f);
       for (std::int64_t y = 0; y < gh; ++y) {

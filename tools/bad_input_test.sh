@@ -90,7 +90,18 @@ expect 2 "shape" "the output of another case" verify "$MAN" --actual other.safet
 cp good.safetensors nan.safetensors
 hlen=$(od -An -tu8 -N8 nan.safetensors | tr -d ' ')
 printf '\x00\x00\xc0\x7f\x00\x00\x80\x7f' | dd of=nan.safetensors bs=1 seek=$((8 + hlen)) conv=notrunc status=none
-expect 1 "cos .*over=2/228 .*FAIL \(1 NaN element\(s\): NaN never passes\)" "NaN and Inf in outputs" verify "$MAN" --actual nan.safetensors
+expect 1 "cos .*over=2/228 .*FAIL \(non-finite output: 1 NaN, 1 \+-Inf element\(s\): non-finite values never pass\)" "NaN and Inf in outputs" verify "$MAN" --actual nan.safetensors
+# +Inf or -Inf in the output for a negative control: FAIL (exit 1, "non-finite output"), never
+# "DIFFERS from the known-wrong output" (a PASS). The correct engine's slopes of the naive-slopes
+# control (one f32 tensor) with its first element +Inf, then -Inf.
+NEG=alibi_slopes_h12_naive_invalid_f32
+"$POSENC" engine "$NEG" --data "$DATA" --out neg.safetensors 2>/dev/null || exit 2
+for inf in '\x00\x00\x80\x7f' '\x00\x00\x80\xff'; do
+  cp neg.safetensors neginf.safetensors
+  hlen=$(od -An -tu8 -N8 neginf.safetensors | tr -d ' ')
+  printf "$inf" | dd of=neginf.safetensors bs=1 seek=$((8 + hlen)) conv=notrunc status=none
+  expect 1 "profile=strict  FAIL \(non-finite output: 1 \+-Inf element\(s\): non-finite values never pass\)" "+Inf or -Inf in a negative control's output" verify "$DATA/alibi/$NEG.json" --actual neginf.safetensors
+done
 
 # ---- .npy outputs ---------------------------------------------------------------------------
 mkdir -p npy

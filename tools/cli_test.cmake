@@ -71,6 +71,14 @@ expect(1 "\"first_failing_step\": 4" verify "${DATA}/kv_cache/${KV}.json" --actu
 expect(1 "explained" diagnose "${DATA}/kv_cache/${KV}.json" --actual "${WORK}/kv_cl.safetensors" --report "${WORK}/kv_diagnose.html")
 expect(0 "" engine kv_cache_rope_window8_cache_length_invalid_f32 --data "${DATA}" --out "${WORK}/kv_neg.safetensors")
 expect(0 "negative control: the output differs" verify "${DATA}/kv_cache/kv_cache_rope_window8_cache_length_invalid_f32.json" --actual "${WORK}/kv_neg.safetensors")
+# A negative control given only stages that are the same under the right and the known-wrong
+# convention (DeepSeek-V3's softmax factor without softmax_scale): INCONCLUSIVE, exit 3 alone.
+set(SM rope_scaling_deepseek_v3_all_softmax_factor_missing_f32)
+expect(0 "" engine ${SM} --data "${DATA}" --format npy --out "${WORK}/inconclusive/${SM}")
+file(REMOVE "${WORK}/inconclusive/${SM}/softmax_scale.npy")
+expect(3 "profile=strict  INCONCLUSIVE.*give one of: softmax_scale.*1 inconclusive" verify "${DATA}/rope_scaling/${SM}.json" --actual "${WORK}/inconclusive")
+file(COPY_FILE "${WORK}/good.safetensors" "${WORK}/inconclusive/${CASE}.safetensors")
+expect(0 "1 checked: 1 passed, 0 failed; 1 inconclusive" verify "${DATA}/rope_scaling/${SM}.json" "${DATA}/rope/${CASE}.json" --actual "${WORK}/inconclusive")
 expect(2 "unknown mistake" engine ${KV} --data "${DATA}" --mistake typo --out "${WORK}/kv_typo.safetensors")
 expect(2 "is a pipeline now: use --pipeline fp32" engine ${CASE} --data "${DATA}" --mistake fp32-angles --out "${WORK}/x.safetensors")
 # The float32 pipelines fail strict and pass the profile they claim (fp32-angles is an alias).

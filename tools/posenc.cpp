@@ -50,7 +50,7 @@ using namespace posenc::golden;
 
 namespace {
 
-constexpr int kExitPass = 0, kExitMismatch = 1, kExitUsage = 2;
+constexpr int kExitPass = 0, kExitMismatch = 1, kExitUsage = 2, kExitInconclusive = 3;
 
 /// A usage error found after parsing (bad file, unknown case): message and exit 2.
 struct UsageError : std::runtime_error {
@@ -281,19 +281,23 @@ std::map<std::string, std::string> parse_maps(const std::vector<std::string>& ma
   return r;
 }
 
-/// 2 on any bad input, or when nothing at all was checked; else 1 on a mismatch, else 0.
+/// 2 on any bad input; else 1 on a mismatch; else 0 when some case was judged (INCONCLUSIVE
+/// negative controls beside it are listed, as N/A ones are); when none was: 3 if a negative
+/// control is INCONCLUSIVE (the stages given cannot tell), else 2 (nothing checked).
 int exit_code_of(const std::vector<CaseReport>& reports) {
-  int rc = kExitPass, checked = 0;
+  int rc = kExitPass, checked = 0, inconclusive = 0;
   for (const auto& r : reports) {
     if (r.status == Verdict::kError) return kExitUsage;
     if (r.status == Verdict::kFail) rc = kExitMismatch;
     checked += judged(r.status);
+    inconclusive += r.status == Verdict::kInconclusive;
   }
-  return checked == 0 ? kExitUsage : rc;
+  if (checked > 0) return rc;
+  return inconclusive > 0 ? kExitInconclusive : kExitUsage;
 }
 
 struct Summary {
-  int checked = 0, pass = 0, fail = 0, error = 0, no_output = 0, na = 0;
+  int checked = 0, pass = 0, fail = 0, error = 0, no_output = 0, na = 0, inconclusive = 0;
 };
 
 Summary summarize(const std::vector<CaseReport>& reports) {
@@ -304,6 +308,7 @@ Summary summarize(const std::vector<CaseReport>& reports) {
     s.error += r.status == Verdict::kError;
     s.no_output += r.status == Verdict::kNoOutput;
     s.na += r.status == Verdict::kNotApplicable;
+    s.inconclusive += r.status == Verdict::kInconclusive;
   }
   s.checked = s.pass + s.fail;
   return s;
@@ -316,9 +321,14 @@ void print_reports(const std::vector<CaseReport>& reports, const std::string& fo
     json arr = json::array();
     for (const auto& r : reports) arr.push_back(case_report_json(r, by_position));
     json j = {{"profile", profile},
-              {"summary", {{"checked", s.checked}, {"passed", s.pass}, {"failed", s.fail},
-                           {"errors", s.error}, {"without_output", s.no_output},
-                           {"not_applicable", s.na}}},
+              {"summary",
+               {{"checked", s.checked},
+                {"passed", s.pass},
+                {"failed", s.fail},
+                {"errors", s.error},
+                {"without_output", s.no_output},
+                {"not_applicable", s.na},
+                {"inconclusive", s.inconclusive}}},
               {"cases", arr}};
     std::cout << j.dump(1) << '\n';
     return;
@@ -331,6 +341,10 @@ void print_reports(const std::vector<CaseReport>& reports, const std::string& fo
             << " failed";
   if (s.error) std::cout << "; " << s.error << " errors";
   if (s.na) std::cout << "; " << s.na << " not applicable under profile " << profile;
+  if (s.inconclusive) {
+    std::cout << "; " << s.inconclusive << " inconclusive (negative controls whose given stages "
+              << "cannot tell the right convention from the known-wrong one)";
+  }
   if (s.no_output) std::cout << "; " << s.no_output << " without output";
   std::cout << '\n';
 }
@@ -659,8 +673,7 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
     const ConfigCase& c = cc.cases[i];
     std::uint64_t n = 0;
     GoldenCase g = c.generate();
-    nlohmann::json d = mistake_detection(scheme_by_slug(c.scheme), g);
-    if (!d.empty()) g.manifest["mistake_detection"] = std::move(d);
+    add_detection(scheme_by_slug(c.scheme), g);
     write_case(out, c.scheme, c.id, g, rule, &n);
     bytes += n;
     std::fprintf(stderr, "[%zu/%zu] %s/%s (%s)  %.2f s\n", i + 1, cc.cases.size(), c.scheme.c_str(),
@@ -1447,8 +1460,11 @@ int dispatch(const CLI::App& app, const tools::CommandLine& c, int argc, char** 
 int main(int argc, char** argv) {
   CLI::App app{
       "posenc: reference values, golden files and verification for transformer positional "
-      "encodings.\n\nExit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error.\n"
-      "Typical use:\n  posenc check                      verify posenc's own kernels against the catalog\n"
+      "encodings.\n\nExit codes: 0 all pass, 1 at least one mismatch, 2 usage or input error, 3 "
+      "(verify) nothing judged but negative controls whose given stages cannot tell "
+      "(INCONCLUSIVE).\n"
+      "Typical use:\n  posenc check                      verify posenc's own kernels against the "
+      "catalog\n"
       "  posenc list                       list the golden cases\n"
       "  posenc verify golden/data --actual OUT_DIR   check an engine's outputs\n"
       "  posenc generate --config config.json --out DIR   golden cases for your own model"};

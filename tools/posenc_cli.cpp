@@ -146,6 +146,11 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs* a) {
                 "Print the worst element of passing tensors and cases "
                 "without output too");
   add_report(ver, &a->report, &a->force, true, "the --report file");
+  ver->footer(
+      "Exit codes: 0 every judged case passes (negative controls: the output differs from the "
+      "known-wrong convention), 1 at least one fails, 2 usage or input error or nothing judged, "
+      "3 nothing judged but INCONCLUSIVE negative controls (the stages given are the same under "
+      "the right and the known-wrong convention; the report names the stages that would tell).");
   return ver;
 }
 

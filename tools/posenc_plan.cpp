@@ -31,6 +31,8 @@ std::string verdict_word(const CaseReport* r) {
       return "ERROR";
     case Verdict::kNotApplicable:
       return "NOT APPLICABLE";
+    case Verdict::kInconclusive:
+      return "INCONCLUSIVE";
     default:
       return "NO OUTPUT";
   }

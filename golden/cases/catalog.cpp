@@ -124,10 +124,56 @@ nlohmann::json mistake_detection(const SchemeEntry& scheme, const GoldenCase& c)
   return out;
 }
 
-GoldenCase generate_case(const SchemeEntry& scheme, const std::string& id) {
-  GoldenCase c = scheme.generate(id);
+nlohmann::json control_detection(const SchemeEntry& scheme, const GoldenCase& c) {
+  nlohmann::json out = nlohmann::json::object();
+  const auto& m = c.manifest;
+  if (m.value("result", std::string("valid")) != "invalid" ||
+      POSENC_MUTANT("golden_catalog_control_detection_dropped")) {
+    return out;
+  }
+  const CaseSpec spec = case_spec_from_json(m, m.value("id", std::string()));
+  std::vector<Tensor> all = c.tensors;
+  for (const auto& s : c.spilled) all.push_back(spilled_tensor_read(s));
+  const TensorMap golden = tensor_map(std::move(all));
+  // The right convention: the scheme's engine without a mistake on the exact pipeline
+  // (posenc's kernels, within strict's budget of the oracle of the right convention).
+  const TensorMap run = scheme.run_engine(spec, golden, EngineOptions{});
+  for (const auto& p : profiles()) {
+    std::vector<std::string> telling;
+    bool applies = false;
+    for (const auto& t : spec.expected) {
+      auto it = run.find(t.name);
+      if (it == run.end()) continue;
+      TensorMap one;
+      one.emplace(t.name, it->second);
+      VerifyOptions o;
+      o.profile = p.name;
+      const CaseReport r = verify_case(spec, golden, one, o);
+      const auto tr_it = std::find_if(r.tensors.begin(), r.tensors.end(),
+                                      [&](const TensorReport& x) { return x.name == t.name; });
+      if (tr_it == r.tensors.end() || !judged(tr_it->status)) continue;
+      applies = true;
+      const TensorReport& tr = *tr_it;
+      // Two budgets apart: no output within one budget of the right values lies within one
+      // budget of the wrong ones (the two conventions' budgets are the case's, nearly equal).
+      const bool tells = tr.kind == CheckKind::kExact ? tr.n_over > 0 : tr.max_ratio > 2.0;
+      if (tells) telling.push_back(t.name);
+    }
+    if (applies) out[p.name] = telling;
+  }
+  return out;
+}
+
+void add_detection(const SchemeEntry& scheme, GoldenCase& c) {
   nlohmann::json d = mistake_detection(scheme, c);
   if (!d.empty()) c.manifest["mistake_detection"] = std::move(d);
+  nlohmann::json cd = control_detection(scheme, c);
+  if (!cd.empty()) c.manifest["control_detection"] = std::move(cd);
+}
+
+GoldenCase generate_case(const SchemeEntry& scheme, const std::string& id) {
+  GoldenCase c = scheme.generate(id);
+  add_detection(scheme, c);
   return c;
 }
 

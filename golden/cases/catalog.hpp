@@ -56,8 +56,18 @@ CatalogEntry write_case(const std::filesystem::path& dir, const std::string& sch
 /// call's scores: too large to judge 5 profiles x every mistake at generation).
 inline constexpr std::uint64_t kMistakeDetectionMaxSpilledBytes = std::uint64_t{64} << 20;
 nlohmann::json mistake_detection(const SchemeEntry& scheme, const GoldenCase& c);
-/// scheme.generate(id) with its manifest's "mistake_detection" (the one way cases are generated
-/// for the catalog, `posenc generate` and the up-to-date tests).
+/// Which stages tell a negative control's right convention from its known-wrong one under each
+/// profile (manifest "control_detection": {profile: [stages]}, CaseSpec::control_stages),
+/// measured: the scheme's engine without a mistake on the exact pipeline is the right
+/// convention, and each stage of its output, given alone, is judged against the control with
+/// every profile that applies; a stage tells them apart when its worst element lies more than
+/// two budgets away (an exact stage: when any element differs). A profile under which no stage
+/// tells gets an empty list. Empty for valid cases.
+nlohmann::json control_detection(const SchemeEntry& scheme, const GoldenCase& c);
+/// Adds "mistake_detection" and "control_detection" to a generated case's manifest.
+void add_detection(const SchemeEntry& scheme, GoldenCase& c);
+/// scheme.generate(id) with its manifest's "mistake_detection" and "control_detection" (the one
+/// way cases are generated for the catalog, `posenc generate` and the up-to-date tests).
 GoldenCase generate_case(const SchemeEntry& scheme, const std::string& id);
 
 /// catalog.json of out, from the case files in it: posenc's own cases (registry order) that

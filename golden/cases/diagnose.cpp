@@ -12,11 +12,16 @@
 #include "golden/cases/registry.hpp"
 #include "golden/cases/rope_fit.hpp"
 #include "golden/format/profiles.hpp"
+#include "golden/verify/tensor_source.hpp"
 #include "optimized/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
 namespace {
+
+/// An unexplained output names its best partial fit only when that fit's residual is at most
+/// this many budgets.
+constexpr double kClosestWithin = 4;
 
 const ProfileInfo* profile_of_pipeline(const std::string& pipeline) {
   for (const auto& p : profiles()) {
@@ -31,16 +36,79 @@ const ProfileInfo* profile_of_pipeline(const std::string& pipeline) {
 /// convention. A tensor the run does not produce (a fitted run has only the RoPE stages) is
 /// judged against the oracle: the hypothesis changes nothing there, so a stage it cannot
 /// explain (a wrong softmax scale under a fitted angle precision) still counts against it.
+/// The budget of a hypothesis (a mistake, or a fitted value) at each element: two of the case's
+/// budgets of `profile` (one for the engine's rounding, one for the run's: both compute the same
+/// values in that pipeline's arithmetic) plus, for a float pipeline's run (`widen`: the exact
+/// pipeline's run of the same hypothesis), how far the run lies from it there: the pipeline's
+/// own rounding of the mistaken computation, which the case's budgets (made for its own
+/// convention: its pairing, its positions) need not cover. The residual is a share of that
+/// budget, and <= 1 confirms the hypothesis. A pipeline without a mistake is judged as verify
+/// judges it (scale 1, no widening).
+constexpr double kHypothesisBudgets = 2;
+
+/// The case's golden tensors with some replaced (a run's values, widened budgets): no copy of
+/// the case's tensors per hypothesis.
+class OverlaySource : public TensorSource {
+ public:
+  OverlaySource(const TensorMap& base, const TensorMap& over) : base_(base), over_(over) {}
+  const TensorEntry* find(const std::string& name) const override {
+    const TensorEntry* e = over_.find(name);
+    return e ? e : base_.find(name);
+  }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> n = base_.names(), o = over_.names();
+    n.insert(n.end(), o.begin(), o.end());
+    std::sort(n.begin(), n.end());
+    n.erase(std::unique(n.begin(), n.end()), n.end());
+    return n;
+  }
+  std::span<const std::uint8_t> read(const std::string& name, std::int64_t b,
+                                     std::int64_t e) override {
+    return over_.find(name) ? over_.read(name, b, e) : base_.read(name, b, e);
+  }
+
+ private:
+  MapSource base_, over_;
+};
+
+/// A mistake can route any pair's values through any channel (GPT-J pairs on a NeoX case give
+/// channel 51 the angle of pair 25, whose float32 error is 20 x pair 51's): on a float pipeline
+/// each element's budget also gets the largest angle extra of its position (the elements with
+/// the same token or query index; in a tensor without positions, of the whole tensor).
+void widen_by_position(const TensorSpec& t, const std::vector<double>& extra, std::vector<double>& x) {
+  std::size_t ax = t.axes.size();
+  for (std::size_t k = 0; k < t.axes.size() && k < t.shape.size(); ++k) {
+    if (t.axes[k].name == "token" || t.axes[k].name == "query") {
+      ax = k;
+      break;
+    }
+  }
+  if (extra.size() != x.size()) return;
+  // A tensor without positions (inv_freq, a table per pair): its largest extra, everywhere.
+  std::int64_t inner = 1;
+  for (std::size_t k = ax + 1; k < t.shape.size(); ++k) inner *= t.shape[k];
+  const std::int64_t rows = ax == t.axes.size() ? 1 : t.shape[ax];
+  std::vector<double> row_max(static_cast<std::size_t>(rows), 0.0);
+  auto row = [&](std::size_t j) { return static_cast<std::size_t>((static_cast<std::int64_t>(j) / inner) % rows); };
+  for (std::size_t j = 0; j < x.size(); ++j) row_max[row(j)] = std::max(row_max[row(j)], extra[j]);
+  for (std::size_t j = 0; j < x.size(); ++j) x[j] += row_max[row(j)];
+}
+
 CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const TensorMap& actual,
                          const std::string& profile,
                          std::optional<std::int64_t> max_position = std::nullopt,
+                         const TensorMap* widen = nullptr, double scale = kHypothesisBudgets,
                          const CaseSpec* own = nullptr) {
   VerifyOptions o;
   o.profile = profile;
   o.max_position = max_position;
   if (POSENC_MUTANT("diagnose_judges_against_oracle")) return verify_case(lc.spec, lc.golden, actual, o);
   CaseSpec spec = lc.spec;
-  TensorMap g = lc.golden;
+  TensorMap g;  // what replaces the case's golden tensors
+  auto golden_f64 = [&](const std::string& name) {
+    const auto it = g.find(name);
+    return tensor_to_f64(it != g.end() ? it->second : lc.golden.at(name));
+  };
   std::vector<TensorSpec> judged;
   for (TensorSpec t : spec.expected) {
     const auto it = run.find(t.name);
@@ -67,10 +135,33 @@ CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const Tenso
         }
       }
     }
+    ProfileBudget& b = t.check.profiles[profile];
+    if (t.check.kind != CheckKind::kExact && b.applies && (scale != 1 || widen)) {
+      b.bound *= scale;
+      b.ulps *= scale;
+      std::vector<double> x =
+          b.extra.empty() ? std::vector<double>(static_cast<std::size_t>(it->second.numel()), 0.0)
+                          : golden_f64(b.extra);
+      for (auto& v : x) v *= scale;
+      const auto w = widen ? widen->find(t.name) : TensorMap::const_iterator();
+      if (widen && w != widen->end() && w->second.numel() == it->second.numel() &&
+          !POSENC_MUTANT("diagnose_no_pipeline_widening")) {
+        const std::vector<double> r = tensor_to_f64(it->second), e = tensor_to_f64(w->second);
+        for (std::size_t j = 0; j < x.size(); ++j) {
+          const double d = std::abs(r[j] - e[j]);
+          if (std::isfinite(d)) x[j] += d;
+        }
+        if (!b.extra.empty()) widen_by_position(t, golden_f64(b.extra), x);
+      }
+      b.extra = t.name + ".extra.diagnose";
+      g[b.extra] = tensor_from_f64(b.extra, t.shape, x);
+    }
     judged.push_back(std::move(t));
   }
   spec.expected = std::move(judged);
-  return verify_case(spec, g, actual, o);
+  OverlaySource gs(lc.golden, g);
+  MapSource as(actual);
+  return verify_case(spec, gs, as, o);
 }
 
 std::string hypothesis_words(const Hypothesis& h, const std::string& scheme) {
@@ -126,24 +217,39 @@ std::vector<Hypothesis> fitted_hypotheses(const LoadedCase& lc, const TensorMap&
                                           const std::vector<std::string>& judge_by,
                                           bool offset_plus_one_only) {
   std::vector<Hypothesis> best;
-  std::vector<RopeFitCandidate> candidates = rope_fit_candidates(lc, actual, offset_plus_one_only);
+  const bool mrope = lc.spec.scheme == "mrope";
+  const bool plan = lc.spec.scheme == "plan";
+  const ProfileInfo* claimed = nullptr;
+  for (const auto& p : profiles()) {
+    if (p.name == judge_by.front()) claimed = &p;
+  }
+  std::vector<RopeFitCandidate> candidates =
+      mrope ? mrope_fit_candidates(lc, actual, claimed ? claimed->pipeline : "exact")
+            : rope_fit_candidates(lc, actual, offset_plus_one_only);
   if (!offset_plus_one_only) {  // a plan type's parameters (golden/cases/plan_fit.hpp)
     for (auto& c : plan_fit_candidates(lc, actual)) candidates.push_back(std::move(c));
   }
-  const auto fit_words = lc.spec.scheme == "plan" ? &plan_fit_words : &rope_fit_words;
+  auto words = [&](const RopeFitCandidate& c, const std::string& residual) {
+    return plan ? plan_fit_words(c, residual)
+                : mrope ? mrope_fit_words(c, residual) : rope_fit_words(c, residual);
+  };
   for (const auto& c : candidates) {
-    for (const auto& prof : judge_by) {
-      const CaseReport r =
-          judge_against(lc, c.run, actual, prof, c.max_position, c.budgets ? &*c.budgets : nullptr);
+    // A float pipeline's run is judged by that pipeline's profile (its budget widened by the
+    // pipeline's own rounding of the fitted computation); an exact run by every profile given.
+    const ProfileInfo* own = c.pipeline == "exact" ? nullptr : profile_of_pipeline(c.pipeline);
+    const std::vector<std::string> by = own ? std::vector<std::string>{own->name} : judge_by;
+    for (const auto& prof : by) {
+      const CaseReport r = judge_against(lc, c.run, actual, prof, c.max_position,
+                                         c.widen ? &*c.widen : nullptr, kHypothesisBudgets,
+                                         c.budgets ? &*c.budgets : nullptr);
       if (!judged(r.status)) continue;
-      Hypothesis h = make_hypothesis("exact", prof, c.parameter);
+      Hypothesis h = make_hypothesis(c.pipeline, prof, c.parameter);
       h.status = r.status;
       h.residual = r.worst_ratio();
-      h.limit = prof == "strict" ? 1 : 2;
       h.worst_tensor = worst_of(r).first;
       h.fit = Hypothesis::Fit{c.parameter, c.value, c.case_value,
-                              fit_words(c, fmt_ratio(h.residual) + " of the " + prof + " budget")};
-      h.words = "has the " + lc.spec.scheme + " mistake `" + c.parameter + "`: " + fit_words(c, "");
+                              words(c, fmt_ratio(h.residual) + " of the " + prof + " budget")};
+      h.words = "has the " + lc.spec.scheme + " mistake `" + c.parameter + "`: " + words(c, "");
       auto it = std::find_if(best.begin(), best.end(),
                              [&](const Hypothesis& b) { return b.mistake == c.parameter; });
       if (it == best.end()) {
@@ -202,13 +308,13 @@ bool judge_into(Hypothesis& h, const CaseReport& r) {
 /// A pipeline without a mistake is judged as verify judges it (against the oracle, with that
 /// pipeline's profile): "you compute the way engine X does" is confirmed exactly when the output
 /// passes X's profile, so diagnose never contradicts verify. A mistake is judged against its run:
-/// on the exact pipeline with the budgets of each profile in `judge_by` (limit 2 but for
-/// strict), on an emulated pipeline with that pipeline's profile (limit 2: the engine and the
-/// run each within about one budget of that pipeline's values with the mistake). A mistake
-/// whose run equals the pipeline's run without it is invisible here and not listed.
+/// on the exact pipeline with the budgets of each profile in `judge_by`, on an emulated
+/// pipeline with that pipeline's profile, each within the hypothesis budget (judge_against). A
+/// mistake whose run equals the pipeline's run without it is invisible here and not listed.
 std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& actual,
                                          const SchemeEntry& s,
-                                         const std::vector<std::string>& judge_by) {
+                                         const std::vector<std::string>& judge_by,
+                                         DiagnoseRunCache* cache) {
   std::vector<Hypothesis> out;
   std::vector<std::string> mistakes = {""};
   for (const auto& m : s.mistakes()) mistakes.push_back(m);
@@ -216,22 +322,32 @@ std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& 
   for (const auto& p : profiles()) {
     std::optional<TensorMap> clean;
     for (const auto& m : mistakes) {
-      TensorMap run;
-      try {
-        EngineOptions eo;
-        eo.pipeline = p.pipeline;
-        eo.mistake = m;
-        run = s.run_engine(lc.spec, lc.golden, eo);
-      } catch (const std::exception&) {
-        if (m.empty()) break;  // the pipeline does not serve this case
-        continue;              // nor this mistake on it
+      std::optional<TensorMap> got;
+      const auto key = std::make_tuple(lc.spec.id, p.pipeline, m);
+      if (cache && cache->runs.count(key)) {
+        got = cache->runs.at(key);
+      } else {
+        try {
+          EngineOptions eo;
+          eo.pipeline = p.pipeline;
+          eo.mistake = m;
+          got = s.run_engine(lc.spec, lc.golden, eo);
+        } catch (const std::exception&) {
+          got.reset();  // the pipeline does not serve this case, or not this mistake on it
+        }
+        if (cache) cache->runs[key] = got;
       }
+      if (!got) {
+        if (m.empty()) break;
+        continue;
+      }
+      TensorMap run = std::move(*got);
       if (m.empty()) {
         Hypothesis h = make_hypothesis(p.pipeline, p.name, "");
         VerifyOptions vo;
         vo.profile = p.name;
         const CaseReport r = POSENC_MUTANT("diagnose_pipelines_judged_against_run")
-                                 ? judge_against(lc, run, actual, p.name)
+                                 ? judge_against(lc, run, actual, p.name, std::nullopt, nullptr, 1)
                                  : verify_case(lc.spec, lc.golden, actual, vo);
         if (judge_into(h, r)) {
           h.deviation = deviation_from(lc.spec, run, actual);
@@ -243,23 +359,15 @@ std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& 
       if (clean && same_outputs(*clean, run)) continue;
       if (p.pipeline == "exact") exact_runs[m] = run;
       // The budgets are the case's (its pairing, its positions): under a mistake they can be
-      // far tighter than the pipeline's own rounding of the mistaken computation. That rounding,
-      // in the same budget units, is how far the exact run with the mistake lies from this run.
-      double own = 0;
-      if (p.pipeline != "exact" && exact_runs.count(m)) {
-        const CaseReport r = judge_against(lc, run, exact_runs.at(m), p.name);
-        if (judged(r.status)) own = r.worst_ratio();
-      }
+      // far tighter than the pipeline's own rounding of the mistaken computation; that rounding,
+      // element by element, is how far the exact run with the mistake lies from this run.
+      const TensorMap* widen =
+          p.pipeline != "exact" && exact_runs.count(m) ? &exact_runs.at(m) : nullptr;
       const std::vector<std::string> by =
           p.pipeline == "exact" ? judge_by : std::vector<std::string>{p.name};
       for (const auto& prof : by) {
         Hypothesis h = make_hypothesis(p.pipeline, prof, m);
-        if (!judge_into(h, judge_against(lc, run, actual, prof))) continue;
-        // On a plan case own is capped: a mistaken computation the case's budgets do not
-        // describe at all (RoPE on a NoPE layer: no angle extras) must not confirm any residual;
-        // plan_fit.hpp judges those with their own budgets instead.
-        const double cap = lc.spec.scheme == "plan" ? 8.0 : std::numeric_limits<double>::infinity();
-        h.limit = p.pipeline == "exact" && prof == "strict" ? 1 : 2 * std::clamp(own, 1.0, cap);
+        if (!judge_into(h, judge_against(lc, run, actual, prof, std::nullopt, widen))) continue;
         h.deviation = deviation_from(lc.spec, run, actual);
         out.push_back(std::move(h));
       }
@@ -365,7 +473,7 @@ void explain(Diagnosis& d, std::ostringstream& sum) {
 }  // namespace
 
 Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
-                        const std::string& claimed_profile) {
+                        const std::string& claimed_profile, DiagnoseRunCache* cache) {
   if (lc.spec.result == "invalid") {
     throw_invalid("diagnose_case", "case is a negative control (its values hold a mistake "
                                    "already; diagnose a valid case)", lc.spec.id);
@@ -389,14 +497,30 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
   // fp32 (the commonest pipeline, for engines that claim strict by default).
   std::vector<std::string> judge_by = {d.claimed_profile};
   if (d.claimed_profile != "fp32") judge_by.push_back("fp32");
-  d.ranked = fixed_hypotheses(lc, actual, s, judge_by);
+  d.ranked = fixed_hypotheses(lc, actual, s, judge_by, cache);
   for (auto& h : d.ranked) h.words = hypothesis_words(h, d.scheme);
   // Best first: confirmed before unconfirmed; confirmed pipelines without a mistake (profiles
   // the output passes) first, the one whose run the output lies closest to leading; then lower
   // residual; on a tie, no mistake before a mistake, then the order above.
-  std::stable_sort(d.ranked.begin(), d.ranked.end(), [](const Hypothesis& a, const Hypothesis& b) {
+  // Among confirmed mistakes, those computed the way the claimed profile's pipeline computes
+  // come first (a PyTorch engine that claims fp32 is told its mistake on fp32, not on ggml's
+  // recurrence, when both explain it).
+  const ProfileInfo* claimed_info = nullptr;
+  for (const auto& p : profiles()) {
+    if (p.name == d.claimed_profile) claimed_info = &p;
+  }
+  const std::string claimed_pipeline = claimed_info ? claimed_info->pipeline : "";
+  auto claimed_family = [&](const Hypothesis& h) {
+    return h.pipeline == claimed_pipeline ||
+           (h.pipeline == "exact" && h.profile == d.claimed_profile);
+  };
+  std::stable_sort(d.ranked.begin(), d.ranked.end(), [&](const Hypothesis& a, const Hypothesis& b) {
     if (a.confirmed() != b.confirmed()) return a.confirmed();
     if (a.confirmed() && a.mistake.empty() != b.mistake.empty()) return a.mistake.empty();
+    if (a.confirmed() && !a.mistake.empty() && claimed_family(a) != claimed_family(b) &&
+        !POSENC_MUTANT("diagnose_claimed_pipeline_not_first")) {
+      return claimed_family(a);
+    }
     if (a.confirmed() && a.mistake.empty() && b.mistake.empty() && a.deviation != b.deviation &&
         !POSENC_MUTANT("diagnose_recommends_lowest_residual")) {
       return a.deviation < b.deviation;
@@ -418,10 +542,16 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
     d.verdict = "unexplained";
     sum << "fails " << d.claimed_profile << " and no known pipeline or mistake of " << d.scheme
         << " explains it";
-    if (!d.ranked.empty()) {
+    // A closest fit is named only when it comes within a small factor of confirming: a
+    // hypothesis at 1e5 of its budget is no answer, and naming it misleads.
+    if (!d.ranked.empty() && d.ranked.front().residual <= kClosestWithin &&
+        !POSENC_MUTANT("diagnose_closest_always_named")) {
       const auto& h = d.ranked.front();
-      sum << "; closest: it " << h.words << " (residual " << fmt_ratio(h.residual) << " of the "
-          << h.profile << " budget, worst in " << h.worst_tensor << ")";
+      sum << "; closest, not confirmed: it " << h.words << " (residual " << fmt_ratio(h.residual)
+          << " of the " << h.profile << " budget, worst in " << h.worst_tensor << ")";
+    } else if (!d.ranked.empty()) {
+      sum << "; no hypothesis comes within " << fmt_ratio(kClosestWithin)
+          << " budgets (the best is at " << fmt_ratio(d.ranked.front().residual) << ")";
     }
   } else {
     d.verdict = "explained";
@@ -439,7 +569,8 @@ std::string diagnosis_text(const Diagnosis& d, bool verbose) {
   const std::size_t n = verbose ? d.ranked.size() : std::min<std::size_t>(d.ranked.size(), 5);
   os << "  hypotheses, best first (residual = worst element's share of that profile's budget, "
         "against the oracle for a pipeline without a mistake (as verify), against the run for "
-        "a mistake; <= 1 confirms, or <= the limit shown):\n";
+        "a mistake, its budget on a float pipeline widened by that pipeline's own rounding of "
+        "the mistaken computation; <= 1 confirms):\n";
   for (std::size_t i = 0; i < n; ++i) {
     const auto& h = d.ranked[i];
     char buf[160];

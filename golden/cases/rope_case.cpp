@@ -1605,7 +1605,11 @@ const std::vector<std::string>& scaling_mistakes() {
                                              "softmax-scale-missing",
                                              "softmax-scale-unsquared",
                                              "mscale-on-rotation",
-                                             "dynamic-ntk"};
+                                             "dynamic-ntk",
+                                             "yarn-truncate-flipped",
+                                             "kq-scale-log-mul-not-undone",
+                                             "kq-scale-log-mul-twice",
+                                             "rope-mscale-not-cancelled"};
   return v;
 }
 
@@ -1796,6 +1800,9 @@ void RopeEngineRun::read_inputs() {
   s.seq_len = last + 1;
   if (o.mistake == "unscaled") s = RopeScaling{};
   if (o.mistake == "factor-inverted") s.factor = 1.0 / s.factor;
+  // YaRN's correction range with the other `truncate` (integer ramp ends <-> fractional).
+  if (o.mistake == "yarn-truncate-flipped" && s.type == reference::RopeScalingType::kYarn)
+    s.truncate = !s.truncate;
   // Static NTK on a dynamic case: the base scaled by the factor whatever the call's length.
   if (o.mistake == "dynamic-ntk" && s.type == reference::RopeScalingType::kDynamic) {
     s.type = reference::RopeScalingType::kNtk;
@@ -1846,6 +1853,20 @@ void RopeEngineRun::magnitude(double& a, double& multiplier) const {
   } else if (o.mistake == "mscale-on-rotation") {  // m on cos and sin (q and k) instead of m^2 on the softmax
     a *= std::sqrt(multiplier);
     multiplier = 1.0;
+  }
+  // llama.cpp's DeepSeek kq_scale conventions (docs/schemes/rope_scaling.md): kq_scale =
+  // mscale^2 / sqrt(d), mscale = 1 + 0.1 L ln s with L the loaded rope_yarn_log_mul.
+  if (!s.mla || s.mscale_all_dim == 0 || !(s.factor > 1)) return;
+  const double ln_s = std::log(s.factor);
+  auto sq = [](double x) { return x * x; };
+  if (o.mistake == "kq-scale-log-mul-not-undone") {  // the GGUF's 0.1 mscale_all_dim, not divided
+    multiplier = sq(1 + 0.1 * (0.1 * s.mscale_all_dim) * ln_s);
+  } else if (o.mistake ==
+             "kq-scale-log-mul-twice") {  // ik_llama.cpp's formula on the divided value
+    multiplier = sq(1 + s.mscale_all_dim * ln_s);
+  } else if (o.mistake ==
+             "rope-mscale-not-cancelled") {  // ggml's internal 1 + 0.1 ln s left on q, k
+    a *= 1 + 0.1 * ln_s;
   }
 }
 

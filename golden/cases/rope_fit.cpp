@@ -226,8 +226,39 @@ const char* precision_name(DType t) {
 
 // ---- the fit's stages: one per parameter (offset, base, attention factor, angle precision) --
 
+/// HF's float32 inv_freq of the case's rule (or of base b).
+std::vector<float> hf_w32(const RopeSetup& r, double b) {
+  RopeParams pb = r.p;
+  pb.base = b;
+  return r.is_scaled ? pipelines::hf_scaled_inv_freq<float>(pb, r.s)
+                     : pipelines::hf_inv_freq(b, r.p.rotary_dim);
+}
+
+/// Float32 angles fl(fl(p + d) w32_i), as HF computes them.
+std::vector<double> angles32(const RopeSetup& r, const std::vector<float>& w32, std::int64_t d) {
+  std::vector<double> phi;
+  phi.reserve(static_cast<std::size_t>(r.tn * r.np));
+  for (auto m : r.pos) {
+    for (int i = 0; i < r.np; ++i) phi.push_back(static_cast<float>(m + d) * w32[i]);
+  }
+  return phi;
+}
+
+/// A candidate's twin whose run takes float32 angles (the fp32 pipeline's, judged by the fp32
+/// profile, its budget widened by how far it lies from the exact run of the same value: a
+/// float32 engine with another base or offset rounds other angles and frequencies than the
+/// case's budgets were made for).
+RopeFitCandidate fp32_twin(const RopeFitCandidate& c, TensorMap run) {
+  RopeFitCandidate t = c;
+  t.widen = c.run;
+  t.run = std::move(run);
+  t.pipeline = "fp32";
+  return t;
+}
+
 /// (a) offset: angles (p + d) w_i, d in -4..+4 (just +1 when `offset_plus_one_only`).
 void add_offset_candidates(const RopeSetup& r, bool offset_plus_one_only, std::vector<RopeFitCandidate>& out) {
+  const std::vector<float> w32 = hf_w32(r, r.p.base);
   for (int d = -kMaxOffset; d <= kMaxOffset; ++d) {
     if (d == 0 || (offset_plus_one_only && d != 1)) continue;
     RopeFitCandidate c;
@@ -236,6 +267,9 @@ void add_offset_candidates(const RopeSetup& r, bool offset_plus_one_only, std::v
     c.case_value = "0";
     c.number = d;
     c.run = run_of(r, angles(r, r.inv_freq, d), r.a, nullptr);
+    if (r.dtype == DType::kF32 && !offset_plus_one_only) {
+      out.push_back(fp32_twin(c, run_of(r, angles32(r, w32, d), r.a, nullptr)));
+    }
     out.push_back(std::move(c));
   }
 }
@@ -258,15 +292,10 @@ void add_base_candidate(const RopeSetup& r, double b, std::int64_t m, double est
                    &st.tables.inv_freq);
     // The same base through float32 angles (HF's inv_freq and fl(fl(p) w)), for an engine
     // that computes the way the fp32 profile models: its budget is the case base's.
-    const std::vector<float> w32 = r.is_scaled ? pipelines::hf_scaled_inv_freq<float>(pb, r.s)
-                                               : pipelines::hf_inv_freq(b, r.p.rotary_dim);
-    std::vector<double> phi32;
-    for (auto m : r.pos) {
-      for (int i = 0; i < r.np; ++i) phi32.push_back(static_cast<float>(m) * w32[i]);
-    }
+    const std::vector<float> w32 = hf_w32(r, b);
     const std::vector<double> w64(w32.begin(), w32.end());
-    RopeFitCandidate c32 = c;
-    c32.run = run_of(r, phi32, st.tables.attention_factor, &w64);
+    RopeFitCandidate c32 =
+        fp32_twin(c, run_of(r, angles32(r, w32, 0), st.tables.attention_factor, &w64));
     out.push_back(std::move(c));
     out.push_back(std::move(c32));
   } catch (const std::exception&) {
@@ -326,6 +355,10 @@ void add_attention_factor_candidate(const RopeSetup& r, const Measured& ms, std:
     c.evidence = "magnitudes from " + ms.from + " are " + fmt("%.6g", med) +
                  " times the case's (from " + fmt("%.6g", lo) + " to " + fmt("%.6g", hi) + ")";
     c.run = run_of(r, angles(r, r.inv_freq, 0), med * r.a, nullptr);
+    if (r.dtype == DType::kF32) {
+      out.push_back(
+          fp32_twin(c, run_of(r, angles32(r, hf_w32(r, r.p.base), 0), med * r.a, nullptr)));
+    }
     out.push_back(std::move(c));
   }
 }

@@ -28,7 +28,9 @@
 namespace posenc::golden {
 
 struct RopeFitCandidate {
-  std::string parameter;   // "offset", "base", "attention-factor", "angle-precision"
+  std::string parameter;   // "offset", "base", "attention-factor", "angle-precision"; mrope:
+                           // "stream-order", "section-order", "grid-hw-swap", "temporal",
+                           // "tokens-per-second", "base"
   std::string value;       // as said: "+1", "10000", "1.1", "float16"
   std::string case_value;  // what the case says: "0", "500000", "1", "correctly rounded"
   std::string evidence;    // what the measurement says, in words (may be empty)
@@ -38,6 +40,12 @@ struct RopeFitCandidate {
   /// The run's own budgets (its own case: a plan type whose mask or angles differ from the
   /// case's, golden/cases/plan_fit.hpp), with their companions in `run`; none: the case's.
   std::optional<CaseSpec> budgets;
+  /// The pipeline whose numerics the run follows ("exact": correctly rounded; "fp32": float32
+  /// angles as HF computes them) and, for a float pipeline's run, the same value's exact run:
+  /// the diagnoser widens each element's budget by how far the two lie apart (the pipeline's
+  /// own rounding of the fitted computation) and judges it with that pipeline's profile only.
+  std::string pipeline = "exact";
+  std::optional<TensorMap> widen;
 };
 
 /// The candidates for a rope or rope_scaling case (empty for other schemes, and when the output
@@ -48,5 +56,17 @@ std::vector<RopeFitCandidate> rope_fit_candidates(const LoadedCase& lc, const Te
 
 /// The fit in words, e.g. "positions offset by +1 (fitted d = +1 of -4..+4, residual 0.3)".
 std::string rope_fit_words(const RopeFitCandidate& c, const std::string& residual_text);
+
+/// M-RoPE (golden/mrope_golden.cpp): the position streams' order (all 6; with the positions
+/// stage as the engine wrote it, permuted or not), the mrope_section order (all 6), a grid read
+/// as (t, w, h), the temporal rule (frame index, float32 or float64 product, integer seconds)
+/// and tokens_per_second (fitted from the written positions, else the config defaults 1, 2, 4),
+/// and the base (fitted from text tokens' pair frequencies). Each on the exact pipeline and on
+/// `pipeline` (the claimed profile's, when it serves the case: widened by the exact run).
+/// Empty for vision-tower and trace cases.
+std::vector<RopeFitCandidate> mrope_fit_candidates(const LoadedCase& lc, const TensorMap& actual,
+                                                   const std::string& pipeline);
+/// The words of an M-RoPE fit.
+std::string mrope_fit_words(const RopeFitCandidate& c, const std::string& residual_text);
 
 }  // namespace posenc::golden

@@ -350,6 +350,30 @@ CaseSpec case_spec_from_json(const Json& m, const std::string& source) {
       }
     }
   }
+  if (m.contains("control_detection")) {
+    const Json& cd = m.at("control_detection");
+    if (!cd.is_object())
+      bad(source, "manifest control_detection must be an object {profile: [stages]}");
+    for (const auto& [profile, stages] : cd.items()) {
+      if (canonical_profile(profile) != profile) {
+        bad(source, "manifest control_detection has unknown profile \"" + profile +
+                        "\" (known: " + profile_list_text() + ")");
+      }
+      try {
+        c.control_stages[profile] = stages.get<std::vector<std::string>>();
+      } catch (const Json::exception&) {
+        bad(source,
+            "manifest control_detection \"" + profile + "\": stages must be a list of names");
+      }
+      for (const auto& st : c.control_stages[profile]) {
+        if (!std::any_of(c.expected.begin(), c.expected.end(),
+                         [&](const TensorSpec& t) { return t.name == st; })) {
+          bad(source, "manifest control_detection \"" + profile + "\" names stage \"" + st +
+                          "\", which is not an expected tensor");
+        }
+      }
+    }
+  }
   return c;
 }
 

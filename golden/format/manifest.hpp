@@ -120,6 +120,12 @@ struct CaseSpec {
   /// Manifest "mistake_detection" (measured when the case is generated): per profile, each
   /// engine mistake of the scheme and the stages that show it under that profile.
   std::map<std::string, std::map<std::string, std::vector<std::string>>> mistake_stages;
+  /// Manifest "control_detection" (negative controls, measured when the case is generated):
+  /// per profile, the stages whose values under the right convention lie more than two of that
+  /// profile's budgets from the known-wrong values at some element (an exact stage: that
+  /// differ at all), so an output within budget of the right values cannot reproduce the
+  /// wrong ones there. Given none of them, verify answers INCONCLUSIVE.
+  std::map<std::string, std::vector<std::string>> control_stages;
   nlohmann::json manifest;
 };
 

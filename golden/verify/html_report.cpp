@@ -235,7 +235,7 @@ h3{font-size:15px;margin:18px 0 4px}code,.mono{font:12.5px/1.4 ui-monospace,"Dej
 table{border-collapse:collapse;margin:6px 0 10px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .PASS{color:#1a7f37;font-weight:600}.FAIL{color:#c0392b;font-weight:600}.ERROR{color:#8e44ad;font-weight:600}
-.NA,.MISSING,.NOOUTPUT{color:#777}.meta{color:#555}.note{color:#555;font-size:13px}
+.NA,.MISSING,.NOOUTPUT{color:#777}.INCONCLUSIVE{color:#b7791f;font-weight:600}.meta{color:#555}.note{color:#555;font-size:13px}
 .diag{background:#fff8e6;border:1px solid #f0d9a0;border-radius:6px;padding:8px 12px;margin:8px 0}
 .diag.correct{background:#eefaf0;border-color:#b7e2c0}.verdict{font-weight:600}
 .stats{color:#333}.tick{font-size:11px;fill:#444}.axis{font-size:12px;fill:#222}
@@ -391,21 +391,33 @@ void HtmlReport::add_case(const CaseSpec& spec, const TensorMap& golden, const T
   cases_.push_back(std::move(c));
 }
 
-std::string HtmlReport::html() const {
-  std::ostringstream o;
-  int pass = 0, fail = 0, other = 0;
+std::string HtmlReport::summary_text() const {
+  int pass = 0, fail = 0, inconclusive = 0, other = 0;
   for (const auto& c : cases_) {
     pass += c.status == Verdict::kPass;
     fail += c.status == Verdict::kFail;
-    other += !judged(c.status);
+    inconclusive += c.status == Verdict::kInconclusive;
+    other += !judged(c.status) && c.status != Verdict::kInconclusive;
   }
+  std::ostringstream o;
+  o << cases_.size() << " case(s): " << pass << " passed, " << fail << " failed";
+  if (inconclusive) {
+    o << ", " << inconclusive
+      << " inconclusive (negative controls whose given stages cannot tell the right convention "
+         "from the known-wrong one)";
+  }
+  if (other) o << ", " << other << " other (error, not applicable, no output)";
+  return o.str();
+}
+
+std::string HtmlReport::html() const {
+  std::ostringstream o;
   o << kHtmlReportMark  // how --report recognises its own page (golden/format/output_path.hpp)
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
     << "<title>" << esc(title_) << " report</title><style>" << kCss << "</style></head><body>\n";
   o << "<h1>" << esc(title_) << " report</h1>\n<p class=\"meta\"><code>" << esc(command_)
     << "</code><br>profile <b>" << esc(profile_) << "</b>: <span class=\"summary\">"
-    << cases_.size() << " case(s): " << pass << " passed, " << fail << " failed";
-  if (other) o << ", " << other << " other (error, not applicable, no output)";
+    << summary_text();
   o << "</span></p>\n<p class=\"note\">ratio = |actual &minus; exact| / budget of the element "
        "under the profile; an element fails above 1. Plots: the worst ratio at each position "
        "(log axes) and a position &times; channel heat map (log colour scale). Caps: at most "
@@ -444,7 +456,8 @@ std::string HtmlReport::html() const {
   const bool all = cases_.size() <= 12;
   int plotted = 0, not_plotted = 0;
   for (const auto& c : cases_) {
-    const bool show = c.status == Verdict::kFail || (all && c.status == Verdict::kPass) || c.diagnosis;
+    const bool show = c.status == Verdict::kFail || c.status == Verdict::kInconclusive ||
+                      (all && c.status == Verdict::kPass) || c.diagnosis;
     if (!show) continue;
     o << "<section class=\"case\" id=\"" << esc(c.id) << "\"><h2><span class=\"mono\">" << esc(c.id)
       << "</span> <span class=\"" << status_class(c.status) << "\">" << esc(to_string(c.status))

@@ -46,6 +46,8 @@ class HtmlReport {
                 std::optional<nlohmann::json> diagnosis, std::string diagnose_command);
 
   std::string html() const;
+  /// "12 case(s): 9 passed, 1 failed, 2 inconclusive (...)": the summary line's counts.
+  std::string summary_text() const;
   /// Writes the page through a temporary file and a rename (no partial page on failure), under
   /// the output rule (golden/format/output_path.hpp: OutputKind::kReport).
   void write(const std::filesystem::path& path, const OutputRule& rule = OutputRule()) const;

@@ -48,6 +48,8 @@ std::string to_string(Verdict v) {
     case Verdict::kError: return "ERROR";
     case Verdict::kNotApplicable: return "N/A";
     case Verdict::kNoOutput: return "NO OUTPUT";
+    case Verdict::kInconclusive:
+      return "INCONCLUSIVE";
   }
   return "ERROR";
 }
@@ -306,7 +308,7 @@ struct PositionAcc {
 };
 struct ConventionAcc {
   std::string exact, cond;                      // its companions ("" for none)
-  std::int64_t n_over_all = 0, n_nan = 0;       // every element, skipped ones included
+  std::int64_t n_over_all = 0, n_nan = 0, n_inf = 0;  // every element, skipped ones included
   std::int64_t n = 0, n_over = 0, n_skipped = 0;  // judged elements
   double worst_ratio = -1;
   std::int64_t worst = -1;
@@ -390,6 +392,14 @@ class HashWorker {
   std::thread thread_;  // last: started once the members above exist
 };
 
+/// "non-finite output: 2 NaN, 1 +-Inf element(s): non-finite values never pass".
+std::string nonfinite_words(std::int64_t n_nan, std::int64_t n_inf) {
+  std::string s = "non-finite output: ";
+  if (n_nan > 0) s += std::to_string(n_nan) + " NaN";
+  if (n_inf > 0) s += std::string(n_nan > 0 ? ", " : "") + std::to_string(n_inf) + " +-Inf";
+  return s + " element(s): non-finite values never pass";
+}
+
 /// Scratch arrays of one block.
 struct ChunkScratch {
   std::vector<double> a, w, x, c, extra, ratio, diff, budget;
@@ -404,14 +414,22 @@ struct ChunkScratch {
 
 /// |y - y*| / budget (ratio), |y - y*| (diff) and the budget of the chunk's m elements against
 /// one convention (s.x: its exact values, s.c: its cond values) as the verifier defines them
-/// (golden/format/manifest.hpp); returns the NaN count.
-std::int64_t judge_chunk(const JudgeSetup& js, ChunkScratch& s, std::int64_t m, bool has_extra) {
+/// (golden/format/manifest.hpp); returns the NaN count and adds the +-Inf count to *n_inf.
+std::int64_t judge_chunk(const JudgeSetup& js, ChunkScratch& s, std::int64_t m, bool has_extra,
+                         std::int64_t* n_inf) {
   std::int64_t n_nan = 0;
+  if (js.is_float && !POSENC_MUTANT("golden_verify_inf_uncounted")) {
+    for (std::int64_t j = 0; j < m; ++j) *n_inf += std::isinf(s.a[j]);
+  }
   const double* a = s.a.data();
   double* ratio = s.ratio.data();
   double* diff = s.diff.data();
   double* budget = s.budget.data();
   if (js.kind == CheckKind::kExact) {
+    // Bits must match. An integer tensor's ratio is 2 |difference| (as against a budget of 1/2,
+    // which only equal integers meet), so a report ranks and prints how far it is off.
+    const bool integer_ratio =
+        !js.is_float && !POSENC_MUTANT("golden_verify_integer_ratio_infinite");
     for (std::int64_t j = 0; j < m; ++j) {
       double q, d = 0;
       if (js.is_float && std::isnan(a[j])) {
@@ -419,13 +437,13 @@ std::int64_t judge_chunk(const JudgeSetup& js, ChunkScratch& s, std::int64_t m, 
         d = NAN;
         ++n_nan;
       } else {
-        q = s.eq[j] ? 0.0 : INFINITY;
-        if (js.is_float) d = std::fabs(a[j] - s.w[j]);
+        d = std::fabs(a[j] - s.w[j]);
+        q = s.eq[j] ? 0.0 : (integer_ratio && d > 0 ? 2 * d : INFINITY);
         if (js.lenient) q = 0.0;
       }
       ratio[j] = q;
       diff[j] = d;
-      budget[j] = 0;
+      budget[j] = integer_ratio ? 0.5 : 0.0;
     }
     return n_nan;
   }
@@ -638,11 +656,15 @@ void judge_chunks(TensorJudge& tj, const VerifyOptions& opt, bool keep_ratios) {
   threads = omp_get_max_threads();
 #endif
   // Conventions' companions and their dtypes.
+  // (An exact check's alternatives: their f64 exact companion, judged by value.)
   std::vector<DType> x_dtype, c_dtype;
-  for (const auto& acc : conv) {
-    if (exact_kind) continue;
-    x_dtype.push_back(need(gold, acc.exact).dtype);
-    if (js.kind == CheckKind::kConditioned) c_dtype.push_back(need(gold, acc.cond).dtype);
+  for (std::size_t i = 0; i < conv.size(); ++i) {
+    if (exact_kind) {
+      x_dtype.push_back(i == 0 ? spec.dtype : need(gold, conv[i].exact).dtype);
+      continue;
+    }
+    x_dtype.push_back(need(gold, conv[i].exact).dtype);
+    if (js.kind == CheckKind::kConditioned) c_dtype.push_back(need(gold, conv[i].cond).dtype);
   }
   const DType extra_dtype = extra ? need(gold, *extra).dtype : DType::kF64;
   if (exact_kind) need(gold, spec.name);
@@ -658,7 +680,11 @@ void judge_chunks(TensorJudge& tj, const VerifyOptions& opt, bool keep_ratios) {
         exact_kind ? gold.read(spec.name, cb, ce) : std::span<const std::uint8_t>();
     const std::span<const std::uint8_t> ebytes =
         extra ? gold.read(*extra, cb, ce) : std::span<const std::uint8_t>();
-    for (std::size_t i = 0; i < conv.size() && !exact_kind; ++i) {
+    for (std::size_t i = 0; i < conv.size(); ++i) {
+      if (exact_kind) {
+        if (i > 0) xb[i] = gold.read(conv[i].exact, cb, ce);
+        continue;
+      }
       xb[i] = gold.read(conv[i].exact, cb, ce);
       if (js.kind == CheckKind::kConditioned) cbytes[i] = gold.read(conv[i].cond, cb, ce);
     }
@@ -670,21 +696,24 @@ void judge_chunks(TensorJudge& tj, const VerifyOptions& opt, bool keep_ratios) {
           const std::size_t size = static_cast<std::size_t>(dtype_size(t));
           return bytes.subspan(static_cast<std::size_t>(sb) * size, static_cast<std::size_t>(mb) * size);
         };
-        if (js.is_float) to_f64(act.dtype, part(abytes, act.dtype), mb, s.a.data());
-        if (exact_kind) {
-          bits_equal(dtype_size(act.dtype), part(abytes, act.dtype).data(),
-                     part(wbytes, act.dtype).data(), mb, s.eq.data());
-          if (js.is_float) to_f64(spec.dtype, part(wbytes, spec.dtype), mb, s.w.data());
-        }
+        if (js.is_float || exact_kind) to_f64(act.dtype, part(abytes, act.dtype), mb, s.a.data());
         if (extra) to_f64(extra_dtype, part(ebytes, extra_dtype), mb, s.extra.data());
         if (pt.any) chunk_position_ranks(pt, spec.shape, cb + sb, cb + sb + mb, s.pos.data());
         for (std::size_t i = 0; i < conv.size(); ++i) {
           ConventionAcc& acc = conv[i];
+          if (exact_kind && i == 0) {  // the expected bits
+            bits_equal(dtype_size(act.dtype), part(abytes, act.dtype).data(),
+                       part(wbytes, act.dtype).data(), mb, s.eq.data());
+            to_f64(spec.dtype, part(wbytes, spec.dtype), mb, s.w.data());
+          } else if (exact_kind) {  // an alternative's values
+            to_f64(x_dtype[i], part(xb[i], x_dtype[i]), mb, s.w.data());
+            for (std::int64_t j = 0; j < mb; ++j) s.eq[j] = s.a[j] == s.w[j];
+          }
           if (!exact_kind) {
             to_f64(x_dtype[i], part(xb[i], x_dtype[i]), mb, s.x.data());
             if (js.kind == CheckKind::kConditioned) to_f64(c_dtype[i], part(cbytes[i], c_dtype[i]), mb, s.c.data());
           }
-          acc.n_nan += judge_chunk(js, s, mb, extra != nullptr);
+          acc.n_nan += judge_chunk(js, s, mb, extra != nullptr, &acc.n_inf);
           accumulate(acc, s, cb + sb, mb, pt.any, tj.skip, tj.skip_count, keep_ratios);
         }
       }
@@ -723,10 +752,11 @@ ConventionAcc& report_counts(TensorJudge& tj, const ProfileBudget& b, TensorRepo
   r.n_over = acc.n_over;
   r.n_skipped = acc.n_skipped;
   r.n_nan = acc.n_nan;
+  r.n_inf = acc.n_inf;
   r.max_ratio = acc.worst_ratio < 0 ? 0 : acc.worst_ratio;
   r.status = r.n_over == 0 ? Verdict::kPass : Verdict::kFail;
-  if (r.n_nan > 0) {
-    r.message = std::to_string(r.n_nan) + " NaN element(s): NaN never passes";
+  if (r.n_nan > 0 || r.n_inf > 0) {
+    r.message = nonfinite_words(r.n_nan, r.n_inf);
   }
   if (r.convention != "default") {
     for (const auto& alt : spec.alternatives) {
@@ -874,7 +904,9 @@ TraceStepReport trace_step_report(const CaseSpec& spec, SmallTensors& golden, co
         if (t.name != name.get<std::string>()) continue;
         checked_any |= checked(t);
         const bool bad = t.status == Verdict::kFail && !POSENC_MUTANT("golden_trace_step_report_blind");
-        if (bad && (!worst || t.max_ratio > worst->max_ratio)) worst = &t;
+        // An integer tensor (positions, slots) that differs explains the step: it ranks first.
+        auto rank = [](const TensorReport& x) { return x.integer ? INFINITY : x.max_ratio; };
+        if (bad && (!worst || rank(t) > rank(*worst))) worst = &t;
       }
     }
     tr.n_checked += checked_any;
@@ -1011,6 +1043,68 @@ CaseReport verify_case_impl(const CaseSpec& spec, TensorSource& golden, TensorSo
   return rep;
 }
 
+/// Tensor names, a trace's "sNN.x" grouped by x: "s03.scores, s04.scores, cos" ->
+/// "cos, scores (s03, s04)".
+std::string stage_list_text(const std::vector<std::string>& names) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::string>> steps;  // x -> the steps that have it
+  for (const auto& n : names) {
+    const auto dot = n.find('.');
+    const bool step = dot != std::string::npos && n.size() > 1 && n[0] == 's' &&
+                      std::all_of(n.begin() + 1, n.begin() + static_cast<std::ptrdiff_t>(dot),
+                                  [](char c) { return c >= '0' && c <= '9'; });
+    const std::string x = step ? n.substr(dot + 1) : n;
+    if (!steps.count(x)) order.push_back(x);
+    if (step)
+      steps[x].push_back(n.substr(0, dot));
+    else
+      steps[x];
+  }
+  std::vector<std::string> parts;
+  for (const auto& x : order) {
+    const auto& st = steps.at(x);
+    parts.push_back(st.empty() ? x
+                               : x + " (" +
+                                     (st.size() > 6 ? st.front() + " .. " + st.back() + ", " +
+                                                          std::to_string(st.size()) + " steps"
+                                                    : join(st)) +
+                                     ")");
+  }
+  return join(parts);
+}
+
+/// Whether a negative control's judged stages are all ones that cannot tell its right
+/// convention from the known-wrong one under `profile` (manifest "control_detection"); if so,
+/// sets the report's message and telling_stages.
+bool control_inconclusive(const CaseSpec& spec, const std::string& profile, CaseReport& rep) {
+  const auto it = spec.control_stages.find(profile);
+  if (it == spec.control_stages.end() || POSENC_MUTANT("golden_verify_inconclusive_ignored"))
+    return false;
+  rep.telling_stages = it->second;
+  std::vector<std::string> given;
+  for (const auto& t : rep.tensors) {
+    if (!checked(t)) continue;
+    if (std::find(it->second.begin(), it->second.end(), t.name) != it->second.end()) return false;
+    given.push_back(t.name);
+  }
+  std::string m = "the stages given (" + stage_list_text(given) +
+                  ") are the same under the right and the known-wrong convention at " + profile +
+                  "'s resolution (the two lie within two budgets of each other): they cannot "
+                  "show whether the engine follows it; ";
+  if (it->second.empty()) {
+    std::vector<std::string> other;
+    for (const auto& [p, st] : spec.control_stages) {
+      if (!st.empty()) other.push_back(p);
+    }
+    m += "no stage of this case tells them apart under " + profile +
+         (other.empty() ? std::string() : "; it does under " + join(other));
+  } else {
+    m += "give one of: " + stage_list_text(it->second);
+  }
+  rep.message = m;
+  return true;
+}
+
 CaseReport verify_case_one(const CaseSpec& spec, TensorSource& golden, TensorSource& actual,
                            const VerifyOptions& opt, ElementRatios* ratios) {
   SmallTensors small(golden);
@@ -1020,7 +1114,8 @@ CaseReport verify_case_one(const CaseSpec& spec, TensorSource& golden, TensorSou
   rep.result = spec.result;
   rep.profile = opt.profile;
   rep.require_all = opt.require_all;
-  bool any_error = false, any_fail = false, any_nan = false;
+  bool any_error = false, any_fail = false;
+  std::int64_t n_nan = 0, n_inf = 0;
   std::vector<std::string> missing;
   for (const auto& spec_t : spec.expected) {
     auto rn = opt.rename.find(spec_t.name);
@@ -1042,7 +1137,8 @@ CaseReport verify_case_one(const CaseSpec& spec, TensorSource& golden, TensorSou
     actual.release();
     any_error |= t.status == Verdict::kError;
     any_fail |= t.status == Verdict::kFail;
-    any_nan |= t.n_nan > 0;
+    n_nan += t.n_nan;
+    n_inf += t.n_inf;
     rep.tensors.push_back(std::move(t));
   }
   int n_na = 0;
@@ -1065,12 +1161,15 @@ CaseReport verify_case_one(const CaseSpec& spec, TensorSource& golden, TensorSou
   } else {
     rep.status = any_fail ? Verdict::kFail : Verdict::kPass;
   }
-  // A negative control passes verification when the engine does NOT reproduce it; NaN output
-  // never passes, not even a negative control.
+  // A negative control passes verification when the engine does NOT reproduce it; a
+  // non-finite output (NaN, +-Inf) never passes, not even a negative control; given only stages
+  // that cannot tell the right convention from the wrong one, it is INCONCLUSIVE.
   if (spec.result == "invalid" && judged(rep.status)) {
-    if (any_nan) {
+    if (n_nan + n_inf > 0 && !POSENC_MUTANT("golden_verify_negative_nonfinite_passes")) {
       rep.status = Verdict::kFail;
-      rep.message = "NaN in the output: NaN never passes";
+      rep.message = nonfinite_words(n_nan, n_inf);
+    } else if (control_inconclusive(spec, opt.profile, rep)) {
+      rep.status = Verdict::kInconclusive;
     } else {
       rep.status = rep.status == Verdict::kPass ? Verdict::kFail : Verdict::kPass;
       rep.message = rep.status == Verdict::kFail
@@ -1175,7 +1274,9 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
       }
       os << buf;
     }
-    if (negative && !POSENC_MUTANT("golden_verify_negative_lines_as_fail")) {
+    if (r.status == Verdict::kInconclusive) {
+      os << "  CANNOT TELL (the right and the known-wrong convention agree here)";
+    } else if (negative && !POSENC_MUTANT("golden_verify_negative_lines_as_fail")) {
       os << "  " << (t.status == Verdict::kFail ? "DIFFERS from the known-wrong output" : "REPRODUCES the known-wrong output");
     } else {
       os << "  " << to_string(t.status);
@@ -1206,7 +1307,8 @@ std::string format_case_text(const CaseReport& r, bool verbose, bool by_position
     os << r.id << "  " << what << missing << " (" << n_missing << (n_missing == 1 ? " tensor" : " tensors") << ")\n";
   }
   for (const auto& n : r.notes) os << r.id << "  note: " << n << '\n';
-  if (r.trace) os << r.id << "  trace: " << trace_text(*r.trace, negative) << '\n';
+  if (r.trace && r.status != Verdict::kInconclusive)
+    os << r.id << "  trace: " << trace_text(*r.trace, negative) << '\n';
   os << r.id << "  profile=" << r.profile << "  " << to_string(r.status);
   if (!r.message.empty()) os << " (" << r.message << ")";
   os << '\n';
@@ -1217,7 +1319,10 @@ nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
   nlohmann::json j = {{"id", r.id},         {"scheme", r.scheme},   {"result", r.result},
                       {"profile", r.profile}, {"status", to_string(r.status)}, {"message", r.message},
                       {"notes", r.notes}};
-  if (r.result == "invalid") j["reproduces_under"] = r.reproduces_under;
+  if (r.result == "invalid") {
+    j["reproduces_under"] = r.reproduces_under;
+    j["telling_stages"] = r.telling_stages;
+  }
   nlohmann::json ts = nlohmann::json::array();
   // A number; a non-finite one is null with KEY_nonfinite "inf", "-inf" or "nan" beside it.
   auto num = [](nlohmann::json& o, const std::string& key, double v) {
@@ -1232,12 +1337,22 @@ nlohmann::json case_report_json(const CaseReport& r, bool by_position) {
     return p ? nlohmann::json(*p) : nlohmann::json(nullptr);
   };
   for (const auto& t : r.tensors) {
-    nlohmann::json jt = {{"name", t.name},       {"stage", t.stage},     {"kind", to_string(t.kind)},
-                         {"status", to_string(t.status)},   {"message", t.message}, {"bound", t.bound},
+    nlohmann::json jt = {{"name", t.name},
+                         {"stage", t.stage},
+                         {"kind", to_string(t.kind)},
+                         {"status", to_string(t.status)},
+                         {"message", t.message},
+                         {"bound", t.bound},
                          {"has_extra", t.has_extra},
-                         {"n", t.n},             {"n_over", t.n_over},   {"n_skipped", t.n_skipped},
-                         {"n_nan", t.n_nan},     {"convention", t.convention}};
+                         {"n", t.n},
+                         {"n_over", t.n_over},
+                         {"n_skipped", t.n_skipped},
+                         {"n_nan", t.n_nan},
+                         {"n_inf", t.n_inf},
+                         {"convention", t.convention}};
     num(jt, "ratio", t.max_ratio);
+    if (t.integer && judged(t.status))
+      jt["max_difference"] = t.worst.index >= 0 ? t.worst.abs_error : 0.0;
     if (t.has_positions) {
       jt["first_fail_position"] = opt_pos(t.first_fail_position);
       jt["passes_up_to_position"] = opt_pos(t.passes_up_to_position);

@@ -55,8 +55,12 @@ enum class Verdict {
   kError,          // bad input: wrong dtype or shape, nothing to judge, --require-all
   kNotApplicable,  // the profile does not apply
   kNoOutput,       // no engine output for the case (cases only)
+  /// A negative control whose given stages cannot tell the right convention from the
+  /// known-wrong one at the profile's resolution (manifest "control_detection"): neither PASS
+  /// nor FAIL (cases only).
+  kInconclusive,
 };
-/// "PASS", "FAIL", "MISSING", "ERROR", "N/A", "NO OUTPUT".
+/// "PASS", "FAIL", "MISSING", "ERROR", "N/A", "NO OUTPUT", "INCONCLUSIVE".
 std::string to_string(Verdict v);
 /// Judged: PASS or FAIL.
 inline bool judged(Verdict v) { return v == Verdict::kPass || v == Verdict::kFail; }
@@ -69,7 +73,7 @@ struct WorstElement {
   std::string where;  // "token 3 (position 131071), head 1, channel 5 (pair 2)"
   double exact = 0, expected = 0, actual = 0;
   double abs_error = 0, budget = 0;
-  double ratio = 0;  // abs_error / budget
+  double ratio = 0;  // abs_error / budget (an integer tensor: 2 |difference|, budget 1/2)
   /// Tensors with a "query" and a "key" axis (scores, probabilities, biases): the positions of
   /// the worst element's query and key (both or neither).
   std::optional<std::int64_t> query_position, key_position;
@@ -93,7 +97,7 @@ struct TensorReport {
   bool has_extra = false;
   double max_ratio = 0;  // max over judged elements of |y - y*| / budget
   bool integer = false;  // an i32 / i64 tensor (positions, slots, buckets): printed as integers
-  std::int64_t n = 0, n_over = 0, n_skipped = 0, n_nan = 0;
+  std::int64_t n = 0, n_over = 0, n_skipped = 0, n_nan = 0, n_inf = 0;  // n_inf: +-Inf elements
   WorstElement worst;
   std::string convention = "default";  // or the declared alternative the engine follows
   bool has_positions = false;
@@ -124,6 +128,9 @@ struct CaseReport {
   /// A negative control that differs from its known-wrong values under the claimed profile:
   /// the other profiles under which the same output reproduces them (profile order).
   std::vector<std::string> reproduces_under;
+  /// A negative control: the stages that tell its right convention from the known-wrong one
+  /// under the claimed profile (manifest "control_detection"); an INCONCLUSIVE case names them.
+  std::vector<std::string> telling_stages;
   bool require_all = false;  // VerifyOptions::require_all: a stage not written is an error
   int n_checked() const;
   double worst_ratio() const;  // max over checked tensors

@@ -70,11 +70,17 @@ class TensorResult(dict):
 
 
 class CaseResult(dict):
-    """One case of verify's JSON: id, status (PASS, FAIL, NO OUTPUT, ...), profile, tensors, notes."""
+    """One case of verify's JSON: id, status (PASS, FAIL, INCONCLUSIVE, NO OUTPUT, ...), profile,
+    tensors, notes. A negative control whose given stages cannot tell its right convention from
+    the known-wrong one is INCONCLUSIVE (neither passed nor failed); telling_stages names the
+    stages that would tell."""
     id = property(lambda self: self.get("id"))
     status = property(lambda self: self.get("status"))
     profile = property(lambda self: self.get("profile"))
     passed = property(lambda self: self.get("status") == "PASS")
+    failed = property(lambda self: self.get("status") == "FAIL")
+    inconclusive = property(lambda self: self.get("status") == "INCONCLUSIVE")
+    telling_stages = property(lambda self: list(self.get("telling_stages", [])))
 
     @property
     def tensors(self):
@@ -98,7 +104,8 @@ class CaseResult(dict):
 
 class VerifyResult:
     """`cases` (CaseResult list, only the cases that had output unless include_missing),
-    `summary`, `profile`, `returncode`, `raw` (the whole JSON), `passed` (returncode 0)."""
+    `summary`, `profile`, `returncode`, `raw` (the whole JSON), `passed` (returncode 0),
+    `inconclusive` (the INCONCLUSIVE cases; returncode 3 when nothing else was judged)."""
 
     def __init__(self, raw, returncode, command):
         self.raw = _nonfinite_back(raw)
@@ -112,6 +119,10 @@ class VerifyResult:
     @property
     def passed(self):
         return self.returncode == 0
+
+    @property
+    def inconclusive(self):
+        return [c for c in self.cases if c.inconclusive]
 
     def case(self, case_id):
         for c in self.all_cases:
@@ -156,7 +167,8 @@ def verify(case_or_glob, outputs_dir, profile="strict", posenc="posenc", data_di
 
     case_or_glob: a Case, a manifest or folder path, a case id or glob over catalog ids
     ("rope_*"), or a list of these. Returns a VerifyResult; raises PosencError when posenc exits
-    2 (input error) or prints no JSON. Exit 1 (a mismatch) is a result, not an exception."""
+    2 (input error) or prints no JSON. Exit 1 (a mismatch) and exit 3 (nothing judged but
+    INCONCLUSIVE negative controls) are results, not exceptions."""
     binary = find_binary(posenc)
     if not os.path.isdir(outputs_dir) and not os.path.isfile(outputs_dir):
         raise ValueError(f"verify: outputs_dir={outputs_dir!r} does not exist")
@@ -164,7 +176,7 @@ def verify(case_or_glob, outputs_dir, profile="strict", posenc="posenc", data_di
            + ["--actual", str(outputs_dir), "--profile", profile, "--format", "json"]
            + list(extra_args))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1, 3):
         raise PosencError(f"verify: posenc exited {proc.returncode}: "
                           f"{(proc.stderr or proc.stdout).strip()}\ncommand: {' '.join(cmd)}")
     try:

@@ -504,28 +504,43 @@ def sinusoid_outputs(case, mode="f32", paper_inv="reciprocal"):
 
 # ---- M-RoPE (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) ---------------------------------------------------
 
-def _mrope_prompt(spans, index):
-    """HF's get_rope_index on one prompt: int64 positions [3, L] and rope_delta."""
+def _mrope_prompt(spans, index, release="v4", temporal=None, tps=None, grid_hw_swap=False):
+    """HF's get_rope_index on one prompt: int64 positions [3, L] and rope_delta.
+
+    release "v4" (HF <= 4.57, Qwen's code): every span starts at max(positions so far) + 1;
+    "v5" (HF 5.x, PR #43972): a span starts where the previous one's run ends, text after a
+    visual span at its start + max(h, w) (the temporal extent ignored), rope_delta still from the
+    overall max. temporal overrides the case's rule: "frame_index" (Qwen2-VL's t = f),
+    "scaled_float32" (trunc(f * s * tps) on float32 tensors), "scaled_int_seconds" (HF 4.52-5.15:
+    int(s) before the product). tps overrides tokens_per_second; grid_hw_swap reads each grid
+    as (t, w, h) (a planted bug)."""
     m = index["spatial_merge_size"]
-    tps = index.get("tokens_per_second")
-    scaled = index.get("temporal", "").startswith("scaled")
-    cols, nxt = [], 0
+    tps = index.get("tokens_per_second", 2.0) if tps is None else tps
+    rule = temporal or index.get("temporal", "frame_index")
+    cols, nxt, cur = [], 0, 0
     for s in spans:
+        start = cur if release == "v5" else nxt
         if s["type"] == "text":
             n = s["tokens"]
-            cols.append(np.tile(np.arange(n, dtype=np.int64) + nxt, (3, 1)))
+            cols.append(np.tile(np.arange(n, dtype=np.int64) + start, (3, 1)))
+            cur = start + n
         else:
             t, h, w = (int(x) for x in s["grid_thw"])
+            if grid_hw_swap:
+                h, w = w, h
             h, w = h // m, w // m
             ti = np.arange(t, dtype=np.int64)
-            if s["type"] == "video" and scaled:
+            if s["type"] == "video" and rule == "scaled_float32":
                 spg = F32(s.get("second_per_grid", 1.0))
                 ti = (ti.astype(F32) * spg * F32(tps)).astype(np.int64)
+            elif s["type"] == "video" and rule == "scaled_int_seconds":
+                ti = ti * int(s.get("second_per_grid", 1.0)) * int(tps)
             tt = np.repeat(ti, h * w)
             hh = np.tile(np.repeat(np.arange(h, dtype=np.int64), w), t)
             ww = np.tile(np.arange(w, dtype=np.int64), t * h)
-            cols.append(np.stack([tt, hh, ww]) + nxt)
-        nxt = int(cols[-1].max()) + 1
+            cols.append(np.stack([tt, hh, ww]) + start)
+            cur = start + max(h, w)
+        nxt = max(nxt, int(cols[-1].max()) + 1)
     pos = np.concatenate(cols, axis=1)
     return pos, nxt - pos.shape[1]
 
@@ -619,14 +634,15 @@ def mrope_hf_trace(case, rule=None):
     return {n: a for n, a in out.items() if n in case.expected}
 
 
-def mrope_positions(case):
+def mrope_positions(case, **release):
     """HF's get_rope_index on the case's prompt layout (params.prompt.spans): text positions run
     on from max(previous) + 1 in all three streams; a visual span of grid (t, h, w) takes
     (t_index, h / m, w / m) after the text before it, with Qwen2.5-VL's t_index =
     long(arange(t) * second_per_grid * tokens_per_second) in float32; decode tokens at their
-    cache position + rope_delta (max + 1 - prompt length). Returns int64 [3, T]."""
+    cache position + rope_delta (max + 1 - prompt length). Returns int64 [3, T]. `release`:
+    _mrope_prompt's release, temporal, tps and grid_hw_swap."""
     p = case.params
-    pos, delta = _mrope_prompt(p["prompt"]["spans"], p["index"])
+    pos, delta = _mrope_prompt(p["prompt"]["spans"], p["index"], **release)
     n_prompt = pos.shape[1]
     dec = np.arange(n_prompt, n_prompt + p.get("n_decode", 0), dtype=np.int64) + delta
     return np.concatenate([pos, np.tile(dec, (3, 1))], axis=1)
@@ -661,12 +677,17 @@ class _ParamsOverride:
         return getattr(self._case, name)
 
 
-def mrope_hf(case, rule=None, layout=None):
+def mrope_hf(case, rule=None, layout=None, order=(0, 1, 2), write_right_positions=False,
+             base=None, **release):
     """HF float32 M-RoPE: float32 inv_freq (over the rotary_dim channels: GLM-4.1V rotates half
     the head) and positions, the angle of each pair at its stream's position, float32 cos/sin,
     the case's pairs (rotate_half; GLM-4.1V's adjacent channels, `interleaved`), float32
     scores. `rule` overrides the case's map (a wrong-map engine), `layout` its pairs (an engine
-    rotating GLM-4.1V with Qwen2-VL's rotate_half)."""
+    rotating GLM-4.1V with Qwen2-VL's rotate_half). `release` (release="v5", temporal=...,
+    tps=..., grid_hw_swap=True) computes the positions as another HF release (or a planted bug)
+    does; `order` feeds the streams to the rotation in another order (position_ids rows
+    permuted: (1, 2, 0) is (h, w, t)), the positions written as fed unless
+    `write_right_positions`; `base` replaces rope_theta."""
     if layout is not None:
         case = _ParamsOverride(case, layout=layout)
     if case.variant == "trace":
@@ -675,12 +696,13 @@ def mrope_hf(case, rule=None, layout=None):
         return mrope_hf_vision(case)
     p = case.params
     d = layouts.resolve_rotary_dim(p.get("rotary_dim"), p["head_dim"])
-    inv = _hf_default_inv_freq(p["base"], d)
-    pos = mrope_positions(case)
+    inv = _hf_default_inv_freq(p["base"] if base is None else base, d)
+    right = mrope_positions(case, **release)
+    pos = right[list(order), :]
     stream = mrope_stream_of_pair(case, rule)
     angles = pos[stream, :].T.astype(F32) * inv[None, :]
     out = rope_outputs(case, angles.astype(F32), inv, 1.0, None, "f32")
-    out["positions"] = pos
+    out["positions"] = right if write_right_positions else pos
     return {n: a for n, a in out.items() if n in case.expected}
 
 

@@ -98,7 +98,8 @@ KV_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "g
 
 
 def test_nonfinite_numbers_come_back_as_floats(tmp_path, binary):
-    """verify's JSON writes an infinite ratio as null + ratio_nonfinite; the wrapper gives inf."""
+    """verify's JSON writes an infinite ratio as null + ratio_nonfinite; the wrapper gives inf.
+    An integer tensor's mismatch is finite: 2 x its largest difference, with max_difference."""
     import subprocess
     case = "kv_cache_rope_window8_ring_wrap_f32"
     out = tmp_path / f"{case}.safetensors"
@@ -106,8 +107,16 @@ def test_nonfinite_numbers_come_back_as_floats(tmp_path, binary):
                     str(out)], check=True, capture_output=True)
     r = posenc.verify(os.path.join(KV_DIR, case + ".json"), str(out), posenc=binary)
     t = r.case(case).tensor("s04.positions")
-    assert t.status == "FAIL" and t.ratio == float("inf"), t
-    assert t.describe().startswith("s04.positions: FAIL worst inf of budget"), t.describe()
+    assert t.status == "FAIL" and t.ratio == 2 * t["max_difference"] and t["max_difference"] >= 1, t
+    assert t.describe().startswith("s04.positions: FAIL worst 2 of budget"), t.describe()
+    c = posenc.load_case(F32)
+    outs = {n: c.expected_values(n).copy() for n in c.expected}
+    outs["q_rot"].flat[5] = np.inf
+    c.write_outputs(str(tmp_path), outs)
+    t = posenc.verify(c, str(tmp_path), posenc=binary).case(F32).tensor("q_rot")
+    assert t.status == "FAIL" and t.ratio == float("inf") and t["n_inf"] == 1, t
+    assert t.describe().startswith("q_rot: FAIL worst inf of budget"), t.describe()
+    assert "non-finite output" in t["message"], t["message"]
 
 
 def test_kv_negative_controls_say_what_verify_does_with_a_correct_engine(tmp_path, binary):
