@@ -227,7 +227,8 @@ class Sha256 {
 /// limit, before anything is allocated.
 std::vector<std::uint8_t> read_file(const std::filesystem::path& path);
 
-/// Writes "<path>.tmp.<pid>" (created with O_EXCL), fsyncs it, then renames it over path: never
+/// Writes a temp file ".posenc.<pid>.<n>.tmp" beside path (created with O_EXCL through the
+/// parent folder's handle), fsyncs it, then renames it over path within that folder: never
 /// a partial file (golden/format/output_path.hpp, AtomicFile). Writes regular files only: a
 /// FIFO, device, socket, directory or dangling symbolic link at path is refused; a symbolic link
 /// to a regular file has that file replaced. Creates missing parent directories. GoldenFileError
