@@ -65,12 +65,10 @@ void add_sink(float sink, int nq, float* row_max, float* row_sum, RowMatrix& acc
   }
 }
 
-}  // namespace
-
-void attention_forward(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
-                       std::int64_t tk, span<const float> q, span<const float> k,
-                       span<const float> v, span<float> out, const AttentionBias* bias,
-                       const AttentionValueHook* value_hook) {
+/// attention_forward's argument checks: InvalidArgument naming the parameter.
+void check_forward_inputs(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
+                          std::int64_t tk, span<const float> q, span<const float> k,
+                          span<const float> v, span<float> out) {
   constexpr const char* fn = "attention_forward";
   reference::attention_check(p, tq, tk, fn);
   const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
@@ -93,6 +91,94 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
       throw_invalid(fn, "out must not overlap q, k or v", "overlap");
     }
   }
+}
+
+/// The columns [lo, hi) of the key chunk [j0, j0 + nk) that the causal, window and chunk masks
+/// leave visible to the query at qpos (one range: each mask hides a prefix or a suffix).
+inline void visible_columns(const AttentionParams& p, std::int64_t qpos, std::int64_t j0, int nk,
+                            bool mut_causal, int& lo, int& hi) {
+  std::int64_t c_lo = 0, c_hi = nk;
+  if (p.causal) c_hi = std::min<std::int64_t>(c_hi, qpos + (mut_causal ? 1 : 0) - j0 + 1);
+  if (p.window > 0) c_lo = std::max<std::int64_t>(c_lo, qpos - p.window + 1 - j0);
+  if (p.chunk > 0) {  // the chunk of qpos: [start, start + C)
+    const std::int64_t cs = reference::attention_chunk_start(p.chunk, qpos);
+    c_lo = std::max<std::int64_t>(c_lo, cs - j0);
+    c_hi = std::min<std::int64_t>(c_hi, cs + p.chunk - j0);
+  }
+  c_lo = std::min<std::int64_t>(c_lo, nk);
+  c_hi = std::max(c_hi, c_lo);
+  lo = static_cast<int>(c_lo);
+  hi = static_cast<int>(c_hi);
+}
+
+/// One pass over the visible columns [lo, hi) of a score row (query row i, keys from j0): scale,
+/// the bias row b (nullptr: none) and the running maximum; then the padding and allowed masks
+/// (-inf). Returns the row's maximum (-inf: nothing visible).
+inline float scale_and_mask_row(float* srow, int lo, int hi, float scale, const float* b,
+                                bool mut_scale, const AttentionMask& m, std::int64_t i,
+                                std::int64_t j0, std::int64_t tk) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float tile_max = -kInf;
+  if (b) {
+    if (mut_scale) {
+#pragma omp simd reduction(max : tile_max)
+      for (int c = lo; c < hi; ++c) {
+        srow[c] = (srow[c] + b[c]) * scale;
+        tile_max = std::max(tile_max, srow[c]);
+      }
+    } else {
+#pragma omp simd reduction(max : tile_max)
+      for (int c = lo; c < hi; ++c) {
+        srow[c] = srow[c] * scale + b[c];
+        tile_max = std::max(tile_max, srow[c]);
+      }
+    }
+  } else {
+#pragma omp simd reduction(max : tile_max)
+    for (int c = lo; c < hi; ++c) {
+      srow[c] = srow[c] * scale;
+      tile_max = std::max(tile_max, srow[c]);
+    }
+  }
+  if (!m.key_padding.empty() || !m.allowed.empty()) {
+    tile_max = -kInf;
+    for (int c = lo; c < hi; ++c) {
+      const std::int64_t j = j0 + c;
+      if ((!m.key_padding.empty() && m.key_padding[static_cast<std::size_t>(j)]) ||
+          (!m.allowed.empty() && !m.allowed[static_cast<std::size_t>(i * tk + j)])) {
+        srow[c] = -kInf;
+      }
+      tile_max = std::max(tile_max, srow[c]);
+    }
+  }
+  return tile_max;
+}
+
+/// Adds the weights srow[lo, hi) to their slots w[sl[c]]. Runs of equal slots (Shaw: every key
+/// beyond the clip distance lands in one of the two end slots) are summed in registers, then
+/// added once.
+inline void add_slot_weights(const std::int32_t* sl, const float* srow, int lo, int hi,
+                             float* w) {
+  for (int c = lo; c < hi;) {
+    const std::int32_t slot = sl[c];
+    int e = c + 1;
+    while (e < hi && sl[e] == slot) ++e;
+    float run = 0.0f;
+#pragma omp simd reduction(+ : run)
+    for (int x = c; x < e; ++x) run += srow[x];
+    w[slot] += run;
+    c = e;
+  }
+}
+
+}  // namespace
+
+void attention_forward(const AttentionParams& p, const AttentionMask& m, std::int64_t tq,
+                       std::int64_t tk, span<const float> q, span<const float> k,
+                       span<const float> v, span<float> out, const AttentionBias* bias,
+                       const AttentionValueHook* value_hook) {
+  check_forward_inputs(p, m, tq, tk, q, k, v, out);
+  const int H = p.n_heads, Hkv = p.n_kv_heads, d = p.head_dim, dv = p.value_dim;
   const float scale = scale_of(p);
   const int group = H / Hkv;
   const bool has_sink = !p.sinks.empty();
@@ -165,53 +251,10 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
         for (int r = 0; r < nq; ++r) {
           const std::int64_t i = i0 + r, qpos = p.query_offset + i;
           float* srow = &st(r, 0);
-          // Causal and window masks hide the keys outside one column range [c_lo, c_hi).
-          std::int64_t c_lo = 0, c_hi = nk;
-          if (p.causal) c_hi = std::min<std::int64_t>(c_hi, qpos + (mut_causal ? 1 : 0) - j0 + 1);
-          if (p.window > 0) c_lo = std::max<std::int64_t>(c_lo, qpos - p.window + 1 - j0);
-          if (p.chunk > 0) {  // the chunk of qpos: [start, start + C)
-            const std::int64_t cs = reference::attention_chunk_start(p.chunk, qpos);
-            c_lo = std::max<std::int64_t>(c_lo, cs - j0);
-            c_hi = std::min<std::int64_t>(c_hi, cs + p.chunk - j0);
-          }
-          c_lo = std::min<std::int64_t>(c_lo, nk);
-          c_hi = std::max(c_hi, c_lo);
-          const int lo = static_cast<int>(c_lo), hi = static_cast<int>(c_hi);
-          // One pass: scale, bias and the running maximum of the visible columns.
-          float tile_max = -kInf;
-          if (bias) {
-            const float* b = bias_tile.data() + static_cast<std::size_t>(r) * nk;
-            if (mut_scale) {
-#pragma omp simd reduction(max : tile_max)
-              for (int c = lo; c < hi; ++c) {
-                srow[c] = (srow[c] + b[c]) * scale;
-                tile_max = std::max(tile_max, srow[c]);
-              }
-            } else {
-#pragma omp simd reduction(max : tile_max)
-              for (int c = lo; c < hi; ++c) {
-                srow[c] = srow[c] * scale + b[c];
-                tile_max = std::max(tile_max, srow[c]);
-              }
-            }
-          } else {
-#pragma omp simd reduction(max : tile_max)
-            for (int c = lo; c < hi; ++c) {
-              srow[c] = srow[c] * scale;
-              tile_max = std::max(tile_max, srow[c]);
-            }
-          }
-          if (!m.key_padding.empty() || !m.allowed.empty()) {
-            tile_max = -kInf;
-            for (int c = lo; c < hi; ++c) {
-              const std::int64_t j = j0 + c;
-              if ((!m.key_padding.empty() && m.key_padding[static_cast<std::size_t>(j)]) ||
-                  (!m.allowed.empty() && !m.allowed[static_cast<std::size_t>(i * tk + j)])) {
-                srow[c] = -kInf;
-              }
-              tile_max = std::max(tile_max, srow[c]);
-            }
-          }
+          int lo = 0, hi = 0;
+          visible_columns(p, qpos, j0, nk, mut_causal, lo, hi);
+          const float* b = bias ? bias_tile.data() + static_cast<std::size_t>(r) * nk : nullptr;
+          const float tile_max = scale_and_mask_row(srow, lo, hi, scale, b, mut_scale, m, i, j0, tk);
           for (int c = 0; c < lo; ++c) srow[c] = 0.0f;
           for (int c = hi; c < nk; ++c) srow[c] = 0.0f;
           if (tile_max == -kInf) {
@@ -235,19 +278,7 @@ void attention_forward(const AttentionParams& p, const AttentionMask& m, std::in
             if (alpha != 1.0f) {
               for (int x = 0; x < n_slots; ++x) w[x] *= alpha;
             }
-            // Runs of equal slots (Shaw: every key beyond the clip distance lands in one of
-            // the two end slots) are summed in registers, then added once.
-            const std::int32_t* sl = slot_tile.data() + static_cast<std::size_t>(r) * nk;
-            for (int c = lo; c < hi;) {
-              const std::int32_t slot = sl[c];
-              int e = c + 1;
-              while (e < hi && sl[e] == slot) ++e;
-              float run = 0.0f;
-#pragma omp simd reduction(+ : run)
-              for (int x = c; x < e; ++x) run += srow[x];
-              w[slot] += run;
-              c = e;
-            }
+            add_slot_weights(slot_tile.data() + static_cast<std::size_t>(r) * nk, srow, lo, hi, w);
           }
         }
         acc.topRows(nq).noalias() += st * vb;

@@ -23,16 +23,6 @@ float to_storage(float x, KvStorage s) {
   return s == KvStorage::kF16 ? static_cast<float>(f16_to_double(double_to_f16(x))) : x;
 }
 
-/// The work of one sequence in one step: its new queries (rotated) and the keys they see.
-struct SeqWork {
-  std::int64_t n = 0;
-  std::vector<std::int64_t> cols, qpos, kpos;
-  std::vector<float> q;     // [n, H, d], encoded
-  std::vector<float> keys;  // [nk, Hkv, d] as stored (cached slots first, then the new ones)
-  std::vector<float> vals;  // [nk, Hkv, dv]
-  std::vector<float> out;   // [n, H, dv]
-};
-
 /// The number of occupied slots (position >= 0).
 std::int64_t n_cached(const std::vector<std::int64_t>& pos) {
   return std::count_if(pos.begin(), pos.end(), [](std::int64_t p) { return p >= 0; });
@@ -202,6 +192,16 @@ std::int64_t KvCache::write_slot(const Seq& s, std::int64_t i) const {
   return free_slot(s);
 }
 
+/// The work of one sequence in one step: its new queries (rotated) and the keys they see.
+struct KvCache::SeqWork {
+  std::int64_t n = 0;
+  std::vector<std::int64_t> cols, qpos, kpos;
+  std::vector<float> q;     // [n, H, d], encoded
+  std::vector<float> keys;  // [nk, Hkv, d] as stored (cached slots first, then the new ones)
+  std::vector<float> vals;  // [nk, Hkv, dv]
+  std::vector<float> out;   // [n, H, dv]
+};
+
 void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const float> q,
                    span<const float> k, span<const float> v, span<float> out,
                    span<std::int64_t> positions, span<const std::int64_t> given,
@@ -220,7 +220,22 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
   if (!given.empty() && given.size() != BT) throw_invalid(fn, "given must be empty or have B*T entries", given.size());
   if (!slots.empty() && slots.size() != BT) throw_invalid(fn, "slots must be empty or have B*T entries", slots.size());
 
-  // 1. Check every sequence fits before changing anything.
+  std::vector<SeqWork> work = step_plan(T, valid);  // 1. throws before anything changes
+  std::fill(out.begin(), out.end(), 0.0f);
+  std::fill(positions.begin(), positions.end(), -1);
+  std::fill(slots.begin(), slots.end(), -1);
+  for (int b = 0; b < B; ++b) {  // 2. per sequence
+    if (work[b].n > 0) step_prepare(b, T, q, k, v, given, work[b]);
+  }
+  step_attend(work);                            // 3.
+  step_commit(T, work, out, positions, slots);  // 4.
+}
+
+/// 1. The valid columns of every sequence, and the check that each fits its cache.
+std::vector<KvCache::SeqWork> KvCache::step_plan(std::int64_t T,
+                                                 span<const std::uint8_t> valid) const {
+  const char* fn = "KvCache::step";
+  const int B = c_.batch;
   std::vector<SeqWork> work(static_cast<std::size_t>(B));
   for (int b = 0; b < B; ++b) {
     SeqWork& w = work[b];
@@ -238,79 +253,86 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
       throw_invalid(fn, "sequence " + std::to_string(b) + ": a multi-token step must fit the sink cache", w.n);
     }
   }
-  std::fill(out.begin(), out.end(), 0.0f);
-  std::fill(positions.begin(), positions.end(), -1);
-  std::fill(slots.begin(), slots.end(), -1);
+  return work;
+}
 
-  // 2. Per sequence: sink eviction, positions, encoded queries, the keys they see.
-  for (int b = 0; b < B; ++b) {
-    SeqWork& w = work[b];
-    if (w.n == 0) continue;
-    Seq& s = seqs_[b];
-    const std::int64_t used = n_cached(s.pos);
-    if (c_.n_sink > 0 && used == c_.capacity) {  // StreamingLLM: evict the oldest non-sink, move later positions down
-      std::int64_t oldest = -1;
-      for (std::int64_t i = 0; i < c_.capacity; ++i) {
-        // sinks: the first n_sink tokens the sequence wrote (capacity > n_sink: one exists)
-        if (s.pos[i] >= 0 && s.age[i] >= c_.n_sink && (oldest < 0 || s.age[i] < s.age[oldest])) oldest = i;
-      }
-      const std::int64_t gone = s.pos[oldest];
-      s.pos[oldest] = -1;
-      std::vector<std::int64_t> moved;
-      for (std::int64_t i = 0; i < c_.capacity; ++i) {
-        if (s.pos[i] > gone) {
-          s.pos[i] -= 1;
-          moved.push_back(i);
-        }
-      }
-      rerotate(s, moved, -1);
-      s.next -= 1;
-    }
-    for (std::int64_t i = 0; i < w.n; ++i) {
-      std::int64_t p = given.empty() ? s.next + i : given[b * T + w.cols[i]];
-      if (p < 0) throw_invalid(fn, "given positions must be >= 0", p);
-      if (POSENC_MUTANT("opt_kv_restart_positions") && s.next > 0) p = i;
-      if (POSENC_MUTANT("opt_kv_padding_as_position")) p = s.next + w.cols[i];
-      w.qpos.push_back(p);
-    }
-    std::vector<float> kn(static_cast<std::size_t>(w.n * Hkv * d)), vn(static_cast<std::size_t>(w.n * Hkv * dv));
-    w.q.resize(static_cast<std::size_t>(w.n * H * d));
-    for (std::int64_t i = 0; i < w.n; ++i) {
-      const std::size_t row = static_cast<std::size_t>(b * T + w.cols[i]);
-      std::copy(q.begin() + row * H * d, q.begin() + (row + 1) * H * d, w.q.begin() + i * H * d);
-      std::copy(k.begin() + row * Hkv * d, k.begin() + (row + 1) * Hkv * d, kn.begin() + i * Hkv * d);
-      std::copy(v.begin() + row * Hkv * dv, v.begin() + (row + 1) * Hkv * dv, vn.begin() + i * Hkv * dv);
-    }
-    if (c_.rope && !c_.rotate) {  // the RoPE kernel: q and k of all new tokens in one pass
-      const RopeCache rc = rope_cache_init(c_.rope_params, w.qpos,
-                                           span<const double>(c_.inv_freq.data(), c_.inv_freq.size()),
-                                           c_.attention_factor);
-      rope_apply_qk(c_.rope_params, rc, RopeShape{w.n, H, RopeTensorLayout::kTokensHeadsDim}, w.q, w.q,
-                    RopeShape{w.n, Hkv, RopeTensorLayout::kTokensHeadsDim}, kn, kn);
-    } else if (c_.rope) {
-      for (std::int64_t i = 0; i < w.n; ++i) {
-        rotate(&w.q[i * H * d], H, w.qpos[i], c_.attention_factor);
-        rotate(&kn[i * Hkv * d], Hkv, w.qpos[i], c_.attention_factor);
-      }
-    }
-    for (float& x : kn) x = to_storage(x, c_.storage);  // as the cache will hold them
-    for (float& x : vn) x = to_storage(x, c_.storage);
-    std::vector<float> key(static_cast<std::size_t>(Hkv * d)), val(static_cast<std::size_t>(Hkv * dv));
-    for (std::int64_t i = 0; i < c_.capacity; ++i) {
-      if (s.pos[i] < 0) continue;
-      load_key(s, i, key.data());
-      load_value(s, i, val.data());
-      w.keys.insert(w.keys.end(), key.begin(), key.end());
-      w.vals.insert(w.vals.end(), val.begin(), val.end());
-      w.kpos.push_back(POSENC_MUTANT("opt_kv_slot_as_position") ? i : s.pos[i]);
-    }
-    w.keys.insert(w.keys.end(), kn.begin(), kn.end());
-    w.vals.insert(w.vals.end(), vn.begin(), vn.end());
-    w.kpos.insert(w.kpos.end(), w.qpos.begin(), w.qpos.end());
-    w.out.assign(static_cast<std::size_t>(w.n * H * dv), 0.0f);
+/// StreamingLLM's eviction when the sink cache of s is full: the oldest non-sink token goes,
+/// later positions move down by one (their keys re-rotated by -1).
+void KvCache::evict_for_sink(Seq& s) {
+  std::int64_t oldest = -1;
+  for (std::int64_t i = 0; i < c_.capacity; ++i) {
+    // sinks: the first n_sink tokens the sequence wrote (capacity > n_sink: one exists)
+    if (s.pos[i] >= 0 && s.age[i] >= c_.n_sink && (oldest < 0 || s.age[i] < s.age[oldest])) oldest = i;
   }
+  const std::int64_t gone = s.pos[oldest];
+  s.pos[oldest] = -1;
+  std::vector<std::int64_t> moved;
+  for (std::int64_t i = 0; i < c_.capacity; ++i) {
+    if (s.pos[i] > gone) {
+      s.pos[i] -= 1;
+      moved.push_back(i);
+    }
+  }
+  rerotate(s, moved, -1);
+  s.next -= 1;
+}
 
-  // 3. Attention, one (sequence, head) pair per iteration.
+/// 2. Sequence b: sink eviction, positions, encoded queries and new keys, the keys they see.
+void KvCache::step_prepare(int b, std::int64_t T, span<const float> q, span<const float> k,
+                           span<const float> v, span<const std::int64_t> given, SeqWork& w) {
+  const char* fn = "KvCache::step";
+  const int H = c_.attn.n_heads, Hkv = c_.attn.n_kv_heads, d = c_.attn.head_dim,
+            dv = c_.attn.value_dim;
+  Seq& s = seqs_[b];
+  if (c_.n_sink > 0 && n_cached(s.pos) == c_.capacity) evict_for_sink(s);
+  for (std::int64_t i = 0; i < w.n; ++i) {
+    std::int64_t p = given.empty() ? s.next + i : given[b * T + w.cols[i]];
+    if (p < 0) throw_invalid(fn, "given positions must be >= 0", p);
+    if (POSENC_MUTANT("opt_kv_restart_positions") && s.next > 0) p = i;
+    if (POSENC_MUTANT("opt_kv_padding_as_position")) p = s.next + w.cols[i];
+    w.qpos.push_back(p);
+  }
+  std::vector<float> kn(static_cast<std::size_t>(w.n * Hkv * d)), vn(static_cast<std::size_t>(w.n * Hkv * dv));
+  w.q.resize(static_cast<std::size_t>(w.n * H * d));
+  for (std::int64_t i = 0; i < w.n; ++i) {
+    const std::size_t row = static_cast<std::size_t>(b * T + w.cols[i]);
+    std::copy(q.begin() + row * H * d, q.begin() + (row + 1) * H * d, w.q.begin() + i * H * d);
+    std::copy(k.begin() + row * Hkv * d, k.begin() + (row + 1) * Hkv * d, kn.begin() + i * Hkv * d);
+    std::copy(v.begin() + row * Hkv * dv, v.begin() + (row + 1) * Hkv * dv, vn.begin() + i * Hkv * dv);
+  }
+  if (c_.rope && !c_.rotate) {  // the RoPE kernel: q and k of all new tokens in one pass
+    const RopeCache rc = rope_cache_init(c_.rope_params, w.qpos,
+                                         span<const double>(c_.inv_freq.data(), c_.inv_freq.size()),
+                                         c_.attention_factor);
+    rope_apply_qk(c_.rope_params, rc, RopeShape{w.n, H, RopeTensorLayout::kTokensHeadsDim}, w.q, w.q,
+                  RopeShape{w.n, Hkv, RopeTensorLayout::kTokensHeadsDim}, kn, kn);
+  } else if (c_.rope) {
+    for (std::int64_t i = 0; i < w.n; ++i) {
+      rotate(&w.q[i * H * d], H, w.qpos[i], c_.attention_factor);
+      rotate(&kn[i * Hkv * d], Hkv, w.qpos[i], c_.attention_factor);
+    }
+  }
+  for (float& x : kn) x = to_storage(x, c_.storage);  // as the cache will hold them
+  for (float& x : vn) x = to_storage(x, c_.storage);
+  std::vector<float> key(static_cast<std::size_t>(Hkv * d)), val(static_cast<std::size_t>(Hkv * dv));
+  for (std::int64_t i = 0; i < c_.capacity; ++i) {
+    if (s.pos[i] < 0) continue;
+    load_key(s, i, key.data());
+    load_value(s, i, val.data());
+    w.keys.insert(w.keys.end(), key.begin(), key.end());
+    w.vals.insert(w.vals.end(), val.begin(), val.end());
+    w.kpos.push_back(POSENC_MUTANT("opt_kv_slot_as_position") ? i : s.pos[i]);
+  }
+  w.keys.insert(w.keys.end(), kn.begin(), kn.end());
+  w.vals.insert(w.vals.end(), vn.begin(), vn.end());
+  w.kpos.insert(w.kpos.end(), w.qpos.begin(), w.qpos.end());
+  w.out.assign(static_cast<std::size_t>(w.n * H * dv), 0.0f);
+}
+
+/// 3. Attention, one (sequence, head) pair per iteration.
+void KvCache::step_attend(std::vector<SeqWork>& work) const {
+  const int B = c_.batch, H = c_.attn.n_heads, Hkv = c_.attn.n_kv_heads, d = c_.attn.head_dim,
+            dv = c_.attn.value_dim;
   const float scale = static_cast<float>(static_cast<double>(reference::attention_scale<double>(c_.attn)));
   const int group = H / Hkv;
   const std::int64_t window = c_.attn.window;
@@ -368,8 +390,13 @@ void KvCache::step(std::int64_t T, span<const std::uint8_t> valid, span<const fl
       }
     }
   }
+}
 
-  // 4. Write outputs, positions and the new keys.
+/// 4. Outputs, positions and the new keys written.
+void KvCache::step_commit(std::int64_t T, std::vector<SeqWork>& work, span<float> out,
+                          span<std::int64_t> positions, span<std::int64_t> slots) {
+  const int B = c_.batch, H = c_.attn.n_heads, Hkv = c_.attn.n_kv_heads, d = c_.attn.head_dim,
+            dv = c_.attn.value_dim;
   for (int b = 0; b < B; ++b) {
     SeqWork& w = work[b];
     if (w.n == 0) continue;

@@ -129,6 +129,15 @@ class KvCache {
   void rotate(float* x, int heads, std::int64_t m, double factor) const;
   std::int64_t free_slot(const Seq& s) const;
   std::int64_t write_slot(const Seq& s, std::int64_t i) const;  // config().slot_rule's choice
+  // step's four stages (kv_cache.cpp): plan and check, prepare each sequence, attend, commit.
+  struct SeqWork;
+  std::vector<SeqWork> step_plan(std::int64_t T, span<const std::uint8_t> valid) const;
+  void evict_for_sink(Seq& s);
+  void step_prepare(int b, std::int64_t T, span<const float> q, span<const float> k,
+                    span<const float> v, span<const std::int64_t> given, SeqWork& w);
+  void step_attend(std::vector<SeqWork>& work) const;
+  void step_commit(std::int64_t T, std::vector<SeqWork>& work, span<float> out,
+                   span<std::int64_t> positions, span<std::int64_t> slots);
 
   KvCacheConfig c_;
   std::vector<Seq> seqs_;

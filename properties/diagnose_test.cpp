@@ -691,7 +691,9 @@ TEST(DiagnoseConfirmation, NoConfirmationAboveResidualOneForEveryMistakeAndStage
           const auto& h = d.ranked[i];
           EXPECT_EQ(h.limit, 1.0) << what;
           EXPECT_EQ(h.confirmed(), h.residual <= 1.0) << what;
-          if (h.confirmed()) EXPECT_LE(j["hypotheses"][i]["residual"].get<double>(), 1.0) << what;
+          if (h.confirmed()) {
+            EXPECT_LE(j["hypotheses"][i]["residual"].get<double>(), 1.0) << what;
+          }
           EXPECT_EQ(j["hypotheses"][i]["confirmed"].get<bool>(), h.residual <= 1.0) << what;
         }
         if (d.verdict == "explained") {

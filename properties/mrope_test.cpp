@@ -158,8 +158,9 @@ TEST(MropeGoldenReleases, ReleaseConventionsAreDeclaredAlternatives) {
       for (const auto& a : t.alternatives) names.insert(a.name);
     }
     EXPECT_TRUE(names.count("hf5_resume_max_hw")) << lc.spec.id;
-    if (lc.spec.id.find("half_second") != std::string::npos)
+    if (lc.spec.id.find("half_second") != std::string::npos) {
       EXPECT_TRUE(names.count("hf_int_seconds")) << lc.spec.id;
+    }
     for (const auto& name : names) {
       golden::TensorMap out;
       for (const auto& t : lc.spec.expected) {

@@ -103,7 +103,9 @@ std::size_t expect_layers_match(const ModelPlan& p, const Json& config, const st
     EXPECT_EQ(t.mask, e[i].mask) << what << " layer " << i;
     kinds.insert({e[i].name, e[i].rope});
   }
-  if (!e.empty()) EXPECT_EQ(p.types.size(), kinds.size()) << what << ": one type per distinct kind";
+  if (!e.empty()) {
+    EXPECT_EQ(p.types.size(), kinds.size()) << what << ": one type per distinct kind";
+  }
   return kinds.size();
 }
 
@@ -327,8 +329,9 @@ void expect_type_values(const ModelPlan& p, const Json& c, const std::string& wh
       t.contains("rope_parameters") && t.at("rope_parameters").contains("full_attention");
   for (const PlanLayerType& type : p.types) {
     const std::string w = what + " " + type.name;
-    if (type.mask == PlanMask::kSliding)
+    if (type.mask == PlanMask::kSliding) {
       EXPECT_EQ(type.window, t.at("sliding_window").get<std::int64_t>()) << w;
+    }
     if (per_type && type.rope != PlanRope::kNone) {
       const Json& block = t.at("rope_parameters").at(type.name);
       EXPECT_EQ(type.params.base, block.at("rope_theta").get<double>()) << w;
@@ -361,8 +364,9 @@ void expect_type_values(const ModelPlan& p, const Json& c, const std::string& wh
         EXPECT_EQ(type.chunk, t.at("attention_chunk_size").get<std::int64_t>()) << w;
       }
     }
-    if (mt == "gpt_oss")
+    if (mt == "gpt_oss") {
       EXPECT_EQ(type.scaling.truncate, t.at("rope_scaling").at("truncate").get<bool>()) << w;
+    }
   }
 }
 

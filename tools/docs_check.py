@@ -11,6 +11,10 @@ offending place as `path:line: problem` and exiting 1 if there is any:
 2. Every relative link in README.md and docs/**/*.md (outside code blocks and inline code)
    points to a file inside the repository that exists, and a `#fragment` to a heading of that
    Markdown file (GitHub's anchor rule).
+3. Every repository path README.md and docs/**/*.md name in their text or inline code (a word
+   starting with one of the project's top folders, `golden/cases/registry.cpp`, `optimized/`)
+   names a file or folder that exists. A path with a placeholder or a glob (`reference/<slug>.hpp`,
+   `optimized/mrope.*`) is a pattern, not a name, and is skipped.
 
 Without git (a source tarball) the tree is walked instead, skipping build folders.
 """
@@ -140,6 +144,39 @@ def broken_links(root):
     return problems, len(pages)
 
 
+TOP_FOLDERS = ("reference", "optimized", "properties", "golden", "tools", "docs", "python",
+               "check", "fuzz", "examples", "cmake", ".ci")
+# A path word: a top folder, then path characters; a placeholder or glob right after it makes it
+# a pattern.
+PATH_WORD = re.compile(r"(?<![\w./<>-])((?:" + "|".join(re.escape(t) for t in TOP_FOLDERS) +
+                       r")/[\w./-]*)([*<{]?)")
+
+
+def missing_paths(root):
+    problems = []
+    pages = ["README.md"]
+    for dirpath, _, filenames in os.walk(os.path.join(root, "docs")):
+        pages += [os.path.relpath(os.path.join(dirpath, n), root) for n in filenames
+                  if n.endswith(".md")]
+    for rel_page in sorted(pages):
+        with open(os.path.join(root, rel_page), encoding="utf-8") as f:
+            text = f.read()
+        fenced = False
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+                continue
+            if fenced:
+                continue
+            for m in PATH_WORD.finditer(line):
+                path, pattern = m.group(1).rstrip(".,:;-"), m.group(2)
+                if pattern or path.endswith("/."):
+                    continue
+                if not os.path.exists(os.path.join(root, path)):
+                    problems.append(f"{rel_page}:{number}: names {path}, which does not exist")
+    return problems
+
+
 def main():
     if len(sys.argv) != 2:
         print("usage: docs_check.py <source dir>", file=sys.stderr)
@@ -147,13 +184,15 @@ def main():
     root = sys.argv[1]
     outside = outside_references(root)
     links, n_pages = broken_links(root)
-    for p in outside + links:
+    missing = missing_paths(root)
+    for p in outside + links + missing:
         print(p)
-    if outside or links:
+    if outside or links or missing:
         print(f"docs_check: {len(outside)} reference(s) outside the repository, "
-              f"{len(links)} broken link(s)")
+              f"{len(links)} broken link(s), {len(missing)} named path(s) that do not exist")
         return 1
-    print(f"docs_check: no reference outside the repository; the links of {n_pages} pages hold")
+    print(f"docs_check: no reference outside the repository; the links and named paths of "
+          f"{n_pages} pages hold")
     return 0
 
 

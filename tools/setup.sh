@@ -25,6 +25,11 @@ if [ "$tests" = 1 ]; then
   packages+=(python3-numpy python3-pytest python3-jsonschema chromium clang libclang-rt-14-dev
              patch)  # patch: the instrumented reference of the mutant build
 fi
+# Each phase says what it does and, when done, how long it took.
+phase_start=$SECONDS
+phase() { echo "setup: $1"; phase_start=$SECONDS; }
+phase_done() { echo "setup: $1 ($((SECONDS - phase_start)) s)"; }
+phase "checking ${#packages[@]} Debian packages"
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,11 +41,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo apt-get update -q
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
     --no-install-recommends "${missing[@]}"
+  phase_done "installed ${#missing[@]} packages"
+else
+  phase_done "all packages present"
 fi
+phase "configuring $build_dir (CMake, Ninja, Release)"
 # shellcheck disable=SC2086
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${POSENC_CMAKE_ARGS:-} >/dev/null
+phase_done "configured"
 if [ "$tests" = 1 ]; then
+  phase "building every target on $(nproc) cores (the first build takes about 10-15 min on 2)"
   cmake --build "$build_dir" -j "$(nproc)"
 else
+  phase "building $build_dir/posenc on $(nproc) cores"
   cmake --build "$build_dir" -j "$(nproc)" --target posenc
 fi
+phase_done "built"
