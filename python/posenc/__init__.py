@@ -21,8 +21,14 @@ def cases(pattern="*", **kwargs):
     return _cases(pattern, **kwargs)
 
 
+def plan(plan_path, **kwargs):
+    """Decorator for pytest: one test per layer of a plan.json (see pytest_plugin)."""
+    from .pytest_plugin import plan as _plan
+    return _plan(plan_path, **kwargs)
+
+
 __all__ = ["read_safetensors", "write_safetensors", "bf16_to_float32", "float32_to_bf16",
            "float64_to_bf16", "Case", "TensorSpec", "load_case", "find_cases", "case_ids",
            "default_data_dir", "verify", "diagnose", "find_binary", "VerifyResult", "CaseResult",
            "TensorResult", "PosencError", "error_ratio", "budget", "by_position", "ulp",
-           "layouts", "cases"]
+           "layouts", "cases", "plan"]
