@@ -83,6 +83,9 @@ struct MropeModel {
   MropeIndexRule index;
   std::int64_t image_token = 151655, video_token = 151656, vision_start = 151652,
                vision_end = 151653;
+  // GLM-4.1V's video_start / video_end: not in any case's input_ids, but HF's get_rope_index
+  // switches to video on video_start, so they must differ from the ids that are (-1: not GLM).
+  std::int64_t glm_video_start = -1, glm_video_end = -1;
   Json config;
   std::vector<std::string> notes;
 };
@@ -1019,6 +1022,8 @@ void read_token_ids(const KeyReader& ids, bool glm, MropeModel& m) {
     m.video_token = ids.integer("video_token_id", 0, kMaxId, 151344, &m.notes);
     m.vision_start = ids.integer("image_start_token_id", 0, kMaxId, 151339, &m.notes);
     m.vision_end = ids.integer("image_end_token_id", 0, kMaxId, 151340, &m.notes);
+    m.glm_video_start = ids.integer("video_start_token_id", 0, kMaxId, 151341, &m.notes);
+    m.glm_video_end = ids.integer("video_end_token_id", 0, kMaxId, 151342, &m.notes);
     return;
   }
   m.image_token = ids.integer("image_token_id", 0, kMaxId, 151655, &m.notes);
@@ -1027,16 +1032,21 @@ void read_token_ids(const KeyReader& ids, bool glm, MropeModel& m) {
   m.vision_end = ids.integer("vision_end_token_id", 0, kMaxId, 151653, &m.notes);
 }
 
-/// The four token ids must differ: input_ids written with two equal ids cannot give the case's
-/// positions (get_rope_index finds the spans by them).
+/// The token ids must differ (four; GLM-4.1V's six, with video_start and video_end): input_ids
+/// written with two equal ids cannot give the case's positions (get_rope_index finds the spans
+/// by them).
 void check_token_ids_distinct(const std::string& src, bool glm, const MropeModel& m) {
-  const std::pair<const char*, std::int64_t> ids[] = {
+  std::vector<std::pair<const char*, std::int64_t>> ids = {
       {"image_token_id", m.image_token},
       {"video_token_id", m.video_token},
       {glm ? "image_start_token_id" : "vision_start_token_id", m.vision_start},
       {glm ? "image_end_token_id" : "vision_end_token_id", m.vision_end}};
-  for (std::size_t a = 0; a < 4; ++a) {
-    for (std::size_t b = a + 1; b < 4; ++b) {
+  if (glm) {
+    ids.push_back({"video_start_token_id", m.glm_video_start});
+    ids.push_back({"video_end_token_id", m.glm_video_end});
+  }
+  for (std::size_t a = 0; a < ids.size(); ++a) {
+    for (std::size_t b = a + 1; b < ids.size(); ++b) {
       if (ids[a].second == ids[b].second) {
         throw GoldenFileError(src + ": " + ids[a].first + " = " + std::to_string(ids[a].second) +
                               " equals " + ids[b].first +

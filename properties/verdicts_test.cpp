@@ -46,6 +46,8 @@ TensorMap only(const TensorMap& out, const std::vector<std::string>& names) {
   return r;
 }
 
+void set_f32(Tensor& t, std::int64_t i, float v) { std::memcpy(t.data.data() + 4 * i, &v, 4); }
+
 VerifyOptions with_profile(const std::string& p) {
   VerifyOptions o;
   o.profile = p;
@@ -59,7 +61,7 @@ VerifyOptions with_profile(const std::string& p) {
 // stages that would; with one telling stage added it is a PASS (it differs from the known-wrong
 // values); the stored known-wrong values on the same stages are INCONCLUSIVE too (never FAIL).
 TEST(VerifyInconclusive, EveryControlGivenOnlyStagesThatCannotTellIsInconclusive) {
-  int controls = 0, runs = 0, telling_runs = 0;
+  int controls = 0, runs = 0, telling_runs = 0, wrong_runs = 0;
   for (const auto& e : catalog_read(default_data_dir())) {
     if (e.result != "invalid") continue;
     const LoadedCase lc = load_case(default_data_dir() / e.manifest);
@@ -88,6 +90,25 @@ TEST(VerifyInconclusive, EveryControlGivenOnlyStagesThatCannotTellIsInconclusive
                     std::string::npos)
               << r.message;
         }
+        // One element of a blind float32 stage far off (sign flipped, 64 times as large): wrong
+        // under either convention, so FAIL, not INCONCLUSIVE.
+        for (const auto& name : blind) {
+          const Tensor& t = right.at(name);
+          if (t.dtype != DType::kF32 || t.numel() == 0) continue;
+          std::int64_t big = 0;
+          for (std::int64_t i = 1; i < t.numel(); ++i) {
+            if (std::fabs(t.get_f64(i)) > std::fabs(t.get_f64(big))) big = i;
+          }
+          TensorMap bad = only(right, blind);
+          const double x = t.get_f64(big);
+          set_f32(bad.at(name), big, static_cast<float>(-(std::fabs(x) + 1.0) * 64.0));
+          const CaseReport w = verify_case(lc.spec, lc.golden, bad, with_profile(profile));
+          EXPECT_EQ(w.status, Verdict::kFail) << name << "\n" << format_case_text(w, false);
+          EXPECT_NE(w.message.find("wrong under either convention"), std::string::npos)
+              << w.message;
+          ++wrong_runs;
+          break;
+        }
         ++runs;
       }
       if (telling.empty()) continue;
@@ -103,11 +124,12 @@ TEST(VerifyInconclusive, EveryControlGivenOnlyStagesThatCannotTellIsInconclusive
     }
   }
   std::printf(
-      "[ inconclusive ] %d controls: %d runs on undetecting stages INCONCLUSIVE, %d with a "
-      "telling stage judged\n",
-      controls, runs, telling_runs);
+      "[ inconclusive ] %d controls: %d runs on undetecting stages INCONCLUSIVE, %d with one of "
+      "them far off FAIL, %d with a telling stage judged\n",
+      controls, runs, wrong_runs, telling_runs);
   EXPECT_GE(controls, 30);
   EXPECT_GE(runs, 40);
+  EXPECT_GE(wrong_runs, 20);
 }
 
 /// Every trace step's positions, RoPE positions and rotations (what an engine writes when it
@@ -124,9 +146,10 @@ std::vector<std::string> positions_and_rotations(const CaseSpec& spec) {
 
 // The runs: DeepSeek-V3's softmax-factor control without softmax_scale; the M-RoPE
 // traces seq_rm_count and draft_slot_t with only positions and rotations; DeBERTa's p2c control
-// under bf16 with out only. A correct engine, the engine with the control's mistake and engines
-// with unrelated mistakes are all INCONCLUSIVE there (no exit 1 for the correct one, no "PASS"
-// for the wrong ones).
+// under bf16 with out only. A correct engine and the engine with the control's mistake are
+// INCONCLUSIVE there (no exit 1 for the correct one); an engine with an unrelated mistake is
+// INCONCLUSIVE too, or FAIL "wrong under either convention" where the stages given show that
+// mistake (never PASS, never "reproduces").
 TEST(VerifyInconclusive, TheReportedRunsAreInconclusive) {
   struct Run {
     std::string id;
@@ -149,7 +172,7 @@ TEST(VerifyInconclusive, TheReportedRunsAreInconclusive) {
        {}},
       {"deberta_v3_base_h1_d64_q8_o150_k300_p2c_literal_invalid_bf16", {"bf16"}, {"out"}, {}},
   };
-  int n = 0;
+  int n = 0, wrong = 0;
   for (const Run& run : runs) {
     const LoadedCase lc = load(run.id);
     const SchemeEntry& s = scheme_by_slug(lc.spec.scheme);
@@ -174,16 +197,23 @@ TEST(VerifyInconclusive, TheReportedRunsAreInconclusive) {
         }
         const CaseReport r =
             verify_case(lc.spec, lc.golden, only(out, stages), with_profile(profile));
-        EXPECT_EQ(r.status, Verdict::kInconclusive)
-            << run.id << " under " << profile << " with the engine "
-            << (m.empty() ? "(correct)" : m) << ":\n"
-            << format_case_text(r, false);
+        const std::string what = run.id + " under " + profile + " with the engine " +
+                                 (m.empty() ? "(correct)" : m) + ":\n" +
+                                 format_case_text(r, false);
         EXPECT_FALSE(r.telling_stages.empty());
+        if (m.empty() || r.status != Verdict::kFail) {
+          EXPECT_EQ(r.status, Verdict::kInconclusive) << what;
+        } else {  // an unrelated mistake far off on these stages: wrong either way, never PASS
+          EXPECT_NE(r.message.find("wrong under either convention"), std::string::npos) << what;
+          EXPECT_EQ(r.message.find("reproduces"), std::string::npos) << what;
+          ++wrong;
+        }
         n += m.empty();
       }
     }
   }
   EXPECT_EQ(n, 10);  // the correct engine's runs
+  EXPECT_GT(wrong, 0);  // unrelated mistakes that these stages do show
 }
 
 TEST(VerifyInconclusive, ControlDetectionIsMeasuredWhenAControlIsGenerated) {
@@ -213,8 +243,6 @@ TEST(VerifyInconclusive, ReportsShowIt) {
 }
 
 // ---- non-finite values ---------------------------------------------------------------------
-
-void set_f32(Tensor& t, std::int64_t i, float v) { std::memcpy(t.data.data() + 4 * i, &v, 4); }
 
 // One +Inf or -Inf element fails, as NaN does, in a valid case and in every negative control of
 // the f32 catalog (19 tensors were "DIFFERS", exit 0, before): the output is not finite.
@@ -250,6 +278,29 @@ TEST(VerifyNonFinite, InfNeverPassesNotEvenANegativeControl) {
     EXPECT_NE(t.message.find("1 +-Inf element(s): non-finite values never pass"), std::string::npos)
         << t.message;
     EXPECT_EQ(case_report_json(r)["tensors"][3]["n_inf"], 1);
+  }
+}
+
+// Beyond --max-position nothing is judged, yet a non-finite value there still fails the tensor
+// (it once read "PASS (non-finite output: ...: non-finite values never pass)").
+TEST(VerifyNonFinite, NonFiniteBeyondMaxPositionFails) {
+  const LoadedCase v = load("rope_half_d96_r24_b1e4_neox_20b_f32");
+  const TensorMap right = scheme_by_slug("rope").run_engine(v.spec, v.golden, {});
+  VerifyOptions o;
+  o.max_position = 0;  // judge position 0 only
+  ASSERT_EQ(verify_case(v.spec, v.golden, right, o).status, Verdict::kPass);
+  const std::int64_t last = right.at("q_rot").numel() - 1;  // the last token's position > 0
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    TensorMap out = right;
+    set_f32(out.at("q_rot"), last, bad);
+    const CaseReport r = verify_case(v.spec, v.golden, out, o);
+    EXPECT_EQ(r.status, Verdict::kFail) << bad << "\n" << format_case_text(r, false);
+    for (const auto& t : r.tensors) {
+      if (t.name != "q_rot") continue;
+      EXPECT_EQ(t.status, Verdict::kFail) << bad;
+      EXPECT_EQ(t.n_over, 0) << bad << ": the element is beyond --max-position";
+      EXPECT_NE(t.message.find("non-finite values never pass"), std::string::npos) << t.message;
+    }
   }
 }
 

@@ -91,6 +91,11 @@ cp good.safetensors nan.safetensors
 hlen=$(od -An -tu8 -N8 nan.safetensors | tr -d ' ')
 printf '\x00\x00\xc0\x7f\x00\x00\x80\x7f' | dd of=nan.safetensors bs=1 seek=$((8 + hlen)) conv=notrunc status=none
 expect 1 "cos .*over=2/228 .*FAIL \(non-finite output: 1 NaN, 1 \+-Inf element\(s\): non-finite values never pass\)" "NaN and Inf in outputs" verify "$MAN" --actual nan.safetensors
+# An Inf beyond --max-position (the last of cos's 228 f32 elements, the last position): not
+# judged against a budget, yet non-finite, so FAIL (it read "PASS (non-finite output ...)").
+cp good.safetensors maxinf.safetensors
+printf '\x00\x00\x80\x7f' | dd of=maxinf.safetensors bs=1 seek=$((8 + hlen + 908)) conv=notrunc status=none
+expect 1 "cos .*over=0/12 skipped=216 \(beyond --max-position\).*FAIL \(non-finite output: 1 \+-Inf element\(s\): non-finite values never pass\)" "+Inf, -Inf or NaN at a position beyond --max-position" verify "$MAN" --actual maxinf.safetensors --max-position 0
 # +Inf or -Inf in the output for a negative control: FAIL (exit 1, "non-finite output"), never
 # "DIFFERS from the known-wrong output" (a PASS). The correct engine's slopes of the naive-slopes
 # control (one f32 tensor) with its first element +Inf, then -Inf.
@@ -401,6 +406,12 @@ sed 's/"vision_start_token_id": [0-9]*/"vision_start_token_id": 151655/' "$SRC/g
 expect 2 "vl_ids.json: image_token_id = 151655 equals vision_start_token_id: the token ids that mark visual spans must differ" "image_token_id equal to vision_start_token_id (VL config)" generate --config vl_ids.json --out vl_out
 sed 's/"video_token_id": [0-9]*/"video_token_id": 151655/' "$SRC/golden/presets/qwen2-vl-7b-instruct.json" >vl_ids2.json
 expect 2 "vl_ids2.json: image_token_id = 151655 equals video_token_id" "video_token_id equal to image_token_id (VL config)" generate --config vl_ids2.json --out vl_out
+# GLM-4.1V: video_start / video_end are checked too (HF's get_rope_index switches to video on
+# video_start, so an image token equal to it reads every image as a video).
+sed 's/"video_start_token_id": [0-9]*/"video_start_token_id": 151343/' "$SRC/golden/presets/glm-4.1v-9b-thinking.json" >glm_ids.json
+expect 2 "glm_ids.json: image_token_id = 151343 equals video_start_token_id" "GLM-4.1V image_token_id equal to video_start_token_id (VL config)" generate --config glm_ids.json --out vl_out
+sed 's/"video_end_token_id": [0-9]*/"video_end_token_id": 151341/' "$SRC/golden/presets/glm-4.1v-9b-thinking.json" >glm_ids2.json
+expect 2 "glm_ids2.json: video_start_token_id = 151341 equals video_end_token_id" "GLM-4.1V video_start_token_id equal to video_end_token_id (VL config)" generate --config glm_ids2.json --out vl_out
 sed 's/"vision_config": {/"vision_config": [1], "x_vision_config": {/' "$SRC/golden/presets/qwen2-vl-7b-instruct.json" >vl_shape.json
 expect 2 "vl_shape.json: vision_config = \[1\]: must be an object" "vision_config: [1] (VL config)" generate --config vl_shape.json --out vl_out
 printf '{"model_type": "gemma3_text", "num_attention_heads": 4, "head_dim": 64, "num_hidden_layers": 6, "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "sliding_window": 512, "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}, "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}, "chunked_attention": {"rope_type": "default", "rope_theta": 500000.0}}}' >rp_absent.json
@@ -430,6 +441,9 @@ bounded() {
       $((kib / 1024)) "$(grep -E -m1 -- "$regex" <<<"$out")"
   fi
 }
+# The most --positions: the estimate and the refusal come within a 512 MiB cap (sorting 2^22
+# positions through a set of reasons took about 600 MB before the estimate was printed).
+bounded 524288 30 2 "estimate: 513 cases, about 15103.4 MB.*peak memory about [0-9]+ MB" "--positions 0-4194303 under a 512 MiB cap (estimate, then refused)" generate --config "$llama" --positions 0-4194303 --out huge_out
 bounded 2097152 30 0 "^32770 level-2 cases \(estimated" "list --level 2 of a 2^28 context (max_position_embeddings at its maximum)" list --level 2 --config ctx28.json
 bounded 2097152 30 0 "level-2 cases \(shard 9999/10000" "list --level 2 --shard 9999/10000 (the most shards)" list --level 2 --config ctx28.json --shard 9999/10000
 bounded 2097152 30 0 "cases \(shard 0/10000" "list --shard 0/10000 (the most shards)" list --shard 0/10000

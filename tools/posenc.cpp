@@ -315,7 +315,7 @@ Summary summarize(const std::vector<CaseReport>& reports) {
 }
 
 void print_reports(const std::vector<CaseReport>& reports, const std::string& format, bool verbose,
-                   bool by_position, const std::string& profile) {
+                   bool by_position, const std::string& profile, const json* plan = nullptr) {
   const Summary s = summarize(reports);
   if (format == "json") {
     json arr = json::array();
@@ -330,6 +330,7 @@ void print_reports(const std::vector<CaseReport>& reports, const std::string& fo
                 {"not_applicable", s.na},
                 {"inconclusive", s.inconclusive}}},
               {"cases", arr}};
+    if (plan && !plan->is_null()) j["plan_summary"] = *plan;  // per type, the failing layers
     std::cout << j.dump(1) << '\n';
     return;
   }
@@ -621,7 +622,7 @@ DType parse_case_dtype(const std::string& t) {
 /// Prints what generating cc will take (bytes, seconds) and refuses, before anything is computed,
 /// a case whose file or largest tensor `verify` could not read back under the input limits in
 /// force (POSENC_MAX_FILE_BYTES, POSENC_MAX_TENSOR_BYTES).
-void check_config_estimate(const ConfigCases& cc) {
+void check_config_estimate(const ConfigCases& cc, std::size_t n_given_positions) {
   const InputLimits limits = input_limits();
   std::uint64_t total = 0;
   double seconds = 0;
@@ -641,6 +642,7 @@ void check_config_estimate(const ConfigCases& cc) {
   }
   std::uint64_t peak = 0;  // one case's tensors in memory at a time
   for (const ConfigCase& c : cc.cases) peak = std::max(peak, c.file_bytes);
+  peak += 24 * static_cast<std::uint64_t>(n_given_positions);  // the list, sorted, in chunks
   std::fprintf(stderr, "estimate: %zu cases, about %.1f MB, about %.0f s on one core, peak memory about %.0f MB\n",
                cc.cases.size(), static_cast<double>(total) / 1e6, seconds, static_cast<double>(peak) / 1e6 + 30);
   check_job_size("generate --config", total, seconds,
@@ -654,7 +656,7 @@ int cmd_generate_config(const fs::path& config, const std::string& positions, co
   const ConfigCases cc = cases_for_config(config, pos, t, 1, layout);
   std::fprintf(stderr, "config %s\n  %s\n", config.c_str(), cc.model.c_str());
   for (const auto& n : cc.notes) std::fprintf(stderr, "  note: %s\n", n.c_str());
-  check_config_estimate(cc);
+  check_config_estimate(cc, pos.size());
   OutputRule rule(force);
   rule.add_read(config);
   if (!layout.empty()) rule.add_read(layout);
@@ -1060,15 +1062,18 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
                        "tensor \"" + golden_name + "\"");
     }
   }
-  print_reports(reports, format, verbose, by_position, opt.profile);
-  // A plan: a type without output fails its layers (exit 1), as a differing layer table does.
+  // A plan: a type without output fails its layers (exit 1), as a differing layer table does;
+  // JSON carries the plan's verdict too ("plan_summary": per type, the failing layers).
   int plan_layers_failed = 0;
-  if (plan) {
+  json plan_json;
+  if (plan && format != "text") {
     std::ostringstream quiet;
-    std::streambuf* const old = format == "text" ? nullptr : std::cout.rdbuf(quiet.rdbuf());
-    plan_layers_failed = tools::print_plan_summary(*plan, reports);
-    if (old) std::cout.rdbuf(old);
+    std::streambuf* const old = std::cout.rdbuf(quiet.rdbuf());
+    plan_layers_failed = tools::print_plan_summary(*plan, reports, &plan_json);
+    std::cout.rdbuf(old);
   }
+  print_reports(reports, format, verbose, by_position, opt.profile, plan ? &plan_json : nullptr);
+  if (plan && format == "text") plan_layers_failed = tools::print_plan_summary(*plan, reports);
   if (html) html->write(rule);
   const bool failed = std::any_of(reports.begin(), reports.end(), [](const CaseReport& r) {
     return r.status == Verdict::kFail && r.result != "invalid";

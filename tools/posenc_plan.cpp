@@ -66,9 +66,12 @@ std::size_t name_width(const PlanManifest& plan) {
 
 }  // namespace
 
-int print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& reports) {
+int print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& reports,
+                       Json* json) {
   const std::size_t width = name_width(plan);
   int failed = 0, layers_failed = 0, missing = 0;
+  Json types = Json::array();
+  std::vector<int> failing;
   std::cout << "plan " << plan.model << ": " << plan.n_layers << " layers, " << plan.types.size()
             << " layer types\n";
   for (const auto& t : plan.types) {
@@ -81,7 +84,10 @@ int print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& 
       ++failed;
       missing += r == nullptr;
       layers_failed += static_cast<int>(t.layers.size());
+      failing.insert(failing.end(), t.layers.begin(), t.layers.end());
     }
+    types.push_back({{"name", t.name}, {"case", t.case_id}, {"verdict", verdict},
+                     {"layers", t.layers}});
     std::cout << "  " << t.name << std::string(width - t.name.size(), ' ') << "  " << verdict
               << ": layers " << golden::plan_layer_ranges(t.layers) << " (" << t.layers.size()
               << " layers; case " << t.case_id << ")\n";
@@ -97,6 +103,12 @@ int print_plan_summary(const PlanManifest& plan, const std::vector<CaseReport>& 
                                   ", " + std::to_string(layers_failed) + " of " +
                                   std::to_string(plan.n_layers) + " layers affected")
             << "\n";
+  if (json) {
+    std::sort(failing.begin(), failing.end());
+    *json = {{"model", plan.model},   {"n_layers", plan.n_layers},
+             {"verdict", failed == 0 ? "PASS" : "FAIL"},
+             {"layers_failing", failing}, {"types", types}};
+  }
   return layers_failed;
 }
 

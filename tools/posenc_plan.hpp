@@ -21,9 +21,11 @@ using ActualReader = std::function<std::optional<golden::TensorMap>(
 
 /// After the per-type cases are verified (text format): one line per layer type with its verdict
 /// and layers, then the model's. A type without output fails its layers. Returns the number of
-/// layers that do not pass.
+/// layers that do not pass. With `json`, also {"model", "n_layers", "verdict" ("PASS" or
+/// "FAIL"), "layers_failing": [...], "types": [{"name", "case", "verdict", "layers"}]}.
 int print_plan_summary(const golden::PlanManifest& plan,
-                       const std::vector<golden::CaseReport>& reports);
+                       const std::vector<golden::CaseReport>& reports,
+                       nlohmann::json* json = nullptr);
 
 /// --layer-table FILE: the engine's table against the plan, every difference printed (text) or
 /// put in *json. Returns the number of layers that differ.

@@ -754,7 +754,11 @@ ConventionAcc& report_counts(TensorJudge& tj, const ProfileBudget& b, TensorRepo
   r.n_nan = acc.n_nan;
   r.n_inf = acc.n_inf;
   r.max_ratio = acc.worst_ratio < 0 ? 0 : acc.worst_ratio;
-  r.status = r.n_over == 0 ? Verdict::kPass : Verdict::kFail;
+  // Non-finite values never pass, not even at positions the run does not judge (beyond
+  // --max-position): there the ratio skips them, so the counts decide.
+  const bool nonfinite =
+      r.n_inf > 0 || (r.n_nan > 0 && !POSENC_MUTANT("golden_verify_nan_passes"));
+  r.status = r.n_over == 0 && !nonfinite ? Verdict::kPass : Verdict::kFail;
   if (r.n_nan > 0 || r.n_inf > 0) {
     r.message = nonfinite_words(r.n_nan, r.n_inf);
   }
@@ -1169,7 +1173,23 @@ CaseReport verify_case_one(const CaseSpec& spec, TensorSource& golden, TensorSou
       rep.status = Verdict::kFail;
       rep.message = nonfinite_words(n_nan, n_inf);
     } else if (control_inconclusive(spec, opt.profile, rep)) {
-      rep.status = Verdict::kInconclusive;
+      // On stages where the right and the known-wrong convention lie within two budgets of each
+      // other, an output more than kWrongEitherWay budgets from the stored (known-wrong) values
+      // is more than kWrongEitherWay - 2 from the right ones too: wrong under either convention.
+      constexpr double kWrongEitherWay = 8.0;
+      const double worst = rep.worst_ratio();
+      if (rep.status == Verdict::kFail && worst > kWrongEitherWay &&
+          !POSENC_MUTANT("golden_verify_inconclusive_hides_wrong")) {
+        char w[32];
+        std::snprintf(w, sizeof w, "%.3g", worst);
+        rep.status = Verdict::kFail;
+        rep.message = std::string("the stages given differ from the expected values by ") + w +
+                      " budgets where the right and the known-wrong convention agree (within "
+                      "two budgets): the output is wrong under either convention (" +
+                      rep.message + ")";
+      } else {
+        rep.status = Verdict::kInconclusive;
+      }
     } else {
       rep.status = rep.status == Verdict::kPass ? Verdict::kFail : Verdict::kPass;
       rep.message = rep.status == Verdict::kFail

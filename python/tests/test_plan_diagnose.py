@@ -150,3 +150,36 @@ def test_gemma3_layer_pattern_off_by_one_is_caught_layer_by_layer(tmp_path, b):
     assert rc == 1, out
     assert "11 of 34 layers differ from plan gemma_3_4b_it: 0, 5-6, 11-12, 17-18, 23-24, 29-30" in out, out
     assert "layer 5 (full_attention): base: engine 10000.0, plan 1000000.0" in out, out
+
+
+def test_plan_json_report_carries_the_plan_verdict(tmp_path, b):
+    """verify plan.json --format json with one type's output missing: exit 1 and a plan_summary
+    that says FAIL with exactly that type's layers (the per-case summary alone read 1 passed, 0
+    failed); with both outputs, PASS and no failing layer. The report matches its schema."""
+    jsonschema = pytest.importorskip("jsonschema")
+    rc, out = _run(b, "generate", "--config",
+                   os.path.join(ROOT, "golden", "presets", "gemma-3-4b-it.json"),
+                   "--out", str(tmp_path / "g3"))
+    assert rc == 0, out
+    plan = json.load(open(tmp_path / "g3" / "plan.json"))
+    cases = {t["name"]: posenc.load_case(str(tmp_path / "g3" / t["manifest"])) for t in plan["types"]}
+    schema = json.load(open(os.path.join(ROOT, "schemas", "verify-report.schema.json")))
+    cases["sliding_attention"].write_outputs(str(tmp_path / "one"),
+                                             ne.plan_hf(cases["sliding_attention"]))
+    p = subprocess.run([b, "verify", str(tmp_path / "g3" / "plan.json"), "--actual",
+                        str(tmp_path / "one"), "--profile", "fp32", "--format", "json"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, p.stdout + p.stderr
+    rep = json.loads(p.stdout)
+    jsonschema.validate(rep, schema)
+    s = rep["plan_summary"]
+    assert s["verdict"] == "FAIL" and s["layers_failing"] == [5, 11, 17, 23, 29], s
+    assert {t["name"]: t["verdict"] for t in s["types"]} == {"sliding_attention": "PASS",
+                                                            "full_attention": "NO OUTPUT"}, s
+    cases["full_attention"].write_outputs(str(tmp_path / "one"), ne.plan_hf(cases["full_attention"]))
+    p = subprocess.run([b, "verify", str(tmp_path / "g3" / "plan.json"), "--actual",
+                        str(tmp_path / "one"), "--profile", "fp32", "--format", "json"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    s = json.loads(p.stdout)["plan_summary"]
+    assert s["verdict"] == "PASS" and s["layers_failing"] == [], s
