@@ -488,6 +488,7 @@ planedit v1 'j["version"] = 1'
 expect 2 "g3_v1/plan.json: version: expected 2 \(got 1\); regenerate the plan" "plan.json of version 1" verify g3_v1/plan.json --actual g3out --profile fp32
 mkdir -p g3miss && cp g3out/${PL}_sliding_attention_f32.safetensors g3miss/
 expect 1 "1 layer type not passing \(1 without output, which fails its layers\), 5 of 34 layers affected" "plan with one type's output missing" verify g3/plan.json --actual g3miss --profile fp32
+expect 1 "plan gemma_3_4b_it: 1 layer type not passing \(1 without output, which fails its layers\)" "the plan's folder with one type's output missing (verified as a folder)" verify g3 --actual g3miss --profile fp32
 python3 - g3/plan.json <<'PY' >table.json
 import json, sys
 p = json.load(open(sys.argv[1]))

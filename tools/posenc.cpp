@@ -936,9 +936,32 @@ void check_maps(const VerifyOptions& opt, const CaseSpec& spec, Has has,
 
 /// The golden arguments, a plan manifest (one argument, "schema": "posenc-plan") replaced by its
 /// types' case manifests (*plan set).
+/// The plan.json of a folder (or of its catalog.json) that holds a plan's cases and nothing
+/// else, as `generate --config` writes it: verifying the folder is verifying its plan (a type
+/// without output fails its layers). Empty otherwise.
+fs::path plan_of_folder(const std::string& arg) {
+  const fs::path p(arg);
+  const fs::path dir = fs::is_directory(p) ? p
+                       : p.filename() == "catalog.json" ? (p.has_parent_path() ? p.parent_path() : ".")
+                                                        : fs::path();
+  if (dir.empty() || !fs::exists(dir / "catalog.json") || !is_plan_manifest(dir / "plan.json"))
+    return {};
+  std::set<std::string> listed, planned;
+  for (const auto& e : catalog_read(dir)) listed.insert(e.id);
+  for (const auto& t : plan_manifest_read(dir / "plan.json").types) planned.insert(t.case_id);
+  return listed == planned ? dir / "plan.json" : fs::path();
+}
+
 std::vector<std::string> plan_case_args(const std::vector<std::string>& golden_args, std::optional<PlanManifest>* plan) {
-  if (golden_args.size() != 1 || !is_plan_manifest(golden_args.front())) return golden_args;
-  *plan = plan_manifest_read(golden_args.front());
+  if (golden_args.size() != 1) return golden_args;
+  std::string arg = golden_args.front();
+  if (const fs::path pj = plan_of_folder(arg); !pj.empty()) {
+    std::fprintf(stderr, "note: %s holds the cases of one plan: verifying %s (each layer type, "
+                 "then the plan)\n", arg.c_str(), pj.c_str());
+    arg = pj.string();
+  }
+  if (!is_plan_manifest(arg)) return golden_args;
+  *plan = plan_manifest_read(arg);
   std::vector<std::string> args;
   for (const auto& t : (*plan)->types) args.push_back(t.manifest.string());
   return args;

@@ -155,7 +155,8 @@ def test_gemma3_layer_pattern_off_by_one_is_caught_layer_by_layer(tmp_path, b):
 def test_plan_json_report_carries_the_plan_verdict(tmp_path, b):
     """verify plan.json --format json with one type's output missing: exit 1 and a plan_summary
     that says FAIL with exactly that type's layers (the per-case summary alone read 1 passed, 0
-    failed); with both outputs, PASS and no failing layer. The report matches its schema."""
+    failed); the plan's folder verified as a folder gives the plan's verdict too (it exited 0);
+    with both outputs, PASS and no failing layer. The report matches its schema."""
     jsonschema = pytest.importorskip("jsonschema")
     rc, out = _run(b, "generate", "--config",
                    os.path.join(ROOT, "golden", "presets", "gemma-3-4b-it.json"),
@@ -176,6 +177,13 @@ def test_plan_json_report_carries_the_plan_verdict(tmp_path, b):
     assert s["verdict"] == "FAIL" and s["layers_failing"] == [5, 11, 17, 23, 29], s
     assert {t["name"]: t["verdict"] for t in s["types"]} == {"sliding_attention": "PASS",
                                                             "full_attention": "NO OUTPUT"}, s
+    # the folder (or its catalog.json) generate --config wrote is its plan: the same verdict
+    for golden in (tmp_path / "g3", tmp_path / "g3" / "catalog.json"):
+        rc, out = _run(b, "verify", str(golden), "--actual", str(tmp_path / "one"), "--profile",
+                       "fp32")
+        assert rc == 1, out
+        assert "holds the cases of one plan" in out, out
+        assert "1 layer type not passing (1 without output, which fails its layers)" in out, out
     cases["full_attention"].write_outputs(str(tmp_path / "one"), ne.plan_hf(cases["full_attention"]))
     p = subprocess.run([b, "verify", str(tmp_path / "g3" / "plan.json"), "--actual",
                         str(tmp_path / "one"), "--profile", "fp32", "--format", "json"],
