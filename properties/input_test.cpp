@@ -168,7 +168,7 @@ TEST(InputLimits, HeaderOverTheLimitIsRefused) {
 TEST(InputLimits, NpyArrayOverTheLimitIsRefusedBeforeItsDataIsRead) {
   Tensor t = tensor_from_f32("x", {4}, std::vector<float>{1, 2, 3, 4});
   std::vector<std::uint8_t> b = npy_encode(t);
-  b.resize(b.size() - 16);  // the header still says (4,): 16 bytes it does not have
+  b.erase(b.end() - 16, b.end());  // the header still says (4,): 16 bytes it does not have
   const ScopedEnv e("POSENC_MAX_TENSOR_BYTES", "8");
   const std::string msg = error_of([&] { npy_decode(b, "x", "x.npy"); });
   EXPECT_TRUE(has(msg, "x.npy: the array (F32 [4]) of 16 bytes exceeds the limit of 8 bytes"))
