@@ -381,6 +381,8 @@ expect 0 "^0 cases" "list --case '(.*)*x\$' (linear time, no backtracking)" list
 expect 2 "parse_shard: shard i/n needs n <= 10000" "--shard 0/1000000000" list --shard 0/1000000000
 expect 2 "parse_shard: shard must look like i/n with decimal integers" "--shard ' 1/2'" list --shard " 1/2"
 expect 2 "--report: must not be empty" "--report ''" verify "$MAN" --actual good.safetensors --report ""
+expect 2 "--scheme: must not be empty" "--scheme '' (it meant every scheme)" list --scheme ""
+expect 2 "--case: must not be empty" "--case '' (it matched every case)" generate --case "" --out empty_case_out
 long=$(printf 'r%.0s' $(seq 1 245)).html
 expect 0 "verify: 1 checked: 1 passed" "--report with a 250-byte name" verify "$MAN" --actual good.safetensors --report "$long"
 mkdir -p rec2/.posenc-shards

@@ -19,8 +19,10 @@ void add_force(CLI::App* sub, bool* force, const std::string& what) {
 }
 
 void add_selection(CLI::App* sub, golden::CaseSelection* sel) {
-  sub->add_option("--scheme", sel->scheme, "Only cases of this scheme slug (e.g. rope)");
-  sub->add_option("--case", sel->case_regex, "Only case ids matching this pattern (an RE2 regular expression searched in the id, at most 256 characters; matched in linear time)");
+  sub->add_option("--scheme", sel->scheme, "Only cases of this scheme slug (e.g. rope)")
+      ->check(kNonEmpty);
+  sub->add_option("--case", sel->case_regex, "Only case ids matching this pattern (an RE2 regular expression searched in the id, at most 256 characters; matched in linear time)")
+      ->check(kNonEmpty);
 }
 
 // --report of verify, diagnose and check, then its --force (replacing `force_what`). With
