@@ -106,18 +106,25 @@ def _run(b, *args):
     return p.returncode, p.stdout + p.stderr
 
 
-def test_gemma3_layer_pattern_off_by_one_is_caught_layer_by_layer(tmp_path, b):
-    """The third: an engine whose Gemma 3 layer i is global when i % 6 == 0 (the rule is
-    (i + 1) % 6 == 0). Each layer's own output (ACT/layers/NN, the layer run on its type's case
-    inputs) fails per-layer verification on exactly the 11 wrong layers; diagnose names the other
-    layer type on each and fits the pattern off by one; the engine's layer table names the same
-    layers and keys. One output per type passes both types: the per-type check cannot see it."""
+def _gemma3_plan(tmp_path, b):
+    """Gemma 3's plan as `generate --config` writes it into tmp_path/g3: plan.json and each
+    layer type's case by type name."""
     rc, out = _run(b, "generate", "--config",
                    os.path.join(ROOT, "golden", "presets", "gemma-3-4b-it.json"),
                    "--out", str(tmp_path / "g3"))
     assert rc == 0, out
     plan = json.load(open(tmp_path / "g3" / "plan.json"))
     cases = {t["name"]: posenc.load_case(str(tmp_path / "g3" / t["manifest"])) for t in plan["types"]}
+    return plan, cases
+
+
+def test_gemma3_layer_pattern_off_by_one_is_caught_layer_by_layer(tmp_path, b):
+    """The third: an engine whose Gemma 3 layer i is global when i % 6 == 0 (the rule is
+    (i + 1) % 6 == 0). Each layer's own output (ACT/layers/NN, the layer run on its type's case
+    inputs) fails per-layer verification on exactly the 11 wrong layers; diagnose names the other
+    layer type on each and fits the pattern off by one; the engine's layer table names the same
+    layers and keys. One output per type passes both types: the per-type check cannot see it."""
+    plan, cases = _gemma3_plan(tmp_path, b)
     act = tmp_path / "act"
     for layer in plan["layers"]:
         i, t = layer["index"], layer["type"]
@@ -158,12 +165,7 @@ def test_plan_json_report_carries_the_plan_verdict(tmp_path, b):
     failed); the plan's folder verified as a folder gives the plan's verdict too (it exited 0);
     with both outputs, PASS and no failing layer. The report matches its schema."""
     jsonschema = pytest.importorskip("jsonschema")
-    rc, out = _run(b, "generate", "--config",
-                   os.path.join(ROOT, "golden", "presets", "gemma-3-4b-it.json"),
-                   "--out", str(tmp_path / "g3"))
-    assert rc == 0, out
-    plan = json.load(open(tmp_path / "g3" / "plan.json"))
-    cases = {t["name"]: posenc.load_case(str(tmp_path / "g3" / t["manifest"])) for t in plan["types"]}
+    plan, cases = _gemma3_plan(tmp_path, b)
     schema = json.load(open(os.path.join(ROOT, "schemas", "verify-report.schema.json")))
     cases["sliding_attention"].write_outputs(str(tmp_path / "one"),
                                              ne.plan_hf(cases["sliding_attention"]))
