@@ -14,7 +14,7 @@
 #include <string>
 
 #include "fuzz/fuzz_common.hpp"
-#include "golden/cases/plan_manifest.hpp"
+#include "golden/verify/plan_verify.hpp"
 #include "golden/format/limits.hpp"
 
 using namespace posenc;

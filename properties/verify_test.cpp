@@ -266,6 +266,24 @@ TEST(ManifestSchema, EveryCommittedManifestFitsItsScheme) {
   EXPECT_GT(n, 100);
 }
 
+// verify refuses a scheme it has no form for, so its list is the registry's, slug for slug.
+TEST(ManifestSchema, VerifyKnowsEverySchemeOfTheRegistry) {
+  std::vector<std::string> registry;
+  for (const auto& s : schemes()) registry.push_back(s.slug);
+  std::sort(registry.begin(), registry.end());
+  EXPECT_EQ(manifest_schemes(), registry);
+  CaseSpec c = case_spec_read(default_data_dir() / "rope" / (std::string(kRopeCase) + ".json"));
+  c.scheme = "ropee";
+  try {
+    check_manifest_schema(c, "m.json");
+    ADD_FAILURE() << "a manifest of scheme ropee was accepted";
+  } catch (const GoldenFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("scheme must be one of: alibi, attention"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ManifestSchema, MissingParamsIsRefused) {
   for (const char* id : {kRopeCase, kKvShiftCase, kMaskedRows}) {
     CaseCopy c(id);

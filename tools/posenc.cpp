@@ -980,7 +980,7 @@ std::optional<int> verify_plan_modes(const PlanManifest& plan, const fs::path& a
   }
   const bool layers = !actual.empty() && fs::is_directory(actual / "layers");
   if (layers) {
-    const auto results = tools::plan_verify_layers(
+    const auto results = golden::plan_verify_layers(
         plan, actual, opt,
         [](const fs::path& d, const std::string& id) { return actual_for(d, id, 1); });
     const int failing = tools::print_plan_layers(plan, results, format, verbose, &j);
@@ -1034,7 +1034,6 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
         const LoadedCase lc = load_case(ga.manifest, ga.entry ? CatalogCheck::kDone : CatalogCheck::kIfInCatalog);
         r.id = lc.spec.id;
         r.scheme = lc.spec.scheme;
-        scheme_by_slug(lc.spec.scheme);  // a manifest of an unknown scheme is refused
         const auto act = actual_for(actual, lc.spec.id, cases.size());
         if (!act) {
           r.status = opt.require_all ? Verdict::kError : Verdict::kNoOutput;
@@ -1056,7 +1055,6 @@ int cmd_verify(const std::vector<std::string>& golden_args, const fs::path& actu
             open_case(ga.manifest, ga.entry ? CatalogCheck::kDone : CatalogCheck::kIfInCatalog);
         r.id = oc->spec.id;
         r.scheme = oc->spec.scheme;
-        scheme_by_slug(oc->spec.scheme);
         const auto act = actual_source_for(actual, oc->spec.id, cases.size());
         if (!act) {
           oc->finish();

@@ -147,35 +147,6 @@ int plan_layer_table_report(const PlanManifest& plan, const fs::path& table,
   return static_cast<int>(layers.size());
 }
 
-std::vector<PlanLayerResult> plan_verify_layers(const PlanManifest& plan, const fs::path& actual,
-                                                const golden::VerifyOptions& opt,
-                                                const ActualReader& read) {
-  std::vector<golden::LoadedCase> cases;
-  for (const auto& t : plan.types) cases.push_back(golden::load_case(t.manifest));
-  std::vector<PlanLayerResult> out;
-  for (int l = 0; l < plan.n_layers; ++l) {
-    const std::size_t ti = static_cast<std::size_t>(plan.layer_type[static_cast<std::size_t>(l)]);
-    const golden::LoadedCase& lc = cases[ti];
-    PlanLayerResult r;
-    r.layer = l;
-    r.type = plan.types[ti].name;
-    r.case_id = plan.types[ti].case_id;
-    const fs::path dir = actual / "layers" / golden::plan_layer_dir_name(l, plan.n_layers);
-    std::optional<golden::TensorMap> act;
-    if (fs::is_directory(dir)) act = read(dir, lc.spec.id);
-    if (!act) {
-      r.report.id = lc.spec.id;
-      r.report.scheme = "plan";
-      r.report.status = Verdict::kNoOutput;
-      r.report.message = "no output in " + dir.string();
-    } else {
-      r.report = golden::verify_case(lc.spec, lc.golden, *act, opt);
-    }
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
 int print_plan_layers(const PlanManifest& plan, const std::vector<PlanLayerResult>& results,
                       const std::string& format, bool verbose, Json* json) {
   std::vector<int> failing;

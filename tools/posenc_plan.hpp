@@ -10,14 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "golden/cases/plan_manifest.hpp"
+#include "golden/verify/plan_verify.hpp"
 #include "golden/verify/verify.hpp"
 
 namespace posenc::tools {
 
-/// An engine's output for one case found in a folder (the CLI's actual_for), nullopt if none.
-using ActualReader = std::function<std::optional<golden::TensorMap>(
-    const std::filesystem::path& dir, const std::string& case_id)>;
+using golden::ActualReader;
 
 /// After the per-type cases are verified (text format): one line per layer type with its verdict
 /// and layers, then the model's. A type without output fails its layers. Returns the number of
@@ -32,19 +30,7 @@ int print_plan_summary(const golden::PlanManifest& plan,
 int plan_layer_table_report(const golden::PlanManifest& plan, const std::filesystem::path& table,
                             const std::string& format, nlohmann::json* json);
 
-/// One layer's verdict: its own output (ACT/layers/NN) against its type's case.
-struct PlanLayerResult {
-  int layer = 0;
-  std::string type, case_id;
-  golden::CaseReport report;
-};
-
-/// Every layer of the plan verified on its own output under actual/layers/NN (no folder: NO
-/// OUTPUT, a failure of that layer).
-std::vector<PlanLayerResult> plan_verify_layers(const golden::PlanManifest& plan,
-                                                const std::filesystem::path& actual,
-                                                const golden::VerifyOptions& opt,
-                                                const ActualReader& read);
+using golden::PlanLayerResult;
 
 /// Prints per-layer results (text: a line per layer and the summary naming the failing layers;
 /// json into *json). Returns the number of layers that do not pass.

@@ -1,9 +1,9 @@
 // The JSON codecs of a plan layer type (plan_type_to_json, plan_type_from_json: a plan case's
 // params.type and plan.json's types, golden/cases/model_plan.hpp and plan_case.hpp) and of the
 // RoPE scaling rule they hold (rope_scaling_to_json, rope_scaling_from_json:
-// golden/cases/rope_case.hpp). A translation unit of its own, without the oracle or the kernels,
-// so the plan manifest's reader (golden/cases/plan_manifest.cpp) is fuzzed alone
-// (fuzz/fuzz_plan.cpp).
+// golden/cases/rope_case.hpp). A translation unit of its own, without the oracle or the kernels.
+// The layer form verify checks plan.json against is read from plan_type_to_json's output by
+// golden/verify/plan_verify.cpp (plan_layer_form), which needs none of these types.
 #include <cmath>
 #include <cstdint>
 #include <limits>

@@ -1,19 +1,6 @@
-// The plan manifest (plan.json): a model's layers, each layer type's golden case, and what posenc
-// checks of it before an engine's outputs are judged.
-//
-// `posenc generate --config` on a config whose plan has more than one layer type writes one case
-// per type (DIR/plan/<case id>.json + .safetensors) and DIR/plan.json ("schema": "posenc-plan",
-// version 2, schemas/plan.schema.json): the model, every type with its case (id, both files and
-// their SHA-256) and its layers, and every layer in the machine form of plan_layer_json (rope,
-// base, scaling, mask, window, chunk, temperature, sinks, qk_norm) with its type and case. The
-// folder's catalog.json lists plan.json with its SHA-256 ("plans").
-//
-// plan_manifest_read refuses (GoldenFileError, exit 2, naming the file, the layer and the key) a
-// plan whose layers are not covered exactly once, whose layer entries or type blocks disagree
-// with the case they point to (the case's own params.type, params.plan), whose case files' hashes
-// differ from the plan's, or which the folder's catalog.json lists with another hash or not at
-// all. An engine's layer table (plan_layer_table_check: every layer in the same machine form, a
-// small JSON the engine dumps) is compared with it exactly, key by key.
+// Writing the plan manifest (plan.json): a model's layers, each layer type's golden case. The
+// form, its reader and what verify checks of a plan before an engine's outputs are judged are in
+// golden/verify/plan_verify.hpp (posenc::verify); this is the generator's side.
 #pragma once
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -21,22 +8,13 @@
 #include <vector>
 
 #include "golden/cases/model_plan.hpp"
+#include "golden/verify/plan_verify.hpp"
 
 namespace posenc::golden {
 
-inline constexpr const char* kPlanSchemaName = "posenc-plan";
-inline constexpr int kPlanSchemaVersion = 2;
-inline constexpr const char* kLayerTableSchemaName = "posenc-layer-table";
-
 /// What a layer of type t computes on positions, as plan.json's layers and an engine's layer
-/// table write it: {"rope": "rope"|"proportional"|"none", "base": number|null, "scaling": null
-/// (NoPE) or {"type", "factor", and the rule's HF keys}, "window": int|null, "chunk": int|null,
-/// "temperature": null or {"rule", "length", "coefficient"}, "sinks": bool, "qk_norm": null or
-/// {"kind", "position", "eps"[, "weight_offset"]}}.
+/// table write it: plan_layer_form of plan_type_to_json(t) (golden/verify/plan_verify.hpp).
 nlohmann::json plan_layer_json(const PlanLayerType& t);
-/// The keys of plan_layer_json, in order.
-const std::vector<std::string>& plan_layer_keys();
-
 /// The plan manifest of `plan`, whose type t is checked by case_ids[t] (plan/<id>.json next to
 /// plan.json); the case files' hashes are added by plan_manifest_add_hashes once they exist.
 nlohmann::json plan_manifest_json(const ModelPlan& plan, const std::string& model_name,
@@ -48,44 +26,5 @@ void plan_manifest_add_hashes(nlohmann::json& plan, const std::filesystem::path&
 /// `catalog` (catalog.json's text) with "plans": [{"file", "model", "sha256"}] for every plan
 /// manifest directly in `dir` (plan.json), so the catalog's integrity covers it.
 std::string catalog_text_with_plans(const std::string& catalog, const std::filesystem::path& dir);
-
-/// What verify reads from a plan manifest, every check above passed.
-struct PlanManifest {
-  std::filesystem::path path;
-  std::string model;
-  int n_layers = 0;
-  struct Type {
-    std::string name, case_id;
-    std::filesystem::path manifest, tensors;  // resolved against plan.json's folder
-    std::vector<int> layers;
-    nlohmann::json type;  // params.type of the case
-  };
-  std::vector<Type> types;
-  std::vector<int> layer_type;         // [n_layers]: index into types
-  std::vector<nlohmann::json> layers;  // [n_layers]: plan_layer_json of each layer's type
-};
-/// True when the file is a JSON object whose "schema" is kPlanSchemaName (never throws).
-bool is_plan_manifest(const std::filesystem::path& path);
-/// Reads and checks a plan manifest (see the top of this file).
-PlanManifest plan_manifest_read(const std::filesystem::path& path);
-
-/// Layers as ranges: {0,1,2,3,4,6} -> "0-4, 6".
-std::string plan_layer_ranges(const std::vector<int>& layers);
-/// The folder of layer l's outputs under ACT/layers/: the index zero-padded to two digits (three
-/// from 100 layers on, ...): "05", "33".
-std::string plan_layer_dir_name(int layer, int n_layers);
-
-/// One way an engine's layer table differs from the plan.
-struct LayerTableDiff {
-  int layer = 0;
-  std::string type, key, plan_value, engine_value;
-};
-/// An engine's layer table {"schema": "posenc-layer-table", "layers": [{"index": i, <every key
-/// of plan_layer_keys()>, optional "type": the engine's own name}, ...]} compared with the plan
-/// exactly: every difference, layer by layer and key by key. GoldenFileError naming the file and
-/// the key for a table that is not that form (not JSON, a layer missing or repeated, a missing or
-/// unknown key).
-std::vector<LayerTableDiff> plan_layer_table_check(const PlanManifest& plan,
-                                                   const std::filesystem::path& table);
 
 }  // namespace posenc::golden

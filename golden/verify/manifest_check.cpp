@@ -878,10 +878,21 @@ void check_kv_trace(const CaseSpec& c, const std::string& source) {
 
 }  // namespace
 
+std::vector<std::string> manifest_schemes() {
+  std::vector<std::string> out;
+  for (const auto& [slug, f] : forms()) out.push_back(slug);
+  return out;
+}
+
 void check_manifest_schema(const CaseSpec& c, const std::string& source) {
   const auto& table = forms();
   const auto it = table.find(c.scheme);
-  if (it == table.end()) return;  // the registry refuses an unknown scheme
+  if (it == table.end()) {
+    std::string known;
+    for (const auto& [slug, f] : table) known += (known.empty() ? "" : ", ") + slug;
+    bad(source, "scheme", "\"" + c.scheme + "\" is not a posenc scheme (scheme must be one of: " +
+                              known + ")");
+  }
   for (const Form& f : it->second) {
     if (f.matches == nullptr || f.matches(c.manifest)) {
       check_form(c, f, source);

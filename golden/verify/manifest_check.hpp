@@ -23,17 +23,23 @@
 //   - every name a step lists is a manifest tensor of that list, and every sNN.* tensor of the
 //     manifest belongs to its step;
 //   - C = params.cache_rows is the capacity when there is one, else the sum of the columns.
-// Schemes not in the table are left to the scheme registry (scheme_by_slug refuses them).
+// A manifest of a scheme not in the table is refused ("scheme must be one of: ..."), so verify
+// knows every scheme without the generators' registry (properties/verify_test.cpp checks that
+// the two list the same slugs).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "golden/format/manifest.hpp"
 #include "golden/verify/tensor_source.hpp"
 
 namespace posenc::golden {
 
-/// GoldenFileError "<source>: <key>: <what was expected>" unless the manifest fits its scheme.
+/// GoldenFileError "<source>: <key>: <what was expected>" unless the manifest fits its scheme
+/// (a scheme verify does not know included).
 void check_manifest_schema(const CaseSpec& spec, const std::string& source);
+/// The schemes verify knows (those with a manifest form), sorted.
+std::vector<std::string> manifest_schemes();
 
 /// The values of a kv_cache trace's integer tensors (after check_manifest_schema; nothing for
 /// another scheme), as the generator writes them: per sequence, sNN.cache_positions holds the
