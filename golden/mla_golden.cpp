@@ -20,7 +20,7 @@
 // no-deinterleave (the interleaved q_pe / k_pe rotated half-split as stored), k-pe-per-head (the
 // shared k_pe rotated in place inside the per-head loop: H rotations, (R(n) P)^H x).
 //
-// Budgets (docs/profiles.md): the RoPE stages' (rope_stage_budgets, golden/cases/rope_case.cpp)
+// Budgets (docs/profiles.md): the RoPE stages' (rope_stage_budgets, golden/cases/rope_budgets.cpp)
 // with h = dr for the rotations and h = dn + dr for the scores, the angle errors of the rule on
 // the dr channels (rope_pipeline_angle_errors: HF's float32 angle, ggml's recurrence):
 //   q_pe_rot, k_pe_rot  cond c = a (|x_a| + |x_b|) of the channel's pair, extra c E(p, i)

@@ -23,7 +23,7 @@
 // sectioned map on Qwen3-VL and the interleaved one on Qwen2-VL, the streams fed as (w, h, t),
 // rope_deltas dropped at decode, text after an image resuming at its token index.
 //
-// Budgets (docs/profiles.md): the RoPE stages' (rope_stage_budgets, golden/cases/rope_case.cpp)
+// Budgets (docs/profiles.md): the RoPE stages' (rope_stage_budgets, golden/cases/rope_budgets.cpp)
 // with one change: a pair's angle error is RoPE's at the position its stream gives,
 //   E_P(t, i) = E_P,i(p[s(i)][t])         (rope_pipeline_angle_errors: HF's float32 angle
 //                                          fl(fl(p) inv_freq), ggml's recurrence theta *= ts,

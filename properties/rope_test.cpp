@@ -718,7 +718,7 @@ TEST(RopeGolden, ScoresAloneStillCatchOneTokenOffByOneOnSixteenBitKvCaches) {
 
 // ---- the fast table oracle (golden/cases/fast_rope.hpp) and level-2 cases -------------------
 
-/// The mp50 oracle's table value (rope_case.cpp's expression) and the fast oracle's, compared
+/// The mp50 oracle's table value (rope_kit.hpp's rope_oracle expression) and the fast oracle's, compared
 /// in the target dtype and in double at (m, i); returns false (with a message) on a mismatch.
 template <class Real>
 ::testing::AssertionResult fast_matches(const golden::FastRopeTables& f, const std::vector<Real>& w, const Real& a,

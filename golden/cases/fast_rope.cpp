@@ -181,7 +181,7 @@ FastRopeTables::Value FastRopeTables::round_or_fallback(const DD& v, std::int64_
                                                         DType t) const {
   Value r;
   if (dd_round_if_safe(v, err_, t, &r.target, &r.exact)) return r;
-  // Too close to a boundary (or zero): the mp50 oracle's own expression (rope_case.cpp).
+  // Too close to a boundary (or zero): the mp50 oracle's own expression (rope_kit.hpp, rope_oracle).
   ++fallbacks_;
   const mp50 phi = mp50(m) * w_[static_cast<std::size_t>(i)];
   const mp50 y = is_sin ? mp50(a_ * sin(phi)) : mp50(a_ * cos(phi));

@@ -1,6 +1,6 @@
 // The fast RoPE table oracle: a cos(m w_i) and a sin(m w_i) for many positions m, correctly
 // rounded to a target dtype and to double, bit-identical to the mp50 oracle's rounding
-// (rope_case.cpp: a * cos(mp50(m) * w), both mp50) at about 20x its speed. The level-2 sweeps
+// (rope_kit.hpp, rope_oracle: a * cos(mp50(m) * w), both mp50) at about 20x its speed. The level-2 sweeps
 // (`posenc generate --level 2`) compute their tables with it.
 //
 // Contract. Given the mp50 frequencies w_i and the mp50 attention factor a (exactly as the mp50

@@ -10,7 +10,7 @@
 //   softmax_scale [1]      f32 (DeepSeek MLA): q_head_dim^-1/2 times the YaRN multiplier
 //   cos, sin [T, d/2]      the tables in the target dtype, attention factor folded in
 //   q_rot [T, Hq, h], k_rot [T, Hk, h], scores [Hq, T, T] (unscaled q_rot . k_rot)
-// The error analysis of every profile is in rope_case.cpp; docs/profiles.md has the table.
+// The error analysis of every profile is in rope_budgets.cpp; docs/profiles.md has the table.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -199,7 +199,7 @@ RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const refer
                                         const RopeMagnitude& magnitude = {});
 
 /// A profile's angle error bounds (absolute, [positions, d/2]) from the error analysis in
-/// rope_case.cpp (zeros for strict: posenc's kernel bound covers its double angles), A (the
+/// rope_budgets.cpp (zeros for strict: posenc's kernel bound covers its double angles), A (the
 /// attention factor's share of a table entry's error, in eps_f32) and the factor a.
 struct RopeAngleErrors {
   std::vector<double> angle;
