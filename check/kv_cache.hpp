@@ -12,7 +12,7 @@
 // For each drawn configuration (heads and kv heads, head_dim, RoPE base and layout, a plain cache
 // or a sliding window in a ring buffer smaller than the sequence) posenc builds the kv_cache
 // golden trace of a prefill followed by one-token decode steps in memory: the mp50 oracle and
-// the generator's per-profile budgets (golden/kv_cache_golden.cpp: optimized::kKvCacheMaxError
+// the generator's per-profile budgets (golden/schemes/kv_cache/kv_cache_golden.cpp: optimized::kKvCacheMaxError
 // eps (A + B) plus the profile's RoPE angle errors). The properties (RapidCheck; seed and
 // max_success from RC_PARAMS):
 //   Oracle         every output of the prefill and of each decode step is within its budget of

@@ -1,4 +1,4 @@
-// Golden cases of MLA decoupled RoPE (golden/mla_golden.cpp). The reference's and the kernel's
+// Golden cases of MLA decoupled RoPE (golden/schemes/mla/mla_golden.cpp). The reference's and the kernel's
 // own properties are in properties/plans_rope_test.cpp (binary posenc_plans_test); this binary
 // holds the scheme's golden-catalog tests.
 #include "reference/mla.hpp"

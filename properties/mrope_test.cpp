@@ -990,7 +990,7 @@ TEST(MropeOptimized, RejectsBadArguments) {
 }
 
 
-// ---- golden cases (golden/mrope_golden.cpp) ---------------------------------------------------
+// ---- golden cases (golden/schemes/mrope/mrope_golden.cpp) ---------------------------------------------------
 
 TEST(MropeGolden, FilesAreUpToDate) { expect_golden_files_up_to_date("mrope", 34); }
 TEST(MropeGolden, OptimizedPassesVerify) { expect_optimized_passes_verify("mrope"); }
@@ -1113,7 +1113,7 @@ TEST(MropeGolden, LlamaCppImropeFailsFp32RecurrenceAndIsNamed) {
   EXPECT_EQ(d.ranked.front().mistake, "ggml-imrope") << golden::diagnosis_text(d, true);
 }
 
-// ---- KV-cache traces (golden/mrope_trace.inc) --------------------------------------------------
+// ---- KV-cache traces (golden/schemes/mrope/mrope_trace.inc) --------------------------------------------------
 
 /// The layout of a manifest's "spans" list, read here (not by the generator's reader).
 std::vector<reference::MropeSpan> spans_of(const nlohmann::json& spans) {

@@ -1,5 +1,5 @@
 // The golden face of the model-plan pieces: the `plan` scheme (one case per layer type,
-// golden/cases/plan_case.hpp; the committed plans, golden/plan_golden.cpp). The catalog's
+// golden/cases/plan_case.hpp; the committed plans, golden/schemes/plan/plan_golden.cpp). The catalog's
 // up-to-date check, the built-in engine under strict and its float32 pipeline under fp32, every
 // engine mistake on every case it applies to, the negative controls and diagnose's answer, the
 // positions at each type's boundaries, the type's JSON round trip and the refusals.

@@ -386,7 +386,7 @@ TEST(ShawGolden, OutputConditionCountsBothRelativeTerms) {
   // The generator's condition scale of out must be the contract's, recomputed here from the
   // case's own inputs: A_ic = sum_j p_ij (|v_jc| + |aV_rc|), B_ic = sum_j p_ij |v_jc + aV_rc -
   // o_ic| S_ij with S_ij = scale (sum |q k| + sum |q aK|). A budget without a relative term
-  // would be too small for engines that compute it (golden/shaw_golden.cpp, "Budgets").
+  // would be too small for engines that compute it (golden/schemes/shaw/shaw_golden.cpp, "Budgets").
   int n = 0;
   for_each_golden_case("shaw", [&](const golden::LoadedCase& lc, const golden::SchemeEntry&) {
     if (lc.spec.result != "valid") return;

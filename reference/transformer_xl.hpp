@@ -46,7 +46,7 @@
 // Not modelled: untie_r (per-layer u, v: pass each layer's), the adaptive embedding and its
 //   sqrt(d_proj) scale, dropout, layer norm and the post-attention projection (o_net), the
 //   TF rel_shift's -1e30 masking (posenc masks with -inf), attn_type != 0, and the `zero_triu`
-//   option. The engines' float32 sinusoid is a pipeline (golden/transformer_xl_golden.cpp).
+//   option. The engines' float32 sinusoid is a pipeline (golden/schemes/transformer_xl/transformer_xl_golden.cpp).
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // Shared pieces of the profiles' error analyses (docs/profiles.md): the float32 steps that
 // several schemes' pipelines have in common. Each scheme's generator combines them in a
-// contract block next to the code that writes its budgets (golden/<slug>_golden.cpp).
+// contract block next to the code that writes its budgets (golden/schemes/<slug>/).
 //
 // Model of a float32 pipeline step, u = 2^-24 (unit roundoff of float32):
 //   +, -, *, / and conversions are correctly rounded: |fl(x) - x| <= u |x|

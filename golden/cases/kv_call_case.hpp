@@ -1,5 +1,5 @@
 // The in-memory golden case of one KV-cache call sequence (a prefill, then decode steps) of one
-// float32 sequence: the kv_cache generator's trace (golden/kv_cache_golden.cpp) with the mp50
+// float32 sequence: the kv_cache generator's trace (golden/schemes/kv_cache/kv_cache_golden.cpp) with the mp50
 // oracle, the mp100 cross-check and every profile's budgets, built for a drawn configuration.
 // For check/kv_cache.hpp (posenc's KV-cache properties on a user's cache), not for files.
 #pragma once

@@ -1,4 +1,4 @@
-// M-RoPE golden cases from a vision-language model's HF config (golden/mrope_golden.cpp): the
+// M-RoPE golden cases from a vision-language model's HF config (golden/schemes/mrope/mrope_golden.cpp): the
 // config reader for Qwen2-VL, Qwen2.5-VL and Qwen3-VL and the prompt layout file that
 // `posenc generate --config config.json [--layout layout.json]` reads.
 //

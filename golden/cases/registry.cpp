@@ -1,5 +1,7 @@
 #include "golden/cases/registry.hpp"
 
+#include <algorithm>
+
 #include "golden/cases/hf_config.hpp"
 #include "golden/cases/model_plan.hpp"
 #include "golden/cases/mrope_case.hpp"
@@ -10,12 +12,24 @@
 
 namespace posenc::golden {
 
+// One line POSENC_SCHEME(<slug>) per home golden/schemes/<slug>/, written by CMake when it
+// configures (build/generated/posenc_scheme_list.inc).
+#define POSENC_SCHEME(slug) SchemeEntry slug##_scheme();
+#include "posenc_scheme_list.inc"
+#undef POSENC_SCHEME
+
 const std::vector<SchemeEntry>& schemes() {
-  static const std::vector<SchemeEntry> all = {
-      rope_scheme(),     rope_scaling_scheme(), attention_scheme(), nope_scheme(),
-      learned_scheme(),  sinusoidal_scheme(),   alibi_scheme(),     t5_bias_scheme(),
-      kv_cache_scheme(), shaw_scheme(),         transformer_xl_scheme(), deberta_scheme(),
-      mrope_scheme(),    plan_scheme(), mla_scheme()};
+  static const std::vector<SchemeEntry> all = [] {
+    std::vector<SchemeEntry> v = {
+#define POSENC_SCHEME(slug) slug##_scheme(),
+#include "posenc_scheme_list.inc"
+#undef POSENC_SCHEME
+    };
+    std::stable_sort(v.begin(), v.end(), [](const SchemeEntry& a, const SchemeEntry& b) {
+      return a.order != b.order ? a.order < b.order : a.slug < b.slug;
+    });
+    return v;
+  }();
   return all;
 }
 

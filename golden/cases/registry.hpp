@@ -1,5 +1,7 @@
 // The table of schemes: the only way tools reach scheme-specific code.
-// Each scheme's golden/<slug>_golden.cpp defines one `SchemeEntry <slug>_scheme()`.
+// Each scheme's home golden/schemes/<slug>/ defines one `SchemeEntry <slug>_scheme()`; CMake
+// finds the homes when it configures and lists them for schemes() (the generated
+// posenc_scheme_list.inc), so adding a scheme edits no table (docs/adding-a-scheme.md).
 #pragma once
 #include <filesystem>
 #include <functional>
@@ -55,6 +57,9 @@ struct SchemeEntry {
   /// The bug a mistake plants, in engine terms ("cache restarted at slot 0"); "" or no function:
   /// the name alone (diagnose's words).
   std::string (*mistake_words)(const std::string& mistake) = nullptr;
+  /// Its place in schemes(), `posenc list` and the catalog (ascending; ties by slug). A new
+  /// scheme that sets none comes after the committed ones.
+  int order = 1000;
 };
 
 const std::vector<SchemeEntry>& schemes();
@@ -92,20 +97,6 @@ struct ConfigCases {
 ConfigCases cases_for_config(const std::filesystem::path& config, const std::vector<std::int64_t>& positions,
                              DType dtype, int level = 1, const std::filesystem::path& layout = {});
 
-SchemeEntry rope_scheme();
-SchemeEntry rope_scaling_scheme();
-SchemeEntry attention_scheme();
-SchemeEntry nope_scheme();
-SchemeEntry alibi_scheme();
-SchemeEntry learned_scheme();
-SchemeEntry sinusoidal_scheme();
-SchemeEntry t5_bias_scheme();
-SchemeEntry kv_cache_scheme();
-SchemeEntry shaw_scheme();
-SchemeEntry transformer_xl_scheme();
-SchemeEntry deberta_scheme();
-SchemeEntry mrope_scheme();
-SchemeEntry plan_scheme();
-SchemeEntry mla_scheme();
+// Each home defines `SchemeEntry <slug>_scheme()`; registry.cpp declares and lists them.
 
 }  // namespace posenc::golden

@@ -57,7 +57,7 @@ std::vector<RopeFitCandidate> rope_fit_candidates(const LoadedCase& lc, const Te
 /// The fit in words, e.g. "positions offset by +1 (fitted d = +1 of -4..+4, residual 0.3)".
 std::string rope_fit_words(const RopeFitCandidate& c, const std::string& residual_text);
 
-/// M-RoPE (golden/mrope_golden.cpp): the position streams' order (all 6; with the positions
+/// M-RoPE (golden/schemes/mrope/mrope_golden.cpp): the position streams' order (all 6; with the positions
 /// stage as the engine wrote it, permuted or not), the mrope_section order (all 6), a grid read
 /// as (t, w, h), the temporal rule (frame index, float32 or float64 product, integer seconds)
 /// and tokens_per_second (fitted from the written positions, else the config defaults 1, 2, 4),

@@ -3,7 +3,7 @@
 // an optional per-element extra) or why the profile does not apply to it.
 //
 // The error analyses behind the budgets live next to the code that computes them
-// (golden/cases/budgets.hpp for the shared pieces, golden/<slug>_golden.cpp for each scheme);
+// (golden/cases/budgets.hpp for the shared pieces, golden/schemes/<slug>/ for each scheme);
 // docs/profiles.md collects them.
 #pragma once
 #include <string>

@@ -583,7 +583,7 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
 }  // namespace
 
 SchemeEntry mla_scheme() {
-  return SchemeEntry{
+  SchemeEntry e{
       "mla",
       "MLA decoupled RoPE (DeepSeek-V3): interleaved q_pe, one shared k_pe, YaRN tables, "
       "scores with the mscale^2 softmax factor",
@@ -592,6 +592,8 @@ SchemeEntry mla_scheme() {
       &run_engine,
       &mistakes,
       &mistake_words};
+  e.order = 150;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

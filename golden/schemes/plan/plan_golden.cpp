@@ -84,7 +84,7 @@ ModelPlan make_plan(const std::string& id, std::int64_t max_position,
     const auto path = default_presets_dir() / (id + ".json");
     p.model = rope_config_parse(read_json_text(path), path.string());
   } else {
-    p.model = rope_config_from_json(config, id + " (stand-in config, golden/plan_golden.cpp)");
+    p.model = rope_config_from_json(config, id + " (stand-in config, golden/schemes/plan/plan_golden.cpp)");
   }
   if (p.model.id != id || p.model.max_position != max_position) {
     throw_invalid("plan_golden make_plan",
@@ -341,14 +341,16 @@ GoldenCase generate(const std::string& id) {
 }  // namespace
 
 SchemeEntry plan_scheme() {
-  return SchemeEntry{"plan",
-                     "model plans: one case per layer type (RoPE, proportional or none; sliding, "
-                     "chunked or causal mask; query temperature; sinks) from q, k, v to the output",
-                     &cases,
-                     &generate,
-                     &plan_case_run_engine,
-                     &plan_case_mistakes,
-                     &plan_case_mistake_words};
+  SchemeEntry e{"plan",
+                "model plans: one case per layer type (RoPE, proportional or none; sliding, "
+                "chunked or causal mask; query temperature; sinks) from q, k, v to the output",
+                &cases,
+                &generate,
+                &plan_case_run_engine,
+                &plan_case_mistakes,
+                &plan_case_mistake_words};
+  e.order = 140;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

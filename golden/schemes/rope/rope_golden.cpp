@@ -125,8 +125,10 @@ std::vector<std::string> rope_mistakes() {
 }  // namespace
 
 SchemeEntry rope_scheme() {
-  return SchemeEntry{"rope", "rotary position embedding (interleaved, half-split, partial)",
-                     &rope_cases, &rope_generate, &rope_case_run_engine, &rope_mistakes};
+  SchemeEntry e{"rope", "rotary position embedding (interleaved, half-split, partial)",
+                &rope_cases, &rope_generate, &rope_case_run_engine, &rope_mistakes};
+  e.order = 10;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

@@ -523,12 +523,14 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
 }  // namespace
 
 SchemeEntry sinusoidal_scheme() {
-  return SchemeEntry{"sinusoidal",
-                     "sinusoidal absolute encoding (paper interleaved; t2t/fairseq concat)",
-                     &sinusoidal_cases,
-                     &sinusoidal_generate,
-                     &sinusoidal_run_engine,
-                     &sinusoidal_mistakes};
+  SchemeEntry e{"sinusoidal",
+                "sinusoidal absolute encoding (paper interleaved; t2t/fairseq concat)",
+                &sinusoidal_cases,
+                &sinusoidal_generate,
+                &sinusoidal_run_engine,
+                &sinusoidal_mistakes};
+  e.order = 60;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

@@ -562,10 +562,12 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
 }  // namespace
 
 SchemeEntry t5_bias_scheme() {
-  return SchemeEntry{
+  SchemeEntry e{
       "t5_bias",           "T5 relative position bias: log buckets, per-head scalar table",
       &t5_bias_cases,      &t5_bias_generate,
       &t5_bias_run_engine, &t5_bias_mistakes};
+  e.order = 80;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

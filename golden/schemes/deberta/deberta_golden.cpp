@@ -814,10 +814,12 @@ TensorMap deberta_run_engine(const CaseSpec& spec, const TensorMap& golden,
 }  // namespace
 
 SchemeEntry deberta_scheme() {
-  return SchemeEntry{
+  SchemeEntry e{
       "deberta",           "DeBERTa-v2/v3 disentangled attention: c2c + c2p + p2c, log buckets",
       &deberta_cases,      &deberta_generate,
       &deberta_run_engine, &deberta_mistakes};
+  e.order = 120;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

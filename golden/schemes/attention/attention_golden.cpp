@@ -106,9 +106,11 @@ TensorMap attention_run_engine(const CaseSpec& spec, const TensorMap& golden, co
 }  // namespace
 
 SchemeEntry attention_scheme() {
-  return SchemeEntry{"attention", "scaled dot-product attention core (masks, scale, bias hook)",
-                     &attention_cases, &attention_generate, &attention_run_engine,
-                     &attention_mistakes};
+  SchemeEntry e{"attention", "scaled dot-product attention core (masks, scale, bias hook)",
+                &attention_cases, &attention_generate, &attention_run_engine,
+                &attention_mistakes};
+  e.order = 30;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

@@ -414,10 +414,12 @@ TensorMap learned_run_engine(const CaseSpec& spec, const TensorMap& golden,
 }  // namespace
 
 SchemeEntry learned_scheme() {
-  return SchemeEntry{
+  SchemeEntry e{
       "learned",           "learned absolute position embeddings (table lookup + add)",
       &learned_cases,      &learned_generate,
       &learned_run_engine, &learned_mistakes};
+  e.order = 50;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

@@ -436,12 +436,14 @@ TensorMap shaw_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
 }  // namespace
 
 SchemeEntry shaw_scheme() {
-  return SchemeEntry{"shaw",
-                     "Shaw et al. relative keys and values, clipped at +-K, tables shared by heads",
-                     &shaw_cases,
-                     &shaw_generate,
-                     &shaw_run_engine,
-                     &shaw_mistakes};
+  SchemeEntry e{"shaw",
+                "Shaw et al. relative keys and values, clipped at +-K, tables shared by heads",
+                &shaw_cases,
+                &shaw_generate,
+                &shaw_run_engine,
+                &shaw_mistakes};
+  e.order = 100;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

@@ -99,8 +99,10 @@ TensorMap nope_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
 }  // namespace
 
 SchemeEntry nope_scheme() {
-  return SchemeEntry{"nope", "no positional encoding: causal attention only", &nope_cases,
-                     &nope_generate, &nope_run_engine, &nope_mistakes};
+  SchemeEntry e{"nope", "no positional encoding: causal attention only", &nope_cases,
+                &nope_generate, &nope_run_engine, &nope_mistakes};
+  e.order = 40;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

@@ -297,7 +297,7 @@ class PipelineBiasError {
   mutable std::map<std::pair<int, std::int64_t>, std::vector<double>> cache_;
 };
 
-// pos_emb budgets (as golden/sinusoidal_golden.cpp's pe, c = 1; r = eps_f32 / eps_t):
+// pos_emb budgets (as golden/schemes/sinusoidal/sinusoidal_golden.cpp's pe, c = 1; r = eps_f32 / eps_t):
 //   strict   bound 0.1 r, ulps 0.5 (f32) or 0.5 + 0.5 r (16-bit): double, rounded once
 //   fp32, fp32-recurrence, bf16   bound 1.01 r (sinf / cosf within 2 ulp <= eps_f32), ulps the
 //            cast, extra |phi| rho_k 1.01: the float angle fl(fl(pos) inv_freq_k) (the same
@@ -773,14 +773,16 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
 }  // namespace
 
 SchemeEntry transformer_xl_scheme() {
-  return SchemeEntry{"transformer_xl",
-                     "Transformer-XL relative attention: descending sinusoid table, rel-shift, "
-                     "u/v biases, clamp_len, segment memory",
-                     &transformer_xl_cases,
-                     &transformer_xl_generate,
-                     &transformer_xl_run_engine,
-                     &transformer_xl_mistakes,
-                     &transformer_xl_mistake_words};
+  SchemeEntry e{"transformer_xl",
+                "Transformer-XL relative attention: descending sinusoid table, rel-shift, "
+                "u/v biases, clamp_len, segment memory",
+                &transformer_xl_cases,
+                &transformer_xl_generate,
+                &transformer_xl_run_engine,
+                &transformer_xl_mistakes,
+                &transformer_xl_mistake_words};
+  e.order = 110;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

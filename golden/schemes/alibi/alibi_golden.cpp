@@ -558,8 +558,10 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
 }  // namespace
 
 SchemeEntry alibi_scheme() {
-  return SchemeEntry{"alibi", "attention with linear biases (slopes incl. non-power-of-2 heads)",
-                     &alibi_cases, &alibi_generate, &alibi_run_engine, &alibi_mistakes};
+  SchemeEntry e{"alibi", "attention with linear biases (slopes incl. non-power-of-2 heads)",
+                &alibi_cases, &alibi_generate, &alibi_run_engine, &alibi_mistakes};
+  e.order = 70;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

@@ -1679,9 +1679,11 @@ TensorMap kv_cache_run_engine(const CaseSpec& spec, const TensorMap& golden, con
 }  // namespace
 
 SchemeEntry kv_cache_scheme() {
-  return SchemeEntry{"kv_cache", "KV-cache position traces: continuation, sliding window, padding, context shift, sinks",
-                     &kv_cache_cases, &kv_cache_generate, &kv_cache_run_engine, &kv_cache_mistakes,
-                     &kv_cache_mistake_words};
+  SchemeEntry e{"kv_cache", "KV-cache position traces: continuation, sliding window, padding, context shift, sinks",
+                &kv_cache_cases, &kv_cache_generate, &kv_cache_run_engine, &kv_cache_mistakes,
+                &kv_cache_mistake_words};
+  e.order = 90;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 LoadedCase kv_call_case(const KvCallDef& def) {

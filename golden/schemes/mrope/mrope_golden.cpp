@@ -1516,7 +1516,7 @@ float engine_dot(const std::string& pipeline, const float* x, const float* y, in
   return pipelines::fl(sum, ct);
 }
 
-#include "golden/mrope_trace.inc"
+#include "golden/schemes/mrope/mrope_trace.inc"
 
 /// What a fitted hypothesis changes besides the knobs of a mistake (mrope_fit_candidates).
 struct FitKnobs {
@@ -1996,7 +1996,7 @@ std::string mrope_fit_words(const RopeFitCandidate& c, const std::string& residu
 }
 
 SchemeEntry mrope_scheme() {
-  return SchemeEntry{
+  SchemeEntry e{
       "mrope",
       "multimodal RoPE (Qwen2-VL, Qwen2.5-VL sectioned; Qwen3-VL interleaved; GLM-4.1V "
       "sectioned on adjacent pairs, half the head), positions from get_rope_index",
@@ -2005,6 +2005,8 @@ SchemeEntry mrope_scheme() {
       &run_engine,
       &mistakes,
       &mistake_words};
+  e.order = 130;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden

@@ -169,10 +169,12 @@ GoldenCase generate(const std::string& id) {
 }  // namespace
 
 SchemeEntry rope_scaling_scheme() {
-  return SchemeEntry{"rope_scaling",
-                     "RoPE context extension: linear (PI), NTK, dynamic NTK, YaRN (+ DeepSeek), Llama 3, "
-                     "LongRoPE, from model configs",
-                     &cases, &generate, &rope_case_run_engine, &rope_case_mistakes};
+  SchemeEntry e{"rope_scaling",
+                "RoPE context extension: linear (PI), NTK, dynamic NTK, YaRN (+ DeepSeek), Llama 3, "
+                "LongRoPE, from model configs",
+                &cases, &generate, &rope_case_run_engine, &rope_case_mistakes};
+  e.order = 20;  // its place in `posenc list` and the catalog
+  return e;
 }
 
 }  // namespace posenc::golden
