@@ -8,7 +8,7 @@
 #include <omp.h>
 
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
 

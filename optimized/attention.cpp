@@ -27,7 +27,7 @@
 
 #include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

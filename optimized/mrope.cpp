@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "optimized/fast_math.hpp"
 #include "reference/common/errors.hpp"
 

@@ -1,7 +1,7 @@
 // NoPE float kernel. Formula: see reference/nope.hpp; contract: optimized/nope.hpp.
 #include "optimized/nope.hpp"
 
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
 

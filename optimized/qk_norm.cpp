@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::optimized {

@@ -20,7 +20,7 @@
 #include "optimized/fast_math.hpp"
 #include "optimized/rope_table.hpp"
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

@@ -24,7 +24,7 @@
 #include <utility>
 
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
 namespace {

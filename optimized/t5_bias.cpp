@@ -15,7 +15,7 @@
 #include <string>
 
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::optimized {
 

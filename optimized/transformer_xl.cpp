@@ -28,7 +28,7 @@
 #include <cmath>
 #include <string>
 
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "optimized/fast_math.hpp"
 #include "reference/common/eigen.hpp"
 #include "reference/common/errors.hpp"

@@ -18,7 +18,7 @@
 #include "optimized/alibi.hpp"
 #include "optimized/kv_cache.hpp"
 #include "optimized/rope.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace {
 

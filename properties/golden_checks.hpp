@@ -32,7 +32,7 @@
 #include "golden/format/format.hpp"
 #include "golden/cases/registry.hpp"
 #include "golden/verify/verify.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::properties {
 

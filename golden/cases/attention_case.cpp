@@ -11,7 +11,7 @@
 #include "golden/format/prng.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/rounding.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -13,7 +13,7 @@
 #include "golden/cases/rope_fit.hpp"
 #include "golden/format/profiles.hpp"
 #include "golden/verify/tensor_source.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {

@@ -11,7 +11,7 @@
 #include "golden/format/limits.hpp"
 #include "optimized/rope.hpp"
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 

@@ -8,7 +8,7 @@
 
 #include "golden/cases/config_read.hpp"
 #include "golden/cases/rope_case.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {

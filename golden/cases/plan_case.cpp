@@ -17,7 +17,7 @@
 #include "golden/format/limits.hpp"
 #include "golden/format/prng.hpp"
 #include "optimized/attention.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "optimized/qk_norm.hpp"
 #include "optimized/query_temperature.hpp"
 #include "optimized/rope.hpp"

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "golden/cases/plan_case.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/qk_norm.hpp"
 

@@ -38,7 +38,7 @@
 #include "reference/common/scalar.hpp"
 #include "reference/rope.hpp"
 #include "reference/rope_scaling.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden::rope_kit {
 

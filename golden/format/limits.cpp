@@ -14,7 +14,7 @@
 
 #include "golden/format/format.hpp"
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

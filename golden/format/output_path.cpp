@@ -18,7 +18,7 @@
 #include "golden/format/format.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/format/manifest.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {

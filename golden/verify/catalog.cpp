@@ -6,7 +6,7 @@
 #include "golden/format/limits.hpp"
 #include "golden/verify/manifest_check.hpp"
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 

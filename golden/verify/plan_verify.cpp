@@ -10,7 +10,7 @@
 #include "golden/format/limits.hpp"
 #include "golden/format/manifest.hpp"
 #include "golden/verify/catalog.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {

@@ -131,6 +131,9 @@ struct CaseReport {
   /// A negative control: the stages that tell its right convention from the known-wrong one
   /// under the claimed profile (manifest "control_detection"); an INCONCLUSIVE case names them.
   std::vector<std::string> telling_stages;
+  /// A negative control whose output differs from the known-wrong values under the claimed
+  /// profile (its PASS); reproduces_under is then looked for.
+  bool control_differs = false;
   bool require_all = false;  // VerifyOptions::require_all: a stage not written is an error
   int n_checked() const;
   double worst_ratio() const;  // max over checked tensors

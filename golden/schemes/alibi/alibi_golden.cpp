@@ -25,7 +25,7 @@
 #include "reference/common/errors.hpp"
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

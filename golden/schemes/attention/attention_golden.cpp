@@ -8,7 +8,7 @@
 #include "golden/cases/attention_case.hpp"
 #include "golden/cases/registry.hpp"
 #include "reference/common/errors.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

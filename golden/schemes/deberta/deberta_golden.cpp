@@ -60,7 +60,7 @@
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/deberta.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

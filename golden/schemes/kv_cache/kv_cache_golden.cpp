@@ -35,7 +35,7 @@
 #include "optimized/rope_scaling.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/kv_cache.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

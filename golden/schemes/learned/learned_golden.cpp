@@ -30,7 +30,7 @@
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/learned.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

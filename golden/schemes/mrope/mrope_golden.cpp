@@ -50,7 +50,7 @@
 #include "golden/cases/rope_fit.hpp"
 #include "golden/format/limits.hpp"
 #include "golden/format/prng.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 #include "optimized/mrope.hpp"
 #include "optimized/rope.hpp"
 #include "reference/common/errors.hpp"

@@ -10,7 +10,7 @@
 #include "optimized/nope.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/nope.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -45,7 +45,7 @@
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/shaw.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

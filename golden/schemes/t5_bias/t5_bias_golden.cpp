@@ -34,7 +34,7 @@
 #include "reference/common/rounding.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/t5_bias.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

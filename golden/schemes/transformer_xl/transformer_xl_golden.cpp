@@ -60,7 +60,7 @@
 #include "reference/common/errors.hpp"
 #include "reference/common/scalar.hpp"
 #include "reference/transformer_xl.hpp"
-#include "optimized/common/mutant.hpp"
+#include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
 namespace {

@@ -6,8 +6,10 @@
 // mutant, e.g. POSENC_MUTANT=ref_sin_sign_flipped. docs/mutants.md lists them.
 // The switches of the reference (ref_*) are not in reference/: tools/mutants/reference.patch adds
 // them to the copy of reference/ that the mutant build compiles (tools/mutant_patch.sh).
-// It lives in optimized/common/ because the lowest code that has mutant sites is optimized/:
-// golden/ and the patched reference copy include it downward, tools/ and properties/ from above.
+// It lives in reference/common/, beside errors.hpp and dtype.hpp, because that is the one folder
+// every library may include (posenc::verify included: it needs no library); no file of
+// reference/ uses it (CMake refuses a mutant switch in reference/ when it configures), only the
+// patched copy does.
 #pragma once
 
 namespace posenc {
