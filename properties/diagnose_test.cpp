@@ -13,11 +13,13 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "golden/cases/catalog.hpp"
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
 #include "golden/cases/registry.hpp"
@@ -850,6 +852,37 @@ TEST(DiagnoseGolden, RefusesNegativeControlsAndUnknownProfiles) {
   }
   const auto lc = golden::load_case(dir / "rope" / "rope_half_d128_b5e5_llama3_8b_f32.json");
   EXPECT_THROW(golden::diagnose_case(lc, lc.golden, "fp64"), InvalidArgument);
+}
+
+// Every name an engine branches on (each file's MistakeTable, golden/cases/mistakes.hpp) is a
+// mistake its scheme lists: a misspelt name would be a branch no run takes. A name marked
+// unlisted (retired, or planted only by a negative control) must not be listed.
+TEST(MistakeTables, EveryBranchNamesAMistakeOfItsScheme) {
+  const auto& tables = golden::mistake_tables();
+  ASSERT_GE(tables.size(), 15u) << "the scheme files' tables did not register";
+  int names = 0;
+  for (const auto& t : tables) {
+    std::set<std::string> accepted;
+    std::string which;
+    for (const auto& s : golden::schemes()) {
+      if (!t.schemes.empty() &&
+          std::find(t.schemes.begin(), t.schemes.end(), s.slug) == t.schemes.end())
+        continue;
+      which += (which.empty() ? "" : ", ") + s.slug;
+      for (const auto& m : s.mistakes()) accepted.insert(m);
+    }
+    for (const auto& [name, unlisted] : t.names) {
+      ++names;
+      if (unlisted) {
+        EXPECT_FALSE(accepted.count(name)) << name << " is marked unlisted but " << which
+                                           << " list it";
+      } else {
+        EXPECT_TRUE(accepted.count(name)) << "a table of " << which << " branches on \"" << name
+                                          << "\", which none of them lists";
+      }
+    }
+  }
+  EXPECT_GE(names, 90);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // `posenc verify` and `posenc diagnose` on a plan manifest: tools/posenc_plan.hpp.
+#include "golden/cases/mistakes.hpp"
 #include "tools/posenc_plan.hpp"
 
 #include <algorithm>
@@ -11,6 +12,18 @@
 #include "golden/verify/catalog.hpp"
 
 namespace posenc::tools {
+
+namespace {
+
+/// The mistakes this file branches on (::posenc::golden::golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kOtherLayerType };
+const ::posenc::golden::MistakeTable<MistakeId, 1> kMistakes(
+    {"plan"},
+    {{
+     {MistakeId::kOtherLayerType, "other-layer-type"}}});
+
+}  // namespace
+
 
 namespace fs = std::filesystem;
 using golden::CaseReport;
@@ -292,7 +305,7 @@ int plan_diagnose_layers(const PlanManifest& plan, const fs::path& actual,
     j["verdict"] = d.verdict;
     j["summary"] = d.summary;
     const golden::Hypothesis* top = d.ranked.empty() ? nullptr : &d.ranked.front();
-    if (top && top->confirmed() && top->mistake == "other-layer-type") {
+    if (top && top->confirmed() && kMistakes.is(top->mistake, MistakeId::kOtherLayerType)) {
       // the other type of a two-type plan (golden/cases/plan_case.cpp, other-layer-type)
       for (std::size_t k = 0; k < plan.types.size(); ++k) {
         if (static_cast<int>(k) != ti) computes[static_cast<std::size_t>(l)] = static_cast<int>(k);

@@ -1,4 +1,6 @@
 // The diagnoser (golden/cases/diagnose.hpp has the method).
+#include "golden/cases/mistakes.hpp"
+#include "golden/cases/pipelines.hpp"
 #include "golden/cases/diagnose.hpp"
 
 #include <algorithm>
@@ -17,6 +19,18 @@
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kOffset };
+const MistakeTable<MistakeId, 1> kMistakes(
+    {},
+    {{
+     {MistakeId::kOffset, "offset"}}});
+
+}  // namespace
+
 namespace {
 
 /// An unexplained output names its best partial fit only when that fit's residual is at most
@@ -166,9 +180,9 @@ CaseReport judge_against(const LoadedCase& lc, const TensorMap& run, const Tenso
 
 std::string hypothesis_words(const Hypothesis& h, const std::string& scheme) {
   const ProfileInfo* p = profile_of_pipeline(h.pipeline);
-  std::string pipe = h.pipeline == "exact" ? "correctly rounded tables (posenc's kernels)"
+  std::string pipe = pipelines::of(h.pipeline) == Pipeline::kExact ? "correctly rounded tables (posenc's kernels)"
                                            : "the " + h.pipeline + " pipeline";
-  if (p && h.pipeline != "exact") {
+  if (p && pipelines::of(h.pipeline) != Pipeline::kExact) {
     const std::string s = p->summary;
     pipe += " (" + s.substr(0, s.find(':')) + ")";
   }
@@ -178,7 +192,7 @@ std::string hypothesis_words(const Hypothesis& h, const std::string& scheme) {
   const std::string bug = words ? words(h.mistake) : "";
   const std::string named = "has the " + scheme + " mistake `" + h.mistake + "`" +
                             (bug.empty() ? "" : " (" + bug + ")");
-  if (h.pipeline == "exact" && h.profile != "strict") {
+  if (pipelines::of(h.pipeline) == Pipeline::kExact && h.profile != "strict") {
     return named + " (within the " + h.profile + " pipeline's error)";
   }
   return named + ", computed with " + pipe;
@@ -236,7 +250,7 @@ std::vector<Hypothesis> fitted_hypotheses(const LoadedCase& lc, const TensorMap&
   for (const auto& c : candidates) {
     // A float pipeline's run is judged by that pipeline's profile (its budget widened by the
     // pipeline's own rounding of the fitted computation); an exact run by every profile given.
-    const ProfileInfo* own = c.pipeline == "exact" ? nullptr : profile_of_pipeline(c.pipeline);
+    const ProfileInfo* own = pipelines::of(c.pipeline) == Pipeline::kExact ? nullptr : profile_of_pipeline(c.pipeline);
     const std::vector<std::string> by = own ? std::vector<std::string>{own->name} : judge_by;
     for (const auto& prof : by) {
       const CaseReport r = judge_against(lc, c.run, actual, prof, c.max_position,
@@ -357,14 +371,14 @@ std::vector<Hypothesis> fixed_hypotheses(const LoadedCase& lc, const TensorMap& 
         continue;
       }
       if (clean && same_outputs(*clean, run)) continue;
-      if (p.pipeline == "exact") exact_runs[m] = run;
+      if (pipelines::of(p.pipeline) == Pipeline::kExact) exact_runs[m] = run;
       // The budgets are the case's (its pairing, its positions): under a mistake they can be
       // far tighter than the pipeline's own rounding of the mistaken computation; that rounding,
       // element by element, is how far the exact run with the mistake lies from this run.
       const TensorMap* widen =
-          p.pipeline != "exact" && exact_runs.count(m) ? &exact_runs.at(m) : nullptr;
+          pipelines::of(p.pipeline) != Pipeline::kExact && exact_runs.count(m) ? &exact_runs.at(m) : nullptr;
       const std::vector<std::string> by =
-          p.pipeline == "exact" ? judge_by : std::vector<std::string>{p.name};
+          pipelines::of(p.pipeline) == Pipeline::kExact ? judge_by : std::vector<std::string>{p.name};
       for (const auto& prof : by) {
         Hypothesis h = make_hypothesis(p.pipeline, prof, m);
         if (!judge_into(h, judge_against(lc, run, actual, prof, std::nullopt, widen))) continue;
@@ -385,16 +399,16 @@ void add_fitted(const LoadedCase& lc, const TensorMap& actual,
   const bool fixed_confirmed = !ranked.empty() && ranked.front().confirmed();
   const bool offset_confirmed =
       std::any_of(ranked.begin(), ranked.end(),
-                  [](const Hypothesis& h) { return h.mistake == "offset" && h.confirmed(); });
+                  [](const Hypothesis& h) { return kMistakes.is(h.mistake, MistakeId::kOffset) && h.confirmed(); });
   std::vector<Hypothesis> fitted;
   if (!fixed_confirmed || offset_confirmed) {
     fitted = fitted_hypotheses(lc, actual, judge_by, fixed_confirmed);
   }
   for (auto& f : fitted) {
-    if (f.mistake == "offset" && f.fit->value == "+1") {
+    if (kMistakes.is(f.mistake, MistakeId::kOffset) && f.fit->value == "+1") {
       bool attached = false;
       for (auto& h : ranked) {
-        if (h.mistake == "offset" && h.pipeline == "exact") {
+        if (kMistakes.is(h.mistake, MistakeId::kOffset) && pipelines::of(h.pipeline) == Pipeline::kExact) {
           RopeFitCandidate c;
           c.parameter = "offset";
           c.value = "+1";
@@ -512,7 +526,7 @@ Diagnosis diagnose_case(const LoadedCase& lc, const TensorMap& actual,
   const std::string claimed_pipeline = claimed_info ? claimed_info->pipeline : "";
   auto claimed_family = [&](const Hypothesis& h) {
     return h.pipeline == claimed_pipeline ||
-           (h.pipeline == "exact" && h.profile == d.claimed_profile);
+           (pipelines::of(h.pipeline) == Pipeline::kExact && h.profile == d.claimed_profile);
   };
   std::stable_sort(d.ranked.begin(), d.ranked.end(), [&](const Hypothesis& a, const Hypothesis& b) {
     if (a.confirmed() != b.confirmed()) return a.confirmed();

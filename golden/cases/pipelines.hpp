@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "golden/format/format.hpp"
@@ -19,7 +20,31 @@
 #include "reference/common/errors.hpp"
 #include "reference/rope_scaling.hpp"
 
+namespace posenc::golden {
+
+/// The engine pipelines posenc emulates (`posenc engine --pipeline`, EngineOptions::pipeline),
+/// one per profile: exact (posenc's optimized kernels), fp32 (HF's float32 pipeline),
+/// fp32-recurrence (ggml's recurrence), bf16 and f16 (the eager half-precision pipelines).
+enum class Pipeline { kExact, kFp32, kFp32Recurrence, kBf16, kF16 };
+
+}  // namespace posenc::golden
+
 namespace posenc::golden::pipelines {
+
+/// The pipeline a name names; InvalidArgument naming pipelines::of and the known names otherwise.
+inline Pipeline of(const std::string& name) {
+  static const std::pair<const char*, Pipeline> kNames[] = {
+      {"exact", Pipeline::kExact},
+      {"fp32", Pipeline::kFp32},
+      {"fp32-recurrence", Pipeline::kFp32Recurrence},
+      {"bf16", Pipeline::kBf16},
+      {"f16", Pipeline::kF16}};
+  for (const auto& [n, p] : kNames) {
+    if (name == n) return p;
+  }
+  throw_invalid("pipelines::of", "pipeline must be one of exact, fp32, fp32-recurrence, bf16, f16",
+                name);
+}
 
 /// The pipeline names `posenc engine --pipeline` accepts, one per profile, in profile order.
 inline std::vector<std::string> names() {
@@ -40,8 +65,8 @@ inline std::string profile_of(const std::string& pipeline) {
 /// The dtype a pipeline computes its activations in: bf16 / f16 for the eager pipelines,
 /// float32 otherwise.
 inline DType compute_dtype(const std::string& pipeline) {
-  if (pipeline == "bf16") return DType::kBF16;
-  if (pipeline == "f16") return DType::kF16;
+  if (of(pipeline) == Pipeline::kBf16) return DType::kBF16;
+  if (of(pipeline) == Pipeline::kF16) return DType::kF16;
   return DType::kF32;
 }
 
@@ -51,7 +76,7 @@ inline DType compute_dtype(const std::string& pipeline) {
 /// on CPU, q is converted to it for the float32-accumulated dot product); float32 for HF's
 /// float32 pipeline (its attention runs on the float32 rotations).
 inline DType score_operand_dtype(const std::string& pipeline, DType t) {
-  if (pipeline == "fp32-recurrence") return t;
+  if (of(pipeline) == Pipeline::kFp32Recurrence) return t;
   return compute_dtype(pipeline);
 }
 

@@ -1,6 +1,8 @@
 // One golden case per layer type of a model plan. Stages, inputs and the budgets' derivation:
 // golden/cases/plan_case.hpp; formulas: reference/rope.hpp, rope_scaling.hpp,
 // rope_proportional.hpp, query_temperature.hpp, attention.hpp.
+#include "golden/cases/mistakes.hpp"
+#include "golden/cases/pipelines.hpp"
 #include "golden/cases/plan_case.hpp"
 
 #include <algorithm>
@@ -27,6 +29,25 @@
 #include "reference/common/errors.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kGlobalRopeOnSliding, kOtherLayerType, kQkNormMissing, kRopeOnNope, kSinksDropped, kTemperatureP, kTemperaturePPlus1, kYarnTruncate };
+const MistakeTable<MistakeId, 8> kMistakes(
+    {"plan"},
+    {{
+     {MistakeId::kGlobalRopeOnSliding, "global-rope-on-sliding"},
+     {MistakeId::kOtherLayerType, "other-layer-type", true},  // planted by the other-layer-type controls only
+     {MistakeId::kQkNormMissing, "qk-norm-missing"},
+     {MistakeId::kRopeOnNope, "rope-on-nope"},
+     {MistakeId::kSinksDropped, "sinks-dropped"},
+     {MistakeId::kTemperatureP, "temperature-p"},
+     {MistakeId::kTemperaturePPlus1, "temperature-p-plus-1"},
+     {MistakeId::kYarnTruncate, "yarn-truncate"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -1012,22 +1033,22 @@ std::vector<std::string> plan_case_mistakes() {
 }
 
 std::string plan_case_mistake_words(const std::string& mistake) {
-  if (mistake == "global-rope-on-sliding")
+  if (kMistakes.is(mistake, MistakeId::kGlobalRopeOnSliding))
     return "sliding-window layers rotated with the global layers' (scaled) RoPE";
-  if (mistake == "rope-on-nope") return "RoPE applied on a NoPE layer";
-  if (mistake == "temperature-p")
+  if (kMistakes.is(mistake, MistakeId::kRopeOnNope)) return "RoPE applied on a NoPE layer";
+  if (kMistakes.is(mistake, MistakeId::kTemperatureP))
     return "query temperature with floor(p / F) instead of floor((p + 1) / F) (Llama 4)";
-  if (mistake == "temperature-p-plus-1")
+  if (kMistakes.is(mistake, MistakeId::kTemperaturePPlus1))
     return "query temperature with floor((p + 1) / L0) instead of floor(p / L0) (Mistral)";
-  if (mistake == "yarn-truncate")
+  if (kMistakes.is(mistake, MistakeId::kYarnTruncate))
     return "YaRN's truncate flipped: the correction range floored and ceiled where the model has "
            "truncate = false, or left fractional where it has true";
-  if (mistake == "other-layer-type")
+  if (kMistakes.is(mistake, MistakeId::kOtherLayerType))
     return "the layer computed as the plan's other layer type (rotation, mask, temperature, "
            "sinks, q/k norm and scale of the other type: a layer pattern off by one, or the "
            "wrong type's layer picked)";
-  if (mistake == "sinks-dropped") return "the learned sink logits left out of the softmax";
-  if (mistake == "qk-norm-missing")
+  if (kMistakes.is(mistake, MistakeId::kSinksDropped)) return "the learned sink logits left out of the softmax";
+  if (kMistakes.is(mistake, MistakeId::kQkNormMissing))
     return "the q/k normalization left out (Llama 4's L2 norm after RoPE, Gemma 3's q_norm / "
            "k_norm before it)";
   return "";
@@ -1059,7 +1080,7 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
     }
     return nullptr;
   };
-  if (mistake == "global-rope-on-sliding") {
+  if (kMistakes.is(mistake, MistakeId::kGlobalRopeOnSliding)) {
     const PlanLayerType* g = other_rope(true);
     if (t.mask != PlanMask::kSliding || t.rope == PlanRope::kNone || g == nullptr) {
       throw_invalid(fn,
@@ -1071,7 +1092,7 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
     x.params = g->params;
     x.scaling = g->scaling;
     x.proportional = g->proportional;
-  } else if (mistake == "rope-on-nope") {
+  } else if (kMistakes.is(mistake, MistakeId::kRopeOnNope)) {
     const PlanLayerType* g = other_rope(false);
     if (t.rope != PlanRope::kNone || g == nullptr) {
       throw_invalid(fn, "rope-on-nope needs a NoPE type and a RoPE type of the same head_dim",
@@ -1081,9 +1102,9 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
     x.params = g->params;
     x.scaling = g->scaling;
     x.proportional = g->proportional;
-  } else if (mistake == "temperature-p" || mistake == "temperature-p-plus-1") {
+  } else if (kMistakes.is(mistake, MistakeId::kTemperatureP) || kMistakes.is(mistake, MistakeId::kTemperaturePPlus1)) {
     const auto from =
-        mistake == "temperature-p" ? QueryTemperatureRule::kLlama4 : QueryTemperatureRule::kMistral;
+        kMistakes.is(mistake, MistakeId::kTemperatureP) ? QueryTemperatureRule::kLlama4 : QueryTemperatureRule::kMistral;
     if (!t.has_temperature || t.temperature.rule != from) {
       throw_invalid(fn,
                     mistake + " needs a " + reference::query_temperature_rule_name(from) +
@@ -1092,11 +1113,11 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
     }
     x.temperature.rule = from == QueryTemperatureRule::kLlama4 ? QueryTemperatureRule::kMistral
                                                                : QueryTemperatureRule::kLlama4;
-  } else if (mistake == "yarn-truncate") {
+  } else if (kMistakes.is(mistake, MistakeId::kYarnTruncate)) {
     if (t.rope != PlanRope::kRope || t.scaling.type != RopeScalingType::kYarn)
       throw_invalid(fn, "yarn-truncate needs a YaRN type", t.name);
     x.scaling.truncate = !t.scaling.truncate;
-  } else if (mistake == "other-layer-type") {
+  } else if (kMistakes.is(mistake, MistakeId::kOtherLayerType)) {
     const PlanLayerType* o = nullptr;
     for (const auto& y : plan) {
       if (y.name == t.name || y.params.head_dim != t.params.head_dim) continue;
@@ -1114,10 +1135,10 @@ PlanLayerType type_with_mistake(const PlanLayerType& t, const std::vector<PlanLa
                     t.name);
     }
     x = *o;
-  } else if (mistake == "sinks-dropped") {
+  } else if (kMistakes.is(mistake, MistakeId::kSinksDropped)) {
     if (!t.sinks) throw_invalid(fn, "sinks-dropped needs a type with sinks", t.name);
     x.sinks = false;
-  } else if (mistake == "qk-norm-missing") {
+  } else if (kMistakes.is(mistake, MistakeId::kQkNormMissing)) {
     if (t.qk_norm.kind == reference::QkNormKind::kNone)
       throw_invalid(fn, "qk-norm-missing needs a type with a q/k norm", t.name);
     x.qk_norm = reference::QkNorm{};
@@ -1198,7 +1219,7 @@ void engine_norm(const std::string& pipeline, const reference::QkNorm& n, int h,
                  const std::vector<float>& w, std::vector<float>& x) {
   if (n.kind == reference::QkNormKind::kNone || POSENC_MUTANT("engine_plan_qk_norm_skipped"))
     return;
-  if (pipeline == "exact") {
+  if (pipelines::of(pipeline) == Pipeline::kExact) {
     optimized::qk_norm_apply_rows(n, h, x, w, x);
     return;
   }
@@ -1227,7 +1248,7 @@ void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineIn
   *qr = e.q;
   *kr = e.k;
   if (t.rope != PlanRope::kNone) {
-    if (pipeline == "exact") {
+    if (pipelines::of(pipeline) == Pipeline::kExact) {
       const auto cache =
           t.rope == PlanRope::kProportional
               ? optimized::rope_proportional_cache_init(t.params, t.proportional, e.pos)
@@ -1270,7 +1291,7 @@ void engine_rotate(const std::string& pipeline, const PlanLayerType& t, EngineIn
     return;
   }
   if (!t.has_temperature) return;
-  if (pipeline == "exact") {
+  if (pipelines::of(pipeline) == Pipeline::kExact) {
     optimized::query_temperature_apply(t.temperature, e.pos, *qr);
     return;
   }
@@ -1289,13 +1310,13 @@ TensorMap run_plan_engine(const std::string& pipeline, EngineInputs& e, DType dt
 
 TensorMap plan_case_run_engine(const CaseSpec& spec, const TensorMap& golden,
                                const EngineOptions& o) {
-  if (o.pipeline != "exact" && o.pipeline != "fp32" && o.pipeline != "fp32-recurrence") {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && pipelines::of(o.pipeline) != Pipeline::kFp32 && pipelines::of(o.pipeline) != Pipeline::kFp32Recurrence) {
     throw_invalid("plan_case_run_engine",
                   "plan cases emulate the exact, fp32 and fp32-recurrence pipelines only",
                   o.pipeline);
   }
   EngineInputs e = engine_inputs(spec, golden);
-  if (o.mistake == "qk-norm-missing" && e.qk_inputs_normalized) {
+  if (kMistakes.is(o.mistake, MistakeId::kQkNormMissing) && e.qk_inputs_normalized) {
     throw_invalid("plan_case_run_engine",
                   "qk-norm-missing needs a case whose q and k are projections (qk_inputs)",
                   spec.id);
@@ -1337,7 +1358,7 @@ TensorMap run_plan_engine(const std::string& pipeline, EngineInputs& e, DType dt
       for (std::int64_t j = 0; j < T; ++j) {
         const float* x = &qr[(i * hq + hh) * h];
         const float* y = &kr[(j * hk + hh / group) * h];
-        if (o.pipeline == "exact") {
+        if (pipelines::of(o.pipeline) == Pipeline::kExact) {
           double sum = 0;
           for (int c = 0; c < h; ++c) sum += static_cast<double>(x[c]) * y[c];
           sum *= sigma;
@@ -1357,7 +1378,7 @@ TensorMap run_plan_engine(const std::string& pipeline, EngineInputs& e, DType dt
     }
   }
   std::vector<float> probs(scores.size()), out(static_cast<std::size_t>(T * hq * h));
-  if (o.pipeline == "exact" &&
+  if (pipelines::of(o.pipeline) == Pipeline::kExact &&
       t.logit_softcap > 0) {  // the kernel has no soft cap: softmax in double
     for (int hh = 0; hh < hq; ++hh) {
       for (std::int64_t i = 0; i < T; ++i) {
@@ -1380,7 +1401,7 @@ TensorMap run_plan_engine(const std::string& pipeline, EngineInputs& e, DType dt
         }
       }
     }
-  } else if (o.pipeline == "exact") {
+  } else if (pipelines::of(o.pipeline) == Pipeline::kExact) {
     reference::AttentionParams p;
     p.n_heads = hq;
     p.n_kv_heads = hk;

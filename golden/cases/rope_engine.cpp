@@ -1,8 +1,34 @@
 // The RoPE family's built-in engine: posenc's kernels and the emulated pipelines, through
 // files, with the named mistakes (golden/cases/rope_case.hpp, rope_case_run_engine).
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/rope_kit.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kDoubleRotation, kDynamicNtk, kFactorInverted, kFp32Angles, kKqScaleLogMulNotUndone, kMscaleOnRotation, kNoMscale, kOffset, kPairing, kSinSign, kSoftmaxScaleMissing, kSoftmaxScaleUnsquared, kUnscaled, kYarnTruncateFlipped };
+const MistakeTable<MistakeId, 14> kMistakes(
+    {"rope", "rope_scaling"},
+    {{
+     {MistakeId::kDoubleRotation, "double-rotation"},
+     {MistakeId::kDynamicNtk, "dynamic-ntk"},
+     {MistakeId::kFactorInverted, "factor-inverted"},
+     {MistakeId::kFp32Angles, "fp32-angles", true},  // retired: now a pipeline
+     {MistakeId::kKqScaleLogMulNotUndone, "kq-scale-log-mul-not-undone"},
+     {MistakeId::kMscaleOnRotation, "mscale-on-rotation"},
+     {MistakeId::kNoMscale, "no-mscale"},
+     {MistakeId::kOffset, "offset"},
+     {MistakeId::kPairing, "pairing"},
+     {MistakeId::kSinSign, "sin-sign"},
+     {MistakeId::kSoftmaxScaleMissing, "softmax-scale-missing"},
+     {MistakeId::kSoftmaxScaleUnsquared, "softmax-scale-unsquared"},
+     {MistakeId::kUnscaled, "unscaled"},
+     {MistakeId::kYarnTruncateFlipped, "yarn-truncate-flipped"}}});
+
+}  // namespace
+
 
 using namespace rope_kit;
 using reference::LongRopePolicy;
@@ -64,7 +90,7 @@ RopePipelineTables rope_pipeline_tables(const std::string& pipeline, const RopeP
   const double a_double = magnitude.a.value_or(st.tables.attention_factor);
   const double softmax_double = std::pow(static_cast<double>(softmax_head_dim), -0.5) *
                                 magnitude.softmax_multiplier.value_or(st.softmax_scale_multiplier);
-  if (pipeline == "fp32-recurrence") {  // ggml: theta *= theta_scale along the pairs
+  if (pipelines::of(pipeline) == Pipeline::kFp32Recurrence) {  // ggml: theta *= theta_scale along the pairs
     if (!scaled(s)) {
       const float ts = pipelines::ggml_theta_scale(p.base, p.rotary_dim);
       tb.inv_freq = pipelines::ggml_thetas(1, ts, np);
@@ -196,7 +222,7 @@ void RopeEngineRun::read_params() {
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     std::string known;
     for (const auto& x : mk) known += (known.empty() ? "" : ", ") + x;
-    throw_invalid("rope_run_engine", o.mistake == "fp32-angles"
+    throw_invalid("rope_run_engine", kMistakes.is(o.mistake, MistakeId::kFp32Angles)
                                          ? "fp32-angles is a pipeline now: use --pipeline fp32"
                                          : "unknown mistake for a " + spec.scheme + " case (known: " + known + ")",
                   o.mistake);
@@ -211,10 +237,10 @@ void RopeEngineRun::read_inputs() {
   const Tensor& tpos = golden.at("positions");
   pos.resize(static_cast<std::size_t>(tpos.numel()));
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));
-  if (o.mistake == "offset") {
+  if (kMistakes.is(o.mistake, MistakeId::kOffset)) {
     for (auto& m : pos) m += 1;
   }
-  if (o.mistake == "pairing") {
+  if (kMistakes.is(o.mistake, MistakeId::kPairing)) {
     p.layout = p.layout == RopeLayout::kInterleaved ? RopeLayout::kHalfSplit
                                                     : RopeLayout::kInterleaved;
   }
@@ -222,13 +248,13 @@ void RopeEngineRun::read_inputs() {
   std::int64_t last = 0;
   for (auto m : pos) last = std::max(last, m);
   s.seq_len = last + 1;
-  if (o.mistake == "unscaled") s = RopeScaling{};
-  if (o.mistake == "factor-inverted") s.factor = 1.0 / s.factor;
+  if (kMistakes.is(o.mistake, MistakeId::kUnscaled)) s = RopeScaling{};
+  if (kMistakes.is(o.mistake, MistakeId::kFactorInverted)) s.factor = 1.0 / s.factor;
   // YaRN's correction range with the other `truncate` (integer ramp ends <-> fractional).
-  if (o.mistake == "yarn-truncate-flipped" && s.type == reference::RopeScalingType::kYarn)
+  if (kMistakes.is(o.mistake, MistakeId::kYarnTruncateFlipped) && s.type == reference::RopeScalingType::kYarn)
     s.truncate = !s.truncate;
   // Static NTK on a dynamic case: the base scaled by the factor whatever the call's length.
-  if (o.mistake == "dynamic-ntk" && s.type == reference::RopeScalingType::kDynamic) {
+  if (kMistakes.is(o.mistake, MistakeId::kDynamicNtk) && s.type == reference::RopeScalingType::kDynamic) {
     s.type = reference::RopeScalingType::kNtk;
   }
   tn = static_cast<std::int64_t>(pos.size());
@@ -241,7 +267,7 @@ void RopeEngineRun::read_inputs() {
 }
 
 void RopeEngineRun::rotate_qk() {
-  if (o.pipeline == "exact") {
+  if (pipelines::of(o.pipeline) == Pipeline::kExact) {
     // Plain RoPE: the kernel's own tables; scaled: the rule's tables through the kernel's hook.
     optimized::RopeScaledTablesF64 st;
     st.attention_factor = p.attention_factor;
@@ -249,13 +275,13 @@ void RopeEngineRun::rotate_qk() {
     magnitude(st.attention_factor, st.softmax_scale_multiplier);
     optimized::RopeCache cache = is_scaled ? optimized::rope_cache_init(p, pos, st.inv_freq, st.attention_factor)
                                            : optimized::rope_cache_init(p, pos);
-    if (o.mistake == "sin-sign") {
+    if (kMistakes.is(o.mistake, MistakeId::kSinSign)) {
       for (auto& x : cache.sin_f32) x = -x;
     }
     const optimized::RopeShape qs{tn, hq, optimized::RopeTensorLayout::kTokensHeadsDim};
     const optimized::RopeShape ks{tn, hk, optimized::RopeTensorLayout::kTokensHeadsDim};
     optimized::rope_apply_qk(p, cache, qs, q, qr, ks, k, kr);
-    if (o.mistake == "double-rotation") optimized::rope_apply_qk(p, cache, qs, qr, qr, ks, kr, kr);
+    if (kMistakes.is(o.mistake, MistakeId::kDoubleRotation)) optimized::rope_apply_qk(p, cache, qs, qr, qr, ks, kr, kr);
     inv.assign(cache.inv_freq.begin(), cache.inv_freq.end());
     cos_t = cache.cos_f32;
     sin_t = cache.sin_f32;
@@ -267,14 +293,14 @@ void RopeEngineRun::rotate_qk() {
 }
 
 void RopeEngineRun::magnitude(double& a, double& multiplier) const {
-  if (o.mistake == "no-mscale") {  // the rule's magnitude left out: cos/sin factor and MLA multiplier
+  if (kMistakes.is(o.mistake, MistakeId::kNoMscale)) {  // the rule's magnitude left out: cos/sin factor and MLA multiplier
     a = 1.0;
     multiplier = 1.0;
-  } else if (o.mistake == "softmax-scale-missing") {  // DeepSeek MLA's m^2 left out of the softmax
+  } else if (kMistakes.is(o.mistake, MistakeId::kSoftmaxScaleMissing)) {  // DeepSeek MLA's m^2 left out of the softmax
     multiplier = 1.0;
-  } else if (o.mistake == "softmax-scale-unsquared") {  // m instead of m^2
+  } else if (kMistakes.is(o.mistake, MistakeId::kSoftmaxScaleUnsquared)) {  // m instead of m^2
     multiplier = std::sqrt(multiplier);
-  } else if (o.mistake == "mscale-on-rotation") {  // m on cos and sin (q and k) instead of m^2 on the softmax
+  } else if (kMistakes.is(o.mistake, MistakeId::kMscaleOnRotation)) {  // m on cos and sin (q and k) instead of m^2 on the softmax
     a *= std::sqrt(multiplier);
     multiplier = 1.0;
   }
@@ -283,7 +309,7 @@ void RopeEngineRun::magnitude(double& a, double& multiplier) const {
   if (!s.mla || s.mscale_all_dim == 0 || !(s.factor > 1)) return;
   const double ln_s = std::log(s.factor);
   auto sq = [](double x) { return x * x; };
-  if (o.mistake == "kq-scale-log-mul-not-undone") {  // the GGUF's 0.1 mscale_all_dim, not divided
+  if (kMistakes.is(o.mistake, MistakeId::kKqScaleLogMulNotUndone)) {  // the GGUF's 0.1 mscale_all_dim, not divided
     multiplier = sq(1 + 0.1 * (0.1 * s.mscale_all_dim) * ln_s);
   } else if (o.mistake ==
              "kq-scale-log-mul-twice") {  // ik_llama.cpp's formula on the divided value
@@ -308,7 +334,7 @@ void RopeEngineRun::rotate_qk_pipeline() {
   inv = tb.inv_freq;
   cos_t = tb.cos;
   sin_t = tb.sin;
-  if (o.mistake == "sin-sign") {
+  if (kMistakes.is(o.mistake, MistakeId::kSinSign)) {
     for (auto& x : sin_t) x = -x;
   }
   a_out = tb.a;
@@ -335,7 +361,7 @@ void RopeEngineRun::rotate_qk_pipeline() {
   };
   rotate(q, hq, qr);
   rotate(k, hk, kr);
-  if (o.mistake == "double-rotation") {
+  if (kMistakes.is(o.mistake, MistakeId::kDoubleRotation)) {
     const std::vector<float> q1 = qr, k1 = kr;
     rotate(q1, hq, qr);
     rotate(k1, hk, kr);
@@ -366,7 +392,7 @@ TensorMap RopeEngineRun::outputs() const {
         for (std::int64_t j = 0; j < tn; ++j) {
           const float* x = &qr[(i * hq + hh) * h];
           const float* y = &kr[(j * hk + hh / group) * h];
-          if (o.pipeline == "exact") {  // posenc: an accurate dot product of the float rows
+          if (pipelines::of(o.pipeline) == Pipeline::kExact) {  // posenc: an accurate dot product of the float rows
             double sum = 0;
             for (int cc = 0; cc < h; ++cc) sum += static_cast<double>(x[cc]) * y[cc];
             scores.push_back(static_cast<float>(sum));

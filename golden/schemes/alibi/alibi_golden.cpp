@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/attention_case.hpp"
 #include "golden/cases/budgets.hpp"
 #include "golden/cases/pipelines.hpp"
@@ -28,6 +29,23 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kNaiveSlopes, kNoBiasInDecode, kSignFlipped, kSlopeIndexOffByOne, kSlopesReversed, kSortedSlopes };
+const MistakeTable<MistakeId, 6> kMistakes(
+    {"alibi"},
+    {{
+     {MistakeId::kNaiveSlopes, "naive-slopes"},
+     {MistakeId::kNoBiasInDecode, "no-bias-in-decode"},
+     {MistakeId::kSignFlipped, "sign-flipped"},
+     {MistakeId::kSlopeIndexOffByOne, "slope-index-off-by-one"},
+     {MistakeId::kSlopesReversed, "slopes-reversed"},
+     {MistakeId::kSortedSlopes, "sorted-slopes"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -405,9 +423,9 @@ bool is_slope_mistake(const std::string& m) {
 /// <= n: head k of the first c gets 2^(-8 (k - 1) / c), so head 1 slope 1, every slope times
 /// fl(2^(8/c)); the extra heads the even powers of 2^(-4/c), times fl(2^(4/c))).
 void reorder_slopes(std::vector<float>& m, const std::string& mistake) {
-  if (mistake == "sorted-slopes") std::stable_sort(m.begin(), m.end(), [](float a, float b) { return a > b; });
-  if (mistake == "slopes-reversed") std::reverse(m.begin(), m.end());
-  if (mistake == "slope-index-off-by-one") {
+  if (kMistakes.is(mistake, MistakeId::kSortedSlopes)) std::stable_sort(m.begin(), m.end(), [](float a, float b) { return a > b; });
+  if (kMistakes.is(mistake, MistakeId::kSlopesReversed)) std::reverse(m.begin(), m.end());
+  if (kMistakes.is(mistake, MistakeId::kSlopeIndexOffByOne)) {
     int c = 1;
     while (2 * c <= static_cast<int>(m.size())) c *= 2;
     const float step = static_cast<float>(std::exp2(8.0L / c)),
@@ -426,7 +444,7 @@ AlibiForm form_from(const std::string& s) {
 /// The engine's slopes for n heads, with a deliberate mistake if asked.
 std::vector<float> engine_slopes(int n, const std::string& mistake) {
   std::vector<float> m = optimized::alibi_slopes(AlibiParams{n, AlibiForm::kPaper});
-  if (mistake == "naive-slopes") {
+  if (kMistakes.is(mistake, MistakeId::kNaiveSlopes)) {
     for (int k = 1; k <= n; ++k) m[k - 1] = static_cast<float>(std::exp2(-8.0L * k / n));
   }
   reorder_slopes(m, mistake);
@@ -468,8 +486,8 @@ class EngineBias : public optimized::AttentionBias {
 /// (naive-slopes: the power-of-two rule with c = n).
 std::vector<float> pipeline_slopes(const std::string& pipeline, int n, const std::string& mistake = "") {
   if (POSENC_MUTANT("engine_alibi_pipeline_exact_slopes")) return optimized::alibi_slopes(AlibiParams{n, AlibiForm::kPaper});
-  const int c = mistake == "naive-slopes" ? n : 0;
-  std::vector<float> m = pipeline == "fp32-recurrence" ? pipelines::ggml_slopes(n, c) : pipelines::bloom_slopes(n, c);
+  const int c = kMistakes.is(mistake, MistakeId::kNaiveSlopes) ? n : 0;
+  std::vector<float> m = pipelines::of(pipeline) == Pipeline::kFp32Recurrence ? pipelines::ggml_slopes(n, c) : pipelines::bloom_slopes(n, c);
   reorder_slopes(m, mistake);
   return m;
 }
@@ -483,14 +501,14 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
                   "no-bias-in-decode)",
                   o.mistake);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty() && !is_slope_mistake(o.mistake)) {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && !o.mistake.empty() && !is_slope_mistake(o.mistake)) {
     throw_invalid("alibi_run_engine",
                   "this mistake runs on the exact pipeline only (a float pipeline runs the slope "
                   "mistakes: naive-slopes, sorted-slopes, slopes-reversed, slope-index-off-by-one)",
                   o.mistake);
   }
   const std::string kind = spec.manifest.value("alibi_case", std::string());
-  if (kind == "slopes" && o.pipeline != "exact") {
+  if (kind == "slopes" && pipelines::of(o.pipeline) != Pipeline::kExact) {
     const Tensor& tn = golden.at("n_heads");
     std::vector<float> out;
     for (std::int64_t i = 0; i < tn.numel();) {
@@ -522,14 +540,14 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
   const Json& aj = spec.manifest.at("alibi");
   const AlibiForm form = form_from(aj.at("form").get<std::string>());
   const std::int64_t tk = spec.manifest.at("params").at("tk").get<std::int64_t>();
-  if (o.pipeline != "exact") {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) {
     // fp32 (HF BLOOM): bias = fl32(m * j), the key index, whatever the case's form (paper and
     // MPT differ from it by a constant per query row, the same softmax); the symmetric form
     // has no such equivalent. ggml: fl32(m * d) with the distance as the KQ mask holds it (f16
     // when the case's tensors are 16-bit). Eager bf16 / f16: the case's form.
     const auto m = pipeline_slopes(o.pipeline, p.n_heads, o.mistake);
-    const bool f16_mask = o.pipeline == "fp32-recurrence" && golden.at("q").dtype != DType::kF32;
-    const AlibiForm pform = o.pipeline == "fp32" && form != AlibiForm::kSymmetric &&
+    const bool f16_mask = pipelines::of(o.pipeline) == Pipeline::kFp32Recurrence && golden.at("q").dtype != DType::kF32;
+    const AlibiForm pform = pipelines::of(o.pipeline) == Pipeline::kFp32 && form != AlibiForm::kSymmetric &&
                                     !POSENC_MUTANT("engine_alibi_fp32_case_form")
                                 ? AlibiForm::kBloom
                                 : form;
@@ -547,11 +565,11 @@ TensorMap alibi_run_engine(const CaseSpec& spec, const TensorMap& golden, const 
   }
   // no-bias-in-decode: a decode step (query_offset > 0) runs without ALiBi (keras-hub #2861).
   // A position offset alone would be invisible: the paper form shifts each row by a constant.
-  if (o.mistake == "no-bias-in-decode" && p.query_offset > 0) {
+  if (kMistakes.is(o.mistake, MistakeId::kNoBiasInDecode) && p.query_offset > 0) {
     return attention_case_run_engine(spec, golden, nullptr, p);
   }
   const EngineBias bias(engine_slopes(p.n_heads, o.mistake), form, p.query_offset, tk,
-                        o.mistake == "sign-flipped");
+                        kMistakes.is(o.mistake, MistakeId::kSignFlipped));
   return attention_case_run_engine(spec, golden, &bias, p);
 }
 

@@ -5,12 +5,28 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/attention_case.hpp"
+#include "golden/cases/pipelines.hpp"
 #include "golden/cases/registry.hpp"
 #include "reference/common/errors.hpp"
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kCausalOffByOne, kNoMask, kNoScale };
+const MistakeTable<MistakeId, 3> kMistakes(
+    {"attention"},
+    {{
+     {MistakeId::kCausalOffByOne, "causal-off-by-one"},
+     {MistakeId::kNoMask, "no-mask"},
+     {MistakeId::kNoScale, "no-scale"}}});
+
+}  // namespace
+
 namespace {
 
 using reference::AttentionParams;
@@ -81,21 +97,21 @@ TensorMap attention_run_engine(const CaseSpec& spec, const TensorMap& golden, co
     throw_invalid("attention_run_engine", "unknown mistake (known: no-scale, causal-off-by-one, no-mask)",
                   o.mistake);
   }
-  if (o.pipeline != "exact") {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) {
     if (!o.mistake.empty()) throw_invalid("attention_run_engine", "mistakes run on the exact pipeline only", o.mistake);
     return attention_case_run_pipeline(spec, golden, o.pipeline, nullptr, p);
   }
   if (POSENC_MUTANT("engine_attention_mistake_ignored")) return attention_case_run_engine(spec, golden, nullptr, p);
-  if (o.mistake == "no-scale") {
+  if (kMistakes.is(o.mistake, MistakeId::kNoScale)) {
     p.scale_kind = p.scale_kind == AttentionScale::kNone ? AttentionScale::kInvSqrtHeadDim
                                                          : AttentionScale::kNone;
   }
-  if (o.mistake == "causal-off-by-one") {  // the query sees its successor: offset one too far
+  if (kMistakes.is(o.mistake, MistakeId::kCausalOffByOne)) {  // the query sees its successor: offset one too far
     p.query_offset += 1;
     if (!p.causal) p.causal = true;
   }
   TensorMap golden_used = golden;
-  if (o.mistake == "no-mask") {
+  if (kMistakes.is(o.mistake, MistakeId::kNoMask)) {
     p.causal = !p.causal;
     p.window = 0;
     golden_used.erase("key_padding");

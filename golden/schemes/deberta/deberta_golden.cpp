@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/attention_case.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
@@ -63,6 +64,21 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kNoScaleFactor, kP2cLiteralIndex, kShareAttKeyIgnored, kSignFlipped };
+const MistakeTable<MistakeId, 4> kMistakes(
+    {"deberta"},
+    {{
+     {MistakeId::kNoScaleFactor, "no-scale-factor"},
+     {MistakeId::kP2cLiteralIndex, "p2c-literal-index"},
+     {MistakeId::kShareAttKeyIgnored, "share-att-key-ignored"},
+     {MistakeId::kSignFlipped, "sign-flipped"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -744,11 +760,11 @@ TensorMap deberta_run_engine(const CaseSpec& spec, const TensorMap& golden,
                   "share-att-key-ignored)",
                   o.mistake);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty()) {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && !o.mistake.empty()) {
     throw_invalid("deberta_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const bool flip =
-      o.mistake == "sign-flipped" && !POSENC_MUTANT("engine_deberta_sign_mistake_noop");
+      kMistakes.is(o.mistake, MistakeId::kSignFlipped) && !POSENC_MUTANT("engine_deberta_sign_mistake_noop");
   DebertaParams p = params_from_manifest(spec.manifest);
   TensorMap res;
   if (golden.count("relative_position")) {  // the bucket table
@@ -758,7 +774,7 @@ TensorMap deberta_run_engine(const CaseSpec& spec, const TensorMap& golden,
       std::int64_t r = tr.get_i64(static_cast<std::int64_t>(x));
       if (flip) r = -r;
       const std::int64_t bb =
-          o.pipeline != "exact"
+          pipelines::of(o.pipeline) != Pipeline::kExact
               ? reference::deberta_log_bucket_f32(r, p.position_buckets, p.max_relative_positions)
               : reference::deberta_relative_position(p, r, 0);
       b[x] = static_cast<std::int32_t>(bb);
@@ -769,7 +785,7 @@ TensorMap deberta_run_engine(const CaseSpec& spec, const TensorMap& golden,
     return res;
   }
   AttentionParams ap = attention_params_from_manifest(spec.manifest);
-  if (o.pipeline != "exact") return hf_pipeline(spec, golden, o.pipeline, p, ap);
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) return hf_pipeline(spec, golden, o.pipeline, p, ap);
   const Json& pj = spec.manifest.at("params");
   const std::int64_t tq = pj.at("tq").get<std::int64_t>(), tk = pj.at("tk").get<std::int64_t>();
   optimized::DebertaWeightsF32 w;
@@ -777,7 +793,7 @@ TensorMap deberta_run_engine(const CaseSpec& spec, const TensorMap& golden,
   for (const auto& ws : weight_streams()) {
     if (golden.count(ws.name)) set_weight(w, ws.name, tensor_to_f32(golden.at(ws.name)));
   }
-  if (o.mistake == "share-att-key-ignored") {
+  if (kMistakes.is(o.mistake, MistakeId::kShareAttKeyIgnored)) {
     w.pos_key_w = w.key_w;
     w.pos_key_b = w.key_b;
     w.pos_query_w = w.query_w;
@@ -786,13 +802,13 @@ TensorMap deberta_run_engine(const CaseSpec& spec, const TensorMap& golden,
   const auto q = tensor_to_f32(golden.at("q")), k = tensor_to_f32(golden.at("k"));
   const auto layers = optimized::deberta_position_layers(p, w);
   const optimized::DebertaBias good(p, layers, q, k, tq, tk, ap.query_offset);
-  const bool no_sf = o.mistake == "no-scale-factor";
+  const bool no_sf = kMistakes.is(o.mistake, MistakeId::kNoScaleFactor);
   const float mistake_scale =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim) *
                                          (no_sf ? 1 : reference::deberta_scale_factor(p))));
-  const MistakeBias bad(p, layers, q, k, ap.query_offset, flip, o.mistake == "p2c-literal-index",
+  const MistakeBias bad(p, layers, q, k, ap.query_offset, flip, kMistakes.is(o.mistake, MistakeId::kP2cLiteralIndex),
                         mistake_scale);
-  const bool use_bad = flip || no_sf || o.mistake == "p2c-literal-index";
+  const bool use_bad = flip || no_sf || kMistakes.is(o.mistake, MistakeId::kP2cLiteralIndex);
   if (no_sf) ap.scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
   const optimized::AttentionBias* bias =
       use_bad ? static_cast<const optimized::AttentionBias*>(&bad) : &good;

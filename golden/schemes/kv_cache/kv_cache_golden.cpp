@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/budgets.hpp"
 #include "golden/cases/hf_config.hpp"
 #include "golden/cases/kv_call_case.hpp"
@@ -38,6 +39,30 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kCacheLengthPosition, kChunkMaskIgnoredInDecode, kFactorsFlipWithoutRerotation, kPaddingPosition, kRestartAt0, kShiftNPastKept, kShiftNotRerotated, kShiftRestartAt0, kSinkLogitsDroppedInDecode, kSlotRestartAt0, kSlotReused, kVerifyWindowStart, kWindowOffByOne };
+const MistakeTable<MistakeId, 13> kMistakes(
+    {"kv_cache"},
+    {{
+     {MistakeId::kCacheLengthPosition, "cache-length-position"},
+     {MistakeId::kChunkMaskIgnoredInDecode, "chunk-mask-ignored-in-decode"},
+     {MistakeId::kFactorsFlipWithoutRerotation, "factors-flip-without-rerotation"},
+     {MistakeId::kPaddingPosition, "padding-position"},
+     {MistakeId::kRestartAt0, "restart-at-0"},
+     {MistakeId::kShiftNPastKept, "shift-n-past-kept"},
+     {MistakeId::kShiftNotRerotated, "shift-not-rerotated"},
+     {MistakeId::kShiftRestartAt0, "shift-restart-at-0"},
+     {MistakeId::kSinkLogitsDroppedInDecode, "sink-logits-dropped-in-decode"},
+     {MistakeId::kSlotRestartAt0, "slot-restart-at-0"},
+     {MistakeId::kSlotReused, "slot-reused"},
+     {MistakeId::kVerifyWindowStart, "verify-window-start"},
+     {MistakeId::kWindowOffByOne, "window-off-by-one"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -686,13 +711,13 @@ std::vector<std::int64_t> mistaken_positions(const std::string& mistake, bool fi
   std::vector<std::int64_t> p;
   const std::int64_t n = static_cast<std::int64_t>(cols.size());
   if (n == 0) return p;
-  if (mistake == "restart-at-0" && !first_step && next != 0) {
+  if (kMistakes.is(mistake, MistakeId::kRestartAt0) && !first_step && next != 0) {
     for (std::int64_t i = 0; i < n; ++i) p.push_back(i);
-  } else if (mistake == "cache-length-position" && n_cached != next) {
+  } else if (kMistakes.is(mistake, MistakeId::kCacheLengthPosition) && n_cached != next) {
     for (std::int64_t i = 0; i < n; ++i) p.push_back(n_cached + i);
-  } else if (mistake == "padding-position" && cols.back() != n - 1) {
+  } else if (kMistakes.is(mistake, MistakeId::kPaddingPosition) && cols.back() != n - 1) {
     for (std::int64_t c : cols) p.push_back(next + c);
-  } else if (mistake == "verify-window-start" && !first_step && n > 1) {
+  } else if (kMistakes.is(mistake, MistakeId::kVerifyWindowStart) && !first_step && n > 1) {
     p.assign(static_cast<std::size_t>(n), next);
   }
   return p;
@@ -738,7 +763,7 @@ TraceTables draw_trace_tables(const TraceDef& t) {
     throw_invalid("kv_cache_generate", "golden traces of dynamic NTK are not generated (the reference and "
                   "properties cover it)", t.id);
   }
-  if (t.mistake == "factors-flip-without-rerotation" && !POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {
+  if (kMistakes.is(t.mistake, MistakeId::kFactorsFlipWithoutRerotation) && !POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {
     tt.Pt.enc.table_policy = reference::KvTablePolicy::kKeepCachedRotation;
   }
   return tt;
@@ -868,7 +893,7 @@ void expect_cache(TraceGen& g, const std::string& sn) {
 /// A shift step: the sessions and the key records drop and renumber; the cache is expected.
 void shift_stage(TraceGen& g, const TraceStep& st, const std::string& sn, Json& js) {
   auto& live = g.live;
-  const bool rerotate = g.t.mistake != "shift-not-rerotated" || POSENC_MUTANT("gold_kv_negative_control_mistake_ignored");
+  const bool rerotate = !kMistakes.is(g.t.mistake, MistakeId::kShiftNotRerotated) || POSENC_MUTANT("gold_kv_negative_control_mistake_ignored");
   for (int b = 0; b < g.B; ++b) {
     g.b50.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
     g.b100.sequence(b).shift(st.n_keep, st.n_discard, rerotate);
@@ -1261,8 +1286,8 @@ GoldenCase kv_cache_generate_trace(const TraceDef& t) {
   TraceGen g(t, draw_trace_tables(t));
   if (!POSENC_MUTANT("gold_kv_negative_control_mistake_ignored")) {  // a decode path's mistake
     reference::KvDecodeFaults f;
-    f.ignore_chunk_in_decode = t.mistake == "chunk-mask-ignored-in-decode";
-    f.drop_sink_logits_in_decode = t.mistake == "sink-logits-dropped-in-decode";
+    f.ignore_chunk_in_decode = kMistakes.is(t.mistake, MistakeId::kChunkMaskIgnoredInDecode);
+    f.drop_sink_logits_in_decode = kMistakes.is(t.mistake, MistakeId::kSinkLogitsDroppedInDecode);
     for (int b = 0; b < g.B; ++b) {
       g.b50.sequence(b).set_decode_faults(f);
       g.b100.sequence(b).set_decode_faults(f);
@@ -1353,7 +1378,7 @@ EngineTrace read_engine_trace(const CaseSpec& spec, const TensorMap& golden, con
     for (const auto& m : mk) known += (known.empty() ? "" : ", ") + m;
     throw_invalid("kv_cache_run_engine", "unknown mistake (known: " + known + ")", o.mistake);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty()) {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && !o.mistake.empty()) {
     throw_invalid("kv_cache_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const Json& pj = spec.manifest.at("params");
@@ -1376,7 +1401,7 @@ EngineTrace read_engine_trace(const CaseSpec& spec, const TensorMap& golden, con
     if (e.check.kind == CheckKind::kConditioned) tr.dt = e.dtype;
   }
   tr.enc = encoding_from_json(spec.manifest.at("encoding"), golden, a);
-  if (const auto why = pipelines::dtype_mismatch(o.pipeline, tr.dt); !why.empty() && o.pipeline != "exact") {
+  if (const auto why = pipelines::dtype_mismatch(o.pipeline, tr.dt); !why.empty() && pipelines::of(o.pipeline) != Pipeline::kExact) {
     throw_invalid("kv_cache_run_engine", why, o.pipeline);
   }
   return tr;
@@ -1394,14 +1419,14 @@ optimized::KvCacheConfig engine_config(const CaseSpec& spec, const TensorMap& go
   c.capacity = tr.rows;
   c.n_sink = pj.at("n_sink").get<std::int64_t>();
   c.batch = tr.B;
-  c.rerotate = o.mistake != "shift-not-rerotated";
+  c.rerotate = !kMistakes.is(o.mistake, MistakeId::kShiftNotRerotated);
   using SlotRule = optimized::KvCacheConfig::SlotRule;
-  if (o.mistake == "slot-reused") c.slot_rule = SlotRule::kReuseNewest;
-  if (o.mistake == "slot-restart-at-0") c.slot_rule = SlotRule::kFromSlot0;
-  c.window_inclusive = o.mistake == "window-off-by-one";
-  c.decode_ignores_chunk = o.mistake == "chunk-mask-ignored-in-decode";
-  c.decode_drops_sink_logits = o.mistake == "sink-logits-dropped-in-decode";
-  const bool exact = o.pipeline == "exact";
+  if (kMistakes.is(o.mistake, MistakeId::kSlotReused)) c.slot_rule = SlotRule::kReuseNewest;
+  if (kMistakes.is(o.mistake, MistakeId::kSlotRestartAt0)) c.slot_rule = SlotRule::kFromSlot0;
+  c.window_inclusive = kMistakes.is(o.mistake, MistakeId::kWindowOffByOne);
+  c.decode_ignores_chunk = kMistakes.is(o.mistake, MistakeId::kChunkMaskIgnoredInDecode);
+  c.decode_drops_sink_logits = kMistakes.is(o.mistake, MistakeId::kSinkLogitsDroppedInDecode);
+  const bool exact = pipelines::of(o.pipeline) == Pipeline::kExact;
   if (enc.kind == KvEncodingKind::kRope) {
     c.rope = true;
     c.rope_params = enc.rope;
@@ -1418,7 +1443,7 @@ optimized::KvCacheConfig engine_config(const CaseSpec& spec, const TensorMap& go
   }
   if (enc.kind == KvEncodingKind::kAlibi) {
     const auto m = exact ? optimized::alibi_slopes(reference::AlibiParams{H, enc.alibi_form})
-                         : (o.pipeline == "fp32-recurrence" ? pipelines::ggml_slopes(H) : pipelines::bloom_slopes(H));
+                         : (pipelines::of(o.pipeline) == Pipeline::kFp32Recurrence ? pipelines::ggml_slopes(H) : pipelines::bloom_slopes(H));
     c.bias = [m](int h, std::int64_t qp, std::int64_t kp) { return -m[h] * static_cast<float>(qp - kp); };
   }
   if (enc.kind == KvEncodingKind::kT5) {
@@ -1520,8 +1545,8 @@ void engine_scheduler(const optimized::KvCache& cache, const EngineTrace& tr, co
     auto g = mistaken_positions(o.mistake, first, cache.next_position(b), n_cached, cols);
     std::int64_t& gap = shifted[static_cast<std::size_t>(b)];
     if (gap > 0 && !cols.empty()) {  // the first step after a shift
-      const std::int64_t from = o.mistake == "shift-n-past-kept" ? cache.next_position(b) + gap : 0;
-      if (o.mistake == "shift-n-past-kept" || o.mistake == "shift-restart-at-0") {
+      const std::int64_t from = kMistakes.is(o.mistake, MistakeId::kShiftNPastKept) ? cache.next_position(b) + gap : 0;
+      if (kMistakes.is(o.mistake, MistakeId::kShiftNPastKept) || kMistakes.is(o.mistake, MistakeId::kShiftRestartAt0)) {
         g.clear();
         for (std::size_t i = 0; i < cols.size(); ++i) g.push_back(from + static_cast<std::int64_t>(i));
       }
@@ -1585,7 +1610,7 @@ class LongRopeEngine {
  public:
   LongRopeEngine(const EngineTrace& tr, const EngineOptions& o) : tr_(tr), o_(o) {
     if (tr.B != 1) throw_invalid("kv_cache_run_engine", "LongRoPE traces are replayed for batch 1 only", tr.B);
-    if (o.pipeline != "exact") {
+    if (pipelines::of(o.pipeline) != Pipeline::kExact) {
       throw_invalid("kv_cache_run_engine", "LongRoPE traces run on the exact pipeline only (the float32 "
                     "pipelines are not modelled with per-call tables)", o.pipeline);
     }
@@ -1608,7 +1633,7 @@ class LongRopeEngine {
     inv_ = tabs.inv_freq;
     a_ = tabs.attention_factor;
     const bool reprefill = tr_.enc.table_policy == reference::KvTablePolicy::kRerotateCache &&
-                           o_.mistake != "factors-flip-without-rerotation";
+                           !kMistakes.is(o_.mistake, MistakeId::kFactorsFlipWithoutRerotation);
     if (first || !reprefill) {
       cache.set_rope_tables(inv_, a_);
       return;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/budgets.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
@@ -33,6 +34,20 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kDoubleAdd, kIgnoreOffset, kOffset };
+const MistakeTable<MistakeId, 3> kMistakes(
+    {"learned"},
+    {{
+     {MistakeId::kDoubleAdd, "double-add"},
+     {MistakeId::kIgnoreOffset, "ignore-offset"},
+     {MistakeId::kOffset, "offset"}}});
+
+}  // namespace
+
 namespace {
 
 using reference::LearnedParams;
@@ -375,30 +390,30 @@ TensorMap learned_run_engine(const CaseSpec& spec, const TensorMap& golden,
   if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
     throw_invalid("learned_run_engine", why, o.pipeline);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty()) {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && !o.mistake.empty()) {
     throw_invalid("learned_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const Tensor& tpos = golden.at("positions");
   std::vector<std::int64_t> pos(static_cast<std::size_t>(tpos.numel()));
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));
-  if (o.mistake == "offset" && !POSENC_MUTANT("engine_mistake_offset_noop")) {
+  if (kMistakes.is(o.mistake, MistakeId::kOffset) && !POSENC_MUTANT("engine_mistake_offset_noop")) {
     for (auto& m : pos) m = std::min(m + 1, p.max_positions - 1 - p.position_offset);
   }
-  if (o.mistake == "ignore-offset") p.position_offset = 0;
+  if (kMistakes.is(o.mistake, MistakeId::kIgnoreOffset)) p.position_offset = 0;
   const std::int64_t tn = static_cast<std::int64_t>(pos.size());
   const int d = p.d_model;
   const std::vector<float> table = tensor_to_f32(golden.at("table"));
   const std::vector<float> e = tensor_to_f32(golden.at("e"));
   std::vector<float> rows(e.size()), h(e.size());
   optimized::learned_lookup(p, table, pos, rows);
-  if (o.pipeline == "exact") {
+  if (pipelines::of(o.pipeline) == Pipeline::kExact) {
     optimized::learned_apply(p, table, pos, e, h);
   } else {  // one add in the pipeline's compute dtype (float32 for fp32 / fp32-recurrence)
     DType c = pipelines::compute_dtype(o.pipeline);
     if (POSENC_MUTANT("engine_learned_pipeline_adds_in_bf16")) c = DType::kBF16;
     for (std::size_t j = 0; j < h.size(); ++j) h[j] = pipelines::fl(e[j] + rows[j], c);
   }
-  if (o.mistake == "double-add") {
+  if (kMistakes.is(o.mistake, MistakeId::kDoubleAdd)) {
     for (std::size_t j = 0; j < h.size(); ++j) h[j] += rows[j];
   }
   std::vector<std::int64_t> ids(pos.size());

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/float_interval.hpp"
 #include "golden/cases/hf_config.hpp"
 #include "golden/cases/oracle_tensors.hpp"
@@ -52,6 +53,25 @@
 #include "reference/rope_scaling.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kKPePerHead, kKPeRotatedTwice, kKPeUnrotated, kKqScaleLogMulNotUndone, kKqScaleLogMulTwice, kNoDeinterleave, kRopeMscaleNotCancelled, kSoftmaxScaleMissing };
+const MistakeTable<MistakeId, 8> kMistakes(
+    {"mla"},
+    {{
+     {MistakeId::kKPePerHead, "k-pe-per-head"},
+     {MistakeId::kKPeRotatedTwice, "k-pe-rotated-twice"},
+     {MistakeId::kKPeUnrotated, "k-pe-unrotated"},
+     {MistakeId::kKqScaleLogMulNotUndone, "kq-scale-log-mul-not-undone"},
+     {MistakeId::kKqScaleLogMulTwice, "kq-scale-log-mul-twice"},
+     {MistakeId::kNoDeinterleave, "no-deinterleave"},
+     {MistakeId::kRopeMscaleNotCancelled, "rope-mscale-not-cancelled"},
+     {MistakeId::kSoftmaxScaleMissing, "softmax-scale-missing"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -115,21 +135,21 @@ std::string mistake_words(const std::string& mistake) {
 MlaKnobs knobs_of(const std::string& mistake) {
   MlaKnobs k;
   if (mistake.empty()) return k;
-  if (mistake == "softmax-scale-missing") {
+  if (kMistakes.is(mistake, MistakeId::kSoftmaxScaleMissing)) {
     k.softmax_missing = true;
-  } else if (mistake == "no-deinterleave") {
+  } else if (kMistakes.is(mistake, MistakeId::kNoDeinterleave)) {
     k.no_deinterleave = true;
-  } else if (mistake == "k-pe-per-head") {
+  } else if (kMistakes.is(mistake, MistakeId::kKPePerHead)) {
     k.k_pe_per_head = true;
-  } else if (mistake == "k-pe-unrotated") {
+  } else if (kMistakes.is(mistake, MistakeId::kKPeUnrotated)) {
     k.k_pe_turns = 0;
-  } else if (mistake == "k-pe-rotated-twice") {
+  } else if (kMistakes.is(mistake, MistakeId::kKPeRotatedTwice)) {
     k.k_pe_turns = 2;
-  } else if (mistake == "kq-scale-log-mul-not-undone") {
+  } else if (kMistakes.is(mistake, MistakeId::kKqScaleLogMulNotUndone)) {
     k.kq_scale = 1;
-  } else if (mistake == "kq-scale-log-mul-twice") {
+  } else if (kMistakes.is(mistake, MistakeId::kKqScaleLogMulTwice)) {
     k.kq_scale = 2;
-  } else if (mistake == "rope-mscale-not-cancelled") {
+  } else if (kMistakes.is(mistake, MistakeId::kRopeMscaleNotCancelled)) {
     k.rope_mscale = true;
   } else {
     std::string list;
@@ -537,7 +557,7 @@ TensorMap run_engine(const CaseSpec& spec, const TensorMap& golden, const Engine
   if (k.rope_mscale) a *= 1 + 0.1 * ln_s;
   float sigma = static_cast<float>(mult / std::sqrt(static_cast<double>(dq)));
   optimized::RopeCache cache = optimized::rope_cache_init(rp, pos, st.inv_freq, a);
-  if (o.pipeline != "exact") {  // the pipeline's float32 tables, same kernel arithmetic
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) {  // the pipeline's float32 tables, same kernel arithmetic
     RopeMagnitude mag;
     if (mult != st.softmax_scale_multiplier) mag.softmax_multiplier = mult;
     if (a != st.attention_factor) mag.a = a;

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/hf_config.hpp"
 #include "golden/cases/mrope_case.hpp"
 #include "golden/cases/oracle_tensors.hpp"
@@ -57,6 +58,27 @@
 #include "reference/mrope.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kDraftSlotFromT, kGgmlImrope, kNoRopeDeltas, kPairLayout, kPromptNotSliced, kSeqRmCount, kStaleRopeDeltas, kStreamPermutation, kTokenIndexResume, kWrongMap };
+const MistakeTable<MistakeId, 10> kMistakes(
+    {"mrope"},
+    {{
+     {MistakeId::kDraftSlotFromT, "draft-slot-from-t"},
+     {MistakeId::kGgmlImrope, "ggml-imrope"},
+     {MistakeId::kNoRopeDeltas, "no-rope-deltas"},
+     {MistakeId::kPairLayout, "pair-layout"},
+     {MistakeId::kPromptNotSliced, "prompt-not-sliced"},
+     {MistakeId::kSeqRmCount, "seq-rm-count"},
+     {MistakeId::kStaleRopeDeltas, "stale-rope-deltas"},
+     {MistakeId::kStreamPermutation, "stream-permutation"},
+     {MistakeId::kTokenIndexResume, "token-index-resume"},
+     {MistakeId::kWrongMap, "wrong-map"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -1364,12 +1386,12 @@ MropeKnobs knobs_of(const std::string& mistake) {
                   mistake);
   }
   MropeKnobs k;
-  k.wrong_map = mistake == "wrong-map";
-  k.permuted = mistake == "stream-permutation";
-  if (mistake == "no-rope-deltas") k.decode = MropeDecode::kCachePosition;
-  if (mistake == "token-index-resume") k.resume = MropeTextResume::kTokenIndex;
-  k.ggml_imrope = mistake == "ggml-imrope";
-  k.swap_pairs = mistake == "pair-layout";
+  k.wrong_map = kMistakes.is(mistake, MistakeId::kWrongMap);
+  k.permuted = kMistakes.is(mistake, MistakeId::kStreamPermutation);
+  if (kMistakes.is(mistake, MistakeId::kNoRopeDeltas)) k.decode = MropeDecode::kCachePosition;
+  if (kMistakes.is(mistake, MistakeId::kTokenIndexResume)) k.resume = MropeTextResume::kTokenIndex;
+  k.ggml_imrope = kMistakes.is(mistake, MistakeId::kGgmlImrope);
+  k.swap_pairs = kMistakes.is(mistake, MistakeId::kPairLayout);
   return k;
 }
 
@@ -1448,7 +1470,7 @@ void engine_tables(const std::string& pipeline, const RopeParams& p, const Mrope
   for (const auto& q : map.pairs) {
     if (tab.count(q.freq_dim)) continue;
     const RopeParams fp = freq_params(p, q);
-    if (pipeline == "exact") {
+    if (pipelines::of(pipeline) == Pipeline::kExact) {
       const auto cache = optimized::rope_cache_init(fp, list);
       tab[q.freq_dim] = {cache.cos_f32, cache.sin_f32};
     } else {
@@ -1478,7 +1500,7 @@ std::vector<float> engine_rotate(const std::string& pipeline, const RopeParams& 
                                  std::int64_t T, const std::vector<float>& x, int heads) {
   const int h = p.head_dim, np = p.rotary_dim / 2;
   std::vector<float> y(x.size());
-  if (pipeline == "exact") {
+  if (pipelines::of(pipeline) == Pipeline::kExact) {
     const optimized::RopeShape s{T, heads, optimized::RopeTensorLayout::kTokensHeadsDim};
     optimized::mrope_apply_qk_positions(p, map, map_streams(pos, T, map), 0.0, s, x, y, {}, {}, {});
     return y;
@@ -1505,7 +1527,7 @@ std::vector<float> engine_rotate(const std::string& pipeline, const RopeParams& 
 /// The engine's score x . y over h channels: in double (exact), else each term and the running
 /// sum in the pipeline's compute dtype.
 float engine_dot(const std::string& pipeline, const float* x, const float* y, int h) {
-  if (pipeline == "exact") {
+  if (pipelines::of(pipeline) == Pipeline::kExact) {
     double sum = 0;
     for (int c = 0; c < h; ++c) sum += static_cast<double>(x[c]) * y[c];
     return static_cast<float>(sum);
@@ -1537,7 +1559,7 @@ TensorMap rotation_stages(const std::string& pipeline, const RopeParams& p, cons
   const std::vector<float> q = tensor_to_f32(golden.at("q")), kk = tensor_to_f32(golden.at("k"));
   std::vector<float> cs, sn;
   engine_tables(pipeline, p, map, pos, T, &cs, &sn);
-  if (pipeline != "exact") {
+  if (pipelines::of(pipeline) != Pipeline::kExact) {
     const DType ct = pipelines::compute_dtype(pipeline);
     for (auto& v : cs) v = pipelines::fl(v, ct);
     for (auto& v : sn) v = pipelines::fl(v, ct);
@@ -1943,7 +1965,7 @@ std::vector<RopeFitCandidate> mrope_fit_candidates(const LoadedCase& lc, const T
     return out;
   }
   const DType t = lc.golden.at("q").dtype;
-  const bool float_run = pipeline != "exact" && pipelines::dtype_mismatch(pipeline, t).empty();
+  const bool float_run = pipelines::of(pipeline) != Pipeline::kExact && pipelines::dtype_mismatch(pipeline, t).empty();
   const TensorMap right = single_call_run(c, MropeKnobs{}, FitKnobs{}, "exact", lc.golden, t);
   for (const FitVariant& v : fit_variants(c, lc.golden, actual)) {
     RopeFitCandidate x;

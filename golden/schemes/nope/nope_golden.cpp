@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/attention_case.hpp"
+#include "golden/cases/pipelines.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/registry.hpp"
 #include "optimized/nope.hpp"
@@ -13,6 +15,20 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kCausalOffByOne, kNoMask, kNoScale };
+const MistakeTable<MistakeId, 3> kMistakes(
+    {"nope"},
+    {{
+     {MistakeId::kCausalOffByOne, "causal-off-by-one"},
+     {MistakeId::kNoMask, "no-mask"},
+     {MistakeId::kNoScale, "no-scale"}}});
+
+}  // namespace
+
 namespace {
 
 using reference::AttentionParams;
@@ -74,7 +90,7 @@ TensorMap nope_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("nope_run_engine", "unknown mistake (known: no-mask, causal-off-by-one, no-scale)", o.mistake);
   }
-  if (o.pipeline != "exact") {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) {
     if (!o.mistake.empty()) throw_invalid("nope_run_engine", "mistakes run on the exact pipeline only", o.mistake);
     if (POSENC_MUTANT("engine_nope_pipeline_mask_dropped")) p.causal = false;
     return attention_case_run_pipeline(spec, golden, o.pipeline, nullptr, p);
@@ -90,9 +106,9 @@ TensorMap nope_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
     res.insert_or_assign("out", engine_tensor("out", golden.at("q").dtype, {tq, p.n_heads, p.value_dim}, out));
     return res;
   }
-  if (o.mistake == "no-mask") p.causal = false;
-  if (o.mistake == "causal-off-by-one") p.query_offset += 1;
-  if (o.mistake == "no-scale") p.scale_kind = AttentionScale::kNone;  // scores not divided by sqrt(d)
+  if (kMistakes.is(o.mistake, MistakeId::kNoMask)) p.causal = false;
+  if (kMistakes.is(o.mistake, MistakeId::kCausalOffByOne)) p.query_offset += 1;
+  if (kMistakes.is(o.mistake, MistakeId::kNoScale)) p.scale_kind = AttentionScale::kNone;  // scores not divided by sqrt(d)
   return attention_case_run_engine(spec, golden, nullptr, p);
 }
 

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/attention_case.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/pipelines.hpp"
@@ -48,6 +49,21 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kClipOffByOne, kNoOffset, kSignFlipped, kValuesMissing };
+const MistakeTable<MistakeId, 4> kMistakes(
+    {"shaw"},
+    {{
+     {MistakeId::kClipOffByOne, "clip-off-by-one"},
+     {MistakeId::kNoOffset, "no-offset"},
+     {MistakeId::kSignFlipped, "sign-flipped"},
+     {MistakeId::kValuesMissing, "values-missing"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -304,9 +320,9 @@ optimized::ShawIndexTable mistaken_index(const ShawParams& sp, std::int64_t tq, 
   const int k = sp.max_relative_position;
   for (std::size_t x = 0; x < t.index.size(); ++x) {
     const std::int64_t r = t.r_min + static_cast<std::int64_t>(x);
-    if (mistake == "sign-flipped" && !POSENC_MUTANT("engine_shaw_sign_mistake_noop")) {
+    if (kMistakes.is(mistake, MistakeId::kSignFlipped) && !POSENC_MUTANT("engine_shaw_sign_mistake_noop")) {
       t.index[x] = static_cast<std::int32_t>(std::clamp<std::int64_t>(-r, -k, k) + k);
-    } else if (mistake == "clip-off-by-one") {
+    } else if (kMistakes.is(mistake, MistakeId::kClipOffByOne)) {
       t.index[x] = static_cast<std::int32_t>(std::clamp<std::int64_t>(r, -(k - 1), k - 1) + k);
     }
   }
@@ -395,13 +411,13 @@ TensorMap shaw_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
                   "no-offset)",
                   o.mistake);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty()) {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && !o.mistake.empty()) {
     throw_invalid("shaw_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const AttentionParams p = attention_params_from_manifest(spec.manifest);
   ShawParams sp;
   sp.max_relative_position = spec.manifest.at("params").at("max_relative_position").get<int>();
-  if (o.pipeline != "exact") return shaw_run_pipeline(spec, golden, o.pipeline, sp, p);
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) return shaw_run_pipeline(spec, golden, o.pipeline, sp, p);
   const Json& pj = spec.manifest.at("params");
   const std::int64_t tq = pj.at("tq").get<std::int64_t>(), tk = pj.at("tk").get<std::int64_t>();
   const auto q = tensor_to_f32(golden.at("q")), k = tensor_to_f32(golden.at("k")),
@@ -409,12 +425,12 @@ TensorMap shaw_run_engine(const CaseSpec& spec, const TensorMap& golden, const E
   const auto rk = tensor_to_f32(golden.at("relations_keys")),
              rv = tensor_to_f32(golden.at("relations_values"));
   AttentionParams rel_p = p;  // the positions the relative terms see
-  if (o.mistake == "no-offset" && !POSENC_MUTANT("engine_shaw_no_offset_noop")) {
+  if (kMistakes.is(o.mistake, MistakeId::kNoOffset) && !POSENC_MUTANT("engine_shaw_no_offset_noop")) {
     rel_p.query_offset = 0;
   }
   const optimized::ShawRelative rel(sp, rel_p, tq, tk, q, rk, rv,
                                     mistaken_index(sp, tq, tk, rel_p.query_offset, o.mistake));
-  const optimized::AttentionValueHook* values = o.mistake == "values-missing" ? nullptr : &rel;
+  const optimized::AttentionValueHook* values = kMistakes.is(o.mistake, MistakeId::kValuesMissing) ? nullptr : &rel;
   std::vector<float> out(static_cast<std::size_t>(tq * p.n_heads * p.value_dim));
   std::vector<float> probs(static_cast<std::size_t>(p.n_heads * tq * tk));
   optimized::attention_forward(p, {}, tq, tk, q, k, v, out, &rel, values);

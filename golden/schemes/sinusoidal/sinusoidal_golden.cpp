@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/budgets.hpp"
 #include "golden/cases/hard_positions.hpp"
 #include "golden/cases/oracle_tensors.hpp"
@@ -33,6 +34,21 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kFp32Angles, kOffset, kOtherVariant, kSinCosSwapped };
+const MistakeTable<MistakeId, 4> kMistakes(
+    {"sinusoidal"},
+    {{
+     {MistakeId::kFp32Angles, "fp32-angles", true},  // retired: now a pipeline
+     {MistakeId::kOffset, "offset"},
+     {MistakeId::kOtherVariant, "other-variant"},
+     {MistakeId::kSinCosSwapped, "sin-cos-swapped"}}});
+
+}  // namespace
+
 namespace {
 
 using reference::SinusoidalParams;
@@ -451,13 +467,13 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
   const auto& mk = sinusoidal_mistakes();
   if (!o.mistake.empty() && std::find(mk.begin(), mk.end(), o.mistake) == mk.end()) {
     throw_invalid("sinusoidal_run_engine",
-                  o.mistake == "fp32-angles"
+                  kMistakes.is(o.mistake, MistakeId::kFp32Angles)
                       ? "fp32-angles is a pipeline now: use --pipeline fp32"
                       : "unknown mistake (known: other-variant, offset, sin-cos-swapped)",
                   o.mistake);
   }
   const DType t = golden.at("e").dtype;
-  if (o.pipeline == "fp32-recurrence") {
+  if (pipelines::of(o.pipeline) == Pipeline::kFp32Recurrence) {
     throw_invalid("sinusoidal_run_engine",
                   "pipeline does not apply: ggml engines read sinusoid tables from the model "
                   "file (judge them with strict)", o.pipeline);
@@ -465,17 +481,17 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
   if (const auto why = pipelines::dtype_mismatch(o.pipeline, t); !why.empty()) {
     throw_invalid("sinusoidal_run_engine", why, o.pipeline);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty()) {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && !o.mistake.empty()) {
     throw_invalid("sinusoidal_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const std::string mistake = POSENC_MUTANT("engine_mistake_ignored") ? "" : o.mistake;
   const Tensor& tpos = golden.at("positions");
   std::vector<std::int64_t> pos(static_cast<std::size_t>(tpos.numel()));
   for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = tpos.get_i64(static_cast<std::int64_t>(i));
-  if (mistake == "offset") {
+  if (kMistakes.is(mistake, MistakeId::kOffset)) {
     for (auto& m : pos) m += 1;
   }
-  if (mistake == "other-variant") {
+  if (kMistakes.is(mistake, MistakeId::kOtherVariant)) {
     p.variant = p.variant == SinusoidalVariant::kPaper ? SinusoidalVariant::kConcat
                                                        : SinusoidalVariant::kPaper;
   }
@@ -483,7 +499,7 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
   const std::int64_t tn = static_cast<std::int64_t>(pos.size());
   const std::vector<float> e = tensor_to_f32(golden.at("e"));
   std::vector<float> inv, pe, h(e.size());
-  if (o.pipeline != "exact") {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) {
     fp32_pipeline(p, pos, &inv, &pe);
     const DType c = pipelines::compute_dtype(o.pipeline);
     for (std::size_t j = 0; j < e.size(); ++j) {
@@ -496,7 +512,7 @@ TensorMap sinusoidal_run_engine(const CaseSpec& spec, const TensorMap& golden,
     pe = optimized::sinusoidal_rows(p, pos);
     optimized::sinusoidal_add(p, pos, e, h);
   }
-  if (mistake == "sin-cos-swapped") {
+  if (kMistakes.is(mistake, MistakeId::kSinCosSwapped)) {
     for (std::int64_t tt = 0; tt < tn; ++tt) {
       float* row = pe.data() + tt * d;
       for (int i = 0; i < reference::sinusoidal_n_freq(p); ++i) {

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/oracle_tensors.hpp"
 #include "golden/cases/attention_case.hpp"
 #include "golden/cases/pipelines.hpp"
@@ -37,6 +38,20 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kDirectionFlipped, kNoOffset, kSignFlipped };
+const MistakeTable<MistakeId, 3> kMistakes(
+    {"t5_bias"},
+    {{
+     {MistakeId::kDirectionFlipped, "direction-flipped"},
+     {MistakeId::kNoOffset, "no-offset"},
+     {MistakeId::kSignFlipped, "sign-flipped"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -475,12 +490,12 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
     throw_invalid("t5_bias_run_engine",
                   "unknown mistake (known: direction-flipped, sign-flipped, no-offset)", o.mistake);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty()) {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && !o.mistake.empty()) {
     throw_invalid("t5_bias_run_engine", "mistakes run on the exact pipeline only", o.mistake);
   }
   const bool flip_direction =
-      o.mistake == "direction-flipped" && !POSENC_MUTANT("engine_t5_direction_mistake_noop");
-  const bool flip_sign = o.mistake == "sign-flipped";
+      kMistakes.is(o.mistake, MistakeId::kDirectionFlipped) && !POSENC_MUTANT("engine_t5_direction_mistake_noop");
+  const bool flip_sign = kMistakes.is(o.mistake, MistakeId::kSignFlipped);
   TensorMap res;
   if (golden.count("relative_position")) {  // a bucket table case
     T5BiasParams tp = t5_params_from_manifest(spec.manifest, 1);
@@ -489,7 +504,7 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
     std::vector<std::int64_t> r(static_cast<std::size_t>(tr.numel()));
     for (std::size_t x = 0; x < r.size(); ++x) r[x] = tr.get_i64(static_cast<std::int64_t>(x));
     std::vector<std::int32_t> b(r.size());
-    if (o.pipeline != "exact") {  // HF's float32 formula
+    if (pipelines::of(o.pipeline) != Pipeline::kExact) {  // HF's float32 formula
       for (std::size_t x = 0; x < r.size(); ++x) {
         b[x] = pipelines::hf_t5_bucket_f32(r[x], tp.bidirectional, tp.num_buckets, tp.max_distance);
       }
@@ -507,10 +522,10 @@ TensorMap t5_bias_run_engine(const CaseSpec& spec, const TensorMap& golden,
   if (flip_direction) tp.bidirectional = !tp.bidirectional;
   const Json& pj = spec.manifest.at("params");
   const std::int64_t tq = pj.at("tq").get<std::int64_t>(), tk = pj.at("tk").get<std::int64_t>();
-  const std::int64_t bias_offset = o.mistake == "no-offset" ? 0 : p.query_offset;
+  const std::int64_t bias_offset = kMistakes.is(o.mistake, MistakeId::kNoOffset) ? 0 : p.query_offset;
   const std::vector<float> table = tensor_to_f32(golden.at("relative_attention_bias"));
   const DType t = golden.at("q").dtype;
-  if (o.pipeline != "exact") {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) {
     // HF: buckets by the float32 formula, bias = relative_attention_bias[bucket, h] (already in
     // the model dtype), added to the unscaled scores.
     std::vector<std::int32_t> buckets(static_cast<std::size_t>(tq * tk));

@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "golden/cases/mistakes.hpp"
 #include "golden/cases/attention_case.hpp"
 #include "golden/cases/budgets.hpp"
 #include "golden/cases/oracle_tensors.hpp"
@@ -63,6 +64,25 @@
 #include "reference/common/mutant.hpp"
 
 namespace posenc::golden {
+
+namespace {
+
+/// The mistakes this file branches on (golden/cases/mistakes.hpp).
+enum class MistakeId { kNone, kOther, kAscendingPositions, kClampIgnored, kMemoryDropped, kNoRelShift, kNoU, kNoV, kRelShiftOffByOne, kRelShiftOneColumn };
+const MistakeTable<MistakeId, 8> kMistakes(
+    {"transformer_xl"},
+    {{
+     {MistakeId::kAscendingPositions, "ascending-positions"},
+     {MistakeId::kClampIgnored, "clamp-ignored"},
+     {MistakeId::kMemoryDropped, "memory-dropped"},
+     {MistakeId::kNoRelShift, "no-rel-shift"},
+     {MistakeId::kNoU, "no-u"},
+     {MistakeId::kNoV, "no-v"},
+     {MistakeId::kRelShiftOffByOne, "rel-shift-off-by-one"},
+     {MistakeId::kRelShiftOneColumn, "rel-shift-one-column"}}});
+
+}  // namespace
+
 namespace {
 
 using Json = nlohmann::json;
@@ -583,12 +603,12 @@ std::vector<float> emb_rows(int d_model, const std::vector<std::int64_t>& row_po
 MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, std::int64_t klen,
                             const TxlInputs<float>& x, const std::string& mistake) {
   TransformerXlParams p = p0;
-  if (mistake == "clamp-ignored") p.clamp_len = 0;
+  if (kMistakes.is(mistake, MistakeId::kClampIgnored)) p.clamp_len = 0;
   const bool ascending =
-      mistake == "ascending-positions" && !POSENC_MUTANT("engine_txl_ascending_noop");
-  const bool off_by_one = mistake == "rel-shift-off-by-one";
-  const bool pad_right = mistake == "rel-shift-one-column", unshifted = mistake == "no-rel-shift";
-  const bool no_memory = mistake == "memory-dropped";
+      kMistakes.is(mistake, MistakeId::kAscendingPositions) && !POSENC_MUTANT("engine_txl_ascending_noop");
+  const bool off_by_one = kMistakes.is(mistake, MistakeId::kRelShiftOffByOne);
+  const bool pad_right = kMistakes.is(mistake, MistakeId::kRelShiftOneColumn), unshifted = kMistakes.is(mistake, MistakeId::kNoRelShift);
+  const bool no_memory = kMistakes.is(mistake, MistakeId::kMemoryDropped);
   const int H = p.n_heads, d = p.d_head, hd = H * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const std::vector<double> r = optimized::txl_r_table(p, klen, x.w_r);  // positions 0..klen-1
@@ -623,11 +643,11 @@ MistakeResult mistaken_bias(const TransformerXlParams& p0, std::int64_t qlen, st
       for (int h = 0; h < H; ++h) {
         double uk = 0, bd = 0;
         for (int c = 0; c < d; ++c) {
-          if (mistake != "no-u")
+          if (!kMistakes.is(mistake, MistakeId::kNoU))
             uk += static_cast<double>(x.u[h * d + c]) * x.k[(j * H + h) * d + c];
           if (pos >= 0) {
             const double qv = static_cast<double>(x.q[(src_i * H + h) * d + c]) +
-                              (mistake == "no-v" ? 0.0 : x.v_bias[h * d + c]);
+                              (kMistakes.is(mistake, MistakeId::kNoV) ? 0.0 : x.v_bias[h * d + c]);
             bd += qv * r[static_cast<std::size_t>(pos) * hd + h * d + c];
           }
         }
@@ -703,7 +723,7 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
     for (const auto& m : mk) known += (known.empty() ? "" : ", ") + m;
     throw_invalid("transformer_xl_run_engine", "unknown mistake (known: " + known + ")", o.mistake);
   }
-  if (o.pipeline != "exact" && !o.mistake.empty()) {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact && !o.mistake.empty()) {
     throw_invalid("transformer_xl_run_engine", "mistakes run on the exact pipeline only",
                   o.mistake);
   }
@@ -730,7 +750,7 @@ TensorMap transformer_xl_run_engine(const CaseSpec& spec, const TensorMap& golde
   std::vector<std::int32_t> positions(static_cast<std::size_t>(qlen * klen), -1);
   std::vector<float> pos_emb(static_cast<std::size_t>(klen * tp.d_model));
   TensorMap res;
-  if (o.pipeline != "exact") {
+  if (pipelines::of(o.pipeline) != Pipeline::kExact) {
     const MatrixBias b(pipeline_bias(tp, qlen, klen, x, &pos_emb), qlen, klen);
     const PipelineBias pb = [&b](int h, std::int64_t i, std::int64_t j) { return b.at(h, i, j); };
     res = attention_case_run_pipeline(spec, golden, o.pipeline, pb, ap);
