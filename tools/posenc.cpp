@@ -221,7 +221,11 @@ int dispatch(const CLI::App& app, const tools::CommandLine& c, int argc, char** 
     return cmd_list(sel, c.list.format);
   }
   if (sub == "show") return cmd_show(c.show.which, c.show.data, c.show.format);
-  if (sub == "generate") return run_generate(c.generate);
+  if (sub == "generate") {
+    tools::GenerateArgs a = c.generate;
+    a.out_given = a.out_option != nullptr && a.out_option->count() > 0;
+    return run_generate(a);
+  }
   if (sub == "catalog") return run_catalog(c.catalog);
   if (sub == "verify") return run_verify(c.verify, argc, argv);
   if (sub == "diagnose") return run_diagnose(c.diagnose, argc, argv);

@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -36,10 +35,6 @@
 #include "golden/format/profiles.hpp"
 #include "golden/verify/verify.hpp"
 #include "reference/common/errors.hpp"
-#include "tools/bench.hpp"
-#include "tools/posenc_cli.hpp"
-#include "tools/posenc_constants.hpp"
-#include "tools/posenc_oracle.hpp"
 #include "tools/posenc_plan.hpp"
 #include "tools/posenc_report.hpp"
 

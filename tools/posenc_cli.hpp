@@ -9,60 +9,13 @@
 #include <CLI/CLI.hpp>
 
 #include "golden/cases/catalog.hpp"
+#include "tools/posenc_args.hpp"
 #include "tools/cli_checks.hpp"
 #include "tools/bench.hpp"
 #include "tools/posenc_constants.hpp"
 #include "tools/posenc_oracle.hpp"
 
 namespace posenc::tools {
-
-struct ListArgs {
-  golden::CaseSelection sel;
-  std::string shard, format = "text", level = "1", config, dtype = "f32";
-};
-
-struct ShowArgs {
-  std::string which, data = golden::default_data_dir().string(), format = "text";
-};
-
-struct GenerateArgs {
-  golden::CaseSelection sel;
-  std::string shard, out = golden::default_data_dir().string();
-  std::string config, positions, layout, dtype = "f32", level = "1";
-  bool no_catalog = false, force = false;
-  const CLI::Option* out_option = nullptr;  // count() == 0: --out not given
-};
-
-struct CatalogArgs {
-  std::string data = golden::default_data_dir().string();
-  bool force = false;
-};
-
-struct VerifyArgs {
-  std::vector<std::string> golden, maps;
-  std::string actual, profile = "strict", format = "text", report, layer_table;
-  bool verbose = false, require_all = false, by_position = false, force = false;
-  std::int64_t max_position = -1;  // < 0: every position
-};
-
-struct DiagnoseArgs {
-  std::vector<std::string> golden;
-  std::string actual, profile = "strict", format = "text", report;
-  bool verbose = false, force = false;
-};
-
-struct CheckArgs {
-  golden::CaseSelection sel;
-  std::string data = golden::default_data_dir().string(), pipeline = "exact", profile,
-              format = "text", keep, report;
-  bool force = false;
-};
-
-struct EngineArgs {
-  std::string which, out, data = golden::default_data_dir().string(), mistake, pipeline = "exact",
-                          format = "safetensors";
-  bool force = false;
-};
 
 /// Every subcommand's arguments; parsing fills those of the subcommand given.
 struct CommandLine {

@@ -22,7 +22,7 @@
 #include "golden/format/output_path.hpp"
 #include "golden/verify/actual_files.hpp"
 #include "golden/verify/verify.hpp"
-#include "tools/posenc_cli.hpp"
+#include "tools/posenc_args.hpp"
 #include "tools/posenc_report.hpp"
 
 namespace posenc::tools {

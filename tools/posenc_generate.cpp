@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -36,10 +35,6 @@
 #include "golden/format/profiles.hpp"
 #include "golden/verify/verify.hpp"
 #include "reference/common/errors.hpp"
-#include "tools/bench.hpp"
-#include "tools/posenc_cli.hpp"
-#include "tools/posenc_constants.hpp"
-#include "tools/posenc_oracle.hpp"
 #include "tools/posenc_plan.hpp"
 #include "tools/posenc_report.hpp"
 
@@ -328,7 +323,7 @@ void for_each_level2_case(const Level2Run& r, Each each) {
 /// model), streamed case by case into --out (each case is one chunk of a sweep: memory is one
 /// chunk's tensors), with a progress line per case.
 int cmd_generate_level2(const tools::GenerateArgs& a) {
-  if (a.out_option->count() == 0) {
+  if (!a.out_given) {
     throw UsageError("generate --level 2 needs --out DIR (level 2 is never committed: it does not go "
                      "into the source tree's golden/data)");
   }
@@ -435,7 +430,7 @@ int run_generate(tools::GenerateArgs a) {
   if (a.level == "2" && !a.layout.empty()) throw UsageError("generate --level 2 takes no --layout (level 2 sweeps text RoPE models)");
   if (a.level == "2") return cmd_generate_level2(a);
   if (!a.config.empty()) {
-    if (a.out_option->count() == 0) {
+    if (!a.out_given) {
       throw UsageError("generate --config needs --out DIR (the default, the source tree's "
                        "golden/data, holds posenc's own catalog)");
     }
